@@ -1,0 +1,273 @@
+"""The table daemon: drivers → rule engine → publisher, under one TaskGroup.
+
+Device events are handled synchronously as the driver reports them (no queue hop): each gets
+its seq, goes to the outbox as an event, updates the device's retained state, and is put to the
+rule engine, whose rulings follow it into the outbox in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+
+import structlog
+from pydantic import ValidationError
+
+from tableside.daemon.config import Config, DeviceConfig
+from tableside.daemon.payloads import (
+    CommandRequest,
+    CommandResult,
+    DeviceEventPayload,
+    DeviceIdentity,
+    DeviceStatePayload,
+    RulingPayload,
+    SourceEvent,
+    utc_ms,
+)
+from tableside.daemon.publisher import Publisher
+from tableside.daemon.seq import SeqCounter
+from tableside.drivers.base import Driver, DriverSettings, EventSink
+from tableside.drivers.errors import TablesideDriverError
+from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
+from tableside.drivers.link import ArqPolicy
+from tableside.drivers.registry import get_driver
+from tableside.drivers.shuffler.events import ShufflerFault, ShufflerStatus
+from tableside.rules import Observation, TableFacts, evaluate
+
+__all__ = ["DeviceRuntime", "TableDaemon"]
+
+log = structlog.get_logger("tableside.daemon")
+
+
+@dataclass
+class DeviceRuntime:
+    """One configured device: its driver and what the table knows of it now."""
+
+    name: str
+    config: DeviceConfig
+    driver: Driver
+    facts: TableFacts
+    connection: ConnectionState = ConnectionState.DISCONNECTED
+    connection_detail: str = ""
+    since: str = field(default_factory=utc_ms)
+    identity: DeviceIdentity | None = None
+    device_state: str | None = None
+    fault: str | None = None
+    events: int = 0
+
+    def apply(self, event: DeviceEvent, ts: str) -> bool:
+        """Update from an event; True when the retained state changed."""
+        match event:
+            case ConnectionEvent():
+                self.connection, self.connection_detail, self.since = event.state, event.detail, ts
+                return True
+            case IdentityEvent():
+                identity = DeviceIdentity(**event.data())
+                changed = identity != self.identity
+                self.identity = identity
+                return changed
+            case ShufflerStatus():
+                before = (self.device_state, self.fault)
+                self.device_state, self.fault = event.state, event.fault
+                return before != (self.device_state, self.fault)
+            case ShufflerFault():
+                changed = self.fault != event.fault
+                self.fault = event.fault
+                return changed
+        return False
+
+
+class TableDaemon:
+    """Everything one table needs; ``run()`` until cancelled."""
+
+    def __init__(self, config: Config, *, shutdown_grace: float = 5.0) -> None:
+        self.config = config
+        self.table = config.table.id
+        self.shutdown_grace = shutdown_grace
+        self.seq = SeqCounter(config.table.state_dir / config.table.id / "seq.json")
+        self.publisher = Publisher(
+            config.broker, self.table, config.client_id, self.seq, on_command=self._on_command
+        )
+        self.topics = self.publisher.topics
+        self.devices: dict[str, DeviceRuntime] = {}
+        for name, device in config.devices.items():
+            driver_cls = get_driver(device.driver)
+            settings = DriverSettings(
+                url=device.url,
+                baudrate=device.baudrate,
+                heartbeat_timeout=device.heartbeat_timeout_s,
+                arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
+            )
+            facts = TableFacts(
+                game=config.table.game,
+                shuffler_counts=device.counts_cards,
+                decks=config.table.decks,
+            )
+            runtime = DeviceRuntime(
+                name, device, driver_cls(name, settings, self._sink(name)), facts
+            )
+            self.devices[name] = runtime
+        self.ready = asyncio.Event()
+        self.rulings = 0
+        self.handling_errors = 0
+        self._tasks: asyncio.TaskGroup | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        clean = False
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tasks = tg
+                publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
+                for rt in self.devices.values():
+                    self._publish_state(rt, utc_ms())
+                drivers = [
+                    tg.create_task(rt.driver.run(), name=f"device.{name}")
+                    for name, rt in self.devices.items()
+                ]
+                self.ready.set()
+                log.info("daemon_started", table=self.table, devices=list(self.devices))
+                try:
+                    await asyncio.Future()  # until cancelled
+                except asyncio.CancelledError:
+                    for task in drivers:
+                        task.cancel()
+                    self.publisher.stop()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.shutdown_grace):
+                            await self.publisher.flush()
+                    publisher.cancel()
+                    clean = True
+                    raise
+        finally:
+            self._tasks = None
+            if clean:
+                self.seq.close()
+            log.info(
+                "daemon_stopped", table=self.table, clean=clean, pending=self.publisher.pending
+            )
+
+    # -- device events --------------------------------------------------------------------
+
+    def _sink(self, name: str) -> EventSink:
+        def sink(event: DeviceEvent) -> None:
+            try:
+                self._handle(self.devices[name], event)
+            except Exception:
+                # A bug here must not take the driver down with it; it is logged and counted.
+                self.handling_errors += 1
+                log.exception("event_handling_failed", device=name, event=event.kind)
+
+        return sink
+
+    def _publish_state(self, rt: DeviceRuntime, ts: str) -> None:
+        state = DeviceStatePayload(
+            table=self.table,
+            ts=ts,
+            seq=self.publisher.next_seq(),
+            device=rt.name,
+            device_class=rt.driver.device_class,
+            driver=rt.config.driver,
+            connection=rt.connection,
+            connection_detail=rt.connection_detail,
+            since=rt.since,
+            identity=rt.identity,
+            device_state=rt.device_state,
+            fault=rt.fault,
+            connects=rt.driver.connects,
+        )
+        self.publisher.publish(self.topics.device_state(rt.name), state, retain=True)
+
+    def _handle(self, rt: DeviceRuntime, event: DeviceEvent) -> None:
+        ts = utc_ms()
+        rt.events += 1
+        data = event.data(include_cards=self.config.table.publish_card_identities)
+        seq = self.publisher.next_seq()
+        self.publisher.publish(
+            self.topics.device_event(rt.name),
+            DeviceEventPayload(
+                table=self.table,
+                ts=ts,
+                seq=seq,
+                device=rt.name,
+                device_class=rt.driver.device_class,
+                event=event.kind,
+                data=data,
+            ),
+        )
+        if rt.apply(event, ts):
+            self._publish_state(rt, ts)
+        observation = Observation(
+            kind=f"{rt.driver.device_class}.{event.kind}",
+            device=rt.name,
+            data=event.data(include_cards=True),
+        )
+        for ruling in evaluate(rt.facts, observation):
+            rule = ruling.rule
+            self.rulings += 1
+            log.warning("ruling", rule=rule.id, clause=rule.citation, device=rt.name)
+            self.publisher.publish(
+                self.topics.ruling,
+                RulingPayload(
+                    table=self.table,
+                    ts=ts,
+                    seq=self.publisher.next_seq(),
+                    rule_id=rule.id,
+                    game=rt.facts.game.value,
+                    clause=rule.citation,
+                    words=rule.words,
+                    summary=rule.summary,
+                    actions=list(rule.actions),
+                    event=SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data),
+                ),
+            )
+
+    # -- commands -------------------------------------------------------------------------
+
+    def _on_command(self, topic: str, payload: bytes) -> None:
+        device = self.topics.device_of_command(topic)
+        request: CommandRequest | None = None
+        error: str | None = None
+        try:
+            request = CommandRequest.model_validate(json.loads(payload))
+        except (ValueError, ValidationError) as exc:
+            error = f"malformed command on {topic}: {exc}"
+        if error is None and (device is None or device not in self.devices):
+            error = f"no device {device!r} at table {self.table} (topic {topic})"
+        if error is not None or request is None or device is None or self._tasks is None:
+            self._command_result(device or "?", request, error or "daemon is stopping")
+            return
+        self._tasks.create_task(self._run_command(device, request), name=f"command.{device}")
+
+    async def _run_command(self, device: str, request: CommandRequest) -> None:
+        try:
+            await self.devices[device].driver.command(request.command)
+        except (TablesideDriverError, ValueError) as exc:
+            self._command_result(device, request, str(exc))
+        except Exception as exc:  # reported, never allowed to stop the daemon's task group
+            log.exception("command_failed", device=device, command=request.command)
+            self._command_result(device, request, f"internal error: {exc!r}")
+        else:
+            self._command_result(device, request, None)
+
+    def _command_result(
+        self, device: str, request: CommandRequest | None, error: str | None
+    ) -> None:
+        if error:
+            log.warning("command_refused", device=device, error=error)
+        self.publisher.publish(
+            self.topics.command_result(device),
+            CommandResult(
+                table=self.table,
+                ts=utc_ms(),
+                seq=self.publisher.next_seq(),
+                device=device,
+                command=request.command if request else None,
+                request_id=request.request_id if request else None,
+                ok=error is None,
+                error=error,
+            ),
+        )

@@ -1,0 +1,248 @@
+"""One TOML file per table, validated by pydantic; overrides from the environment and the CLI.
+
+Precedence, lowest first: the file, then ``TABLESIDE_BROKER`` / ``TABLESIDE_DEVICE__<NAME>``
+from the environment, then ``--broker`` / ``--device NAME=URL`` on the command line.
+Every error names where it is: ``file:line: devices.shuffler.url: …``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tableside.drivers.registry import available_drivers
+from tableside.rules.model import Game
+
+__all__ = [
+    "BrokerConfig",
+    "Config",
+    "ConfigError",
+    "DeviceConfig",
+    "TableConfig",
+    "load_config",
+    "validate_config",
+]
+
+_NAME = r"^[a-z0-9][a-z0-9_]{0,31}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableConfig(_Strict):
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+    game: Game
+    #: Spanish 21 only: 6 or 8 decks of 48 cards (58 Pa. Code § 551.3(a))
+    decks: Literal[6, 8] | None = None
+    #: where the table keeps its sequence counter (and, later, its journal)
+    state_dir: Path = Path("/var/lib/tableside")
+    #: card identities stay on the table unless this is true (regulators forbid sending them)
+    publish_card_identities: bool = False
+
+    @model_validator(mode="after")
+    def _decks_only_for_spanish_21(self) -> TableConfig:
+        if self.decks is not None and self.game is not Game.SPANISH_21:
+            raise ValueError(f"decks applies to spanish_21 only, not {self.game.value}")
+        return self
+
+
+class BrokerConfig(_Strict):
+    url: str = "mqtt://127.0.0.1:1883"
+    topic_prefix: Annotated[str, Field(pattern=r"^[^#+/][^#+]*[^#+/]$|^[^#+/]$")] = "tableside"
+    #: default: tableside-<table id>, unique per table
+    client_id: str | None = None
+    keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
+    username: str | None = None
+    password: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _mqtt_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme != "mqtt" or not parts.hostname:
+            raise ValueError(f"expected mqtt://host[:port], got {url!r}")
+        try:
+            parts.port  # noqa: B018  # raises ValueError for a bad port
+        except ValueError as exc:
+            raise ValueError(f"bad port in {url!r}") from exc
+        return url
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or 1883
+
+
+class DeviceConfig(_Strict):
+    #: driver name from the registry (tableside.shuffler, or an installed plug-in)
+    driver: str
+    #: /dev/ttyUSB0, socket://host:port or rfc2217://host:port
+    url: Annotated[str, Field(min_length=1)]
+    baudrate: Annotated[int, Field(gt=0)] = 9600
+    heartbeat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 3.0
+    ack_timeout_s: Annotated[float, Field(gt=0, le=10)] = 0.25
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    #: shufflers: whether the device counts the cards after each shuffle (555.5(b))
+    counts_cards: bool = True
+
+    @field_validator("driver")
+    @classmethod
+    def _known_driver(cls, name: str) -> str:
+        known = available_drivers()
+        if name not in known:
+            raise ValueError(f"no driver named {name!r} (available: {', '.join(sorted(known))})")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _device_url(cls, url: str) -> str:
+        scheme = urlsplit(url).scheme
+        if scheme in ("socket", "rfc2217"):
+            parts = urlsplit(url)
+            if not parts.hostname or parts.port is None:
+                raise ValueError(f"expected {scheme}://host:port, got {url!r}")
+        elif scheme not in ("", "file"):
+            raise ValueError(
+                f"unknown scheme {scheme!r} in {url!r} "
+                "(use a tty path, socket://host:port or rfc2217://host:port)"
+            )
+        return url
+
+
+class Config(_Strict):
+    table: TableConfig
+    broker: BrokerConfig = BrokerConfig()
+    devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
+
+    @model_validator(mode="after")
+    def _has_devices(self) -> Config:
+        if not self.devices:
+            raise ValueError("a table needs at least one device under [devices.<name>]")
+        return self
+
+    @property
+    def client_id(self) -> str:
+        return self.broker.client_id or f"tableside-{self.table.id}"
+
+
+class _EnvOverrides(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TABLESIDE_", env_nested_delimiter="__", extra="ignore"
+    )
+    broker: str | None = None
+    device: dict[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    where: str  # "file:line" or "file"
+    path: str  # "devices.shuffler.url"
+    message: str
+
+    def __str__(self) -> str:
+        path = f"{self.path}: " if self.path else ""
+        return f"{self.where}: {path}{self.message}"
+
+
+class ConfigError(Exception):
+    """Every problem found in a config, each with where it is."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def _find_line(text: str, loc: Sequence[str | int]) -> int | None:
+    """Best-effort line of a key path in a TOML text (tables and dotted headers)."""
+    keys = [str(k) for k in loc]
+    lines = text.splitlines()
+    header_re = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")
+    current: list[str] = []
+    best: int | None = None
+    for number, line in enumerate(lines, 1):
+        m = header_re.match(line)
+        if m:
+            current = [part.strip().strip('"') for part in m.group(1).split(".")]
+            if current == keys[: len(current)] and best is None:
+                best = number
+            if current == keys:
+                return number
+            continue
+        key = line.split("=", 1)[0].strip().strip('"') if "=" in line else None
+        if key is not None and [*current, key] == keys[: len(current) + 1]:
+            return number
+    return best
+
+
+def _apply_overrides(
+    data: dict[str, Any], broker: str | None, devices: Mapping[str, str]
+) -> list[Problem]:
+    problems = []
+    if broker:
+        data.setdefault("broker", {})["url"] = broker
+    table_devices = data.get("devices", {})
+    for name, url in devices.items():
+        if not isinstance(table_devices, dict) or name not in table_devices:
+            problems.append(Problem("override", f"devices.{name}", "no such device in the config"))
+            continue
+        table_devices[name]["url"] = url
+    return problems
+
+
+def validate_config(
+    text: str,
+    source: str = "<config>",
+    *,
+    broker: str | None = None,
+    devices: Mapping[str, str] | None = None,
+    use_env: bool = True,
+) -> Config:
+    """Parse and validate; raise ConfigError listing every problem with its place."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        where = f"{source}:{m.group(1)}" if m else source
+        raise ConfigError([Problem(where, "", f"not valid TOML: {exc}")]) from exc
+    env = _EnvOverrides() if use_env else _EnvOverrides.model_construct(broker=None, device={})
+    merged_devices = {**env.device, **(devices or {})}
+    problems = _apply_overrides(data, broker or env.broker, merged_devices)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = [str(x) for x in err["loc"]]
+            line = _find_line(text, loc)
+            where = f"{source}:{line}" if line else source
+            problems.append(Problem(where, ".".join(loc), err["msg"]))
+        raise ConfigError(problems) from exc
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def load_config(
+    path: str | Path,
+    *,
+    broker: str | None = None,
+    devices: Mapping[str, str] | None = None,
+    use_env: bool = True,
+) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
+    return validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)

@@ -1,0 +1,149 @@
+"""MQTT payloads, as pydantic models. docs/schemas/*.json are generated from these
+(``tableside schemas docs/schemas``); docs/mqtt.md describes the topics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tableside.drivers.events import ConnectionState
+from tableside.rules.model import Action
+
+__all__ = [
+    "PAYLOAD_MODELS",
+    "CommandRequest",
+    "CommandResult",
+    "DeviceEventPayload",
+    "DeviceIdentity",
+    "DeviceStatePayload",
+    "Envelope",
+    "RulingPayload",
+    "SourceEvent",
+    "StatusPayload",
+    "utc_ms",
+]
+
+
+def utc_ms(moment: datetime | None = None) -> str:
+    """UTC timestamp with milliseconds: ``2026-11-29T14:43:13.123Z``."""
+    moment = moment or datetime.now(UTC)
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
+
+
+class Envelope(BaseModel):
+    """Fields every payload carries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str = Field(description="table id from the config")
+    ts: str = Field(description="UTC time the daemon produced this message, ms precision")
+    seq: int = Field(
+        ge=0,
+        description="per-table sequence number: never repeats or goes backwards, across "
+        "restarts; a gap means messages were lost",
+    )
+    republished: bool = Field(
+        default=False,
+        description="true when retained state is sent again after a reconnect; it then "
+        "carries its original seq and ts",
+    )
+
+
+class StatusPayload(Envelope):
+    """``<prefix>/<table>/status`` (retained). The offline form is also the last will."""
+
+    status: Literal["online", "offline"]
+    version: str
+    will: bool = Field(
+        default=False,
+        description="true on the last will, sent by the broker when the daemon vanished; it "
+        "repeats the seq of the last message queued before that connection was made",
+    )
+
+
+class DeviceIdentity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    vendor: str
+    model: str
+    serial: str
+    firmware_version: str
+    firmware_sha256: str
+
+
+class DeviceStatePayload(Envelope):
+    """``<prefix>/<table>/device/<device>/state`` (retained)."""
+
+    device: str
+    device_class: str
+    driver: str
+    connection: ConnectionState
+    connection_detail: str = ""
+    since: str = Field(description="when the connection state last changed")
+    identity: DeviceIdentity | None = None
+    device_state: str | None = Field(
+        default=None, description="what the device last said of itself (idle, shuffling, …)"
+    )
+    fault: str | None = Field(default=None, description="the fault the device reports, if any")
+    connects: int = Field(description="links opened since the daemon started")
+    last_event: str | None = None
+
+
+class DeviceEventPayload(Envelope):
+    """``<prefix>/<table>/device/<device>/event``: every device event."""
+
+    device: str
+    device_class: str
+    event: str = Field(description="event kind, e.g. shuffle_complete, fault, connection")
+    data: dict[str, Any]
+
+
+class SourceEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    device: str
+    event: str
+    seq: int = Field(description="seq of the device event message this ruling came from")
+    data: dict[str, Any]
+
+
+class RulingPayload(Envelope):
+    """``<prefix>/<table>/ruling``: every ruling, with the clause behind it."""
+
+    rule_id: str
+    game: str
+    clause: str = Field(description="citation, e.g. 58 Pa. Code § 555.5(b)")
+    words: str = Field(description="the clause's own words")
+    summary: str
+    actions: list[Action]
+    event: SourceEvent
+
+
+class CommandRequest(BaseModel):
+    """``<prefix>/<table>/device/<device>/command``: ask a device to do something."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    command: str
+    request_id: str | None = None
+
+
+class CommandResult(Envelope):
+    """``<prefix>/<table>/device/<device>/command/result``: what became of a command."""
+
+    device: str
+    command: str | None
+    request_id: str | None
+    ok: bool
+    error: str | None = None
+
+
+PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
+    "status": StatusPayload,
+    "device-state": DeviceStatePayload,
+    "device-event": DeviceEventPayload,
+    "ruling": RulingPayload,
+    "command": CommandRequest,
+    "command-result": CommandResult,
+}

@@ -1,0 +1,79 @@
+"""Typed device events: what drivers hand upward. Plain frozen dataclasses, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+__all__ = [
+    "ConnectionEvent",
+    "ConnectionState",
+    "DeviceEvent",
+    "IdentityEvent",
+    "LineNoiseEvent",
+    "ProtocolErrorEvent",
+]
+
+
+class ConnectionState(enum.StrEnum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    STALE = "stale"  # link open, but no frame within the heartbeat timeout
+    DISCONNECTED = "disconnected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceEvent:
+    """Base of every device event. ``kind`` names it on the wire."""
+
+    kind: ClassVar[str] = "event"
+    # Fields holding card identities. They stay on the table unless the config allows them out.
+    card_fields: ClassVar[frozenset[str]] = frozenset()
+    device: str
+
+    def data(self, *, include_cards: bool = False) -> dict[str, Any]:
+        """The event's own fields (without ``device``), card identities left out by default."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "device" or (f.name in self.card_fields and not include_cards):
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionEvent(DeviceEvent):
+    kind: ClassVar[str] = "connection"
+    state: ConnectionState
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdentityEvent(DeviceEvent):
+    kind: ClassVar[str] = "identity"
+    vendor: str
+    model: str
+    serial: str
+    firmware_version: str
+    firmware_sha256: str  # hex
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineNoiseEvent(DeviceEvent):
+    """Garbage bytes or damaged frames on the line (totals since the link opened)."""
+
+    kind: ClassVar[str] = "line_noise"
+    crc_errors: int
+    discarded_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProtocolErrorEvent(DeviceEvent):
+    """An intact frame the protocol does not allow; the device was NAKed."""
+
+    kind: ClassVar[str] = "protocol_error"
+    frame_type: int
+    reason: str
+    detail: str

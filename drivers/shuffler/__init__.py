@@ -1,0 +1,1 @@
+"""Automated card shuffler: wire protocol (sans-IO) and asyncio driver."""

@@ -1,0 +1,47 @@
+"""Events of the automated card shuffler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tableside.drivers.events import DeviceEvent
+
+__all__ = ["ShuffleCompleted", "ShuffleStarted", "ShufflerFault", "ShufflerStatus"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShufflerStatus(DeviceEvent):
+    kind: ClassVar[str] = "status"
+    state: str  # idle | shuffling | fault | door_open
+    fault: str | None
+    shuffles: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleStarted(DeviceEvent):
+    kind: ClassVar[str] = "shuffle_started"
+    shuffle_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleCompleted(DeviceEvent):
+    kind: ClassVar[str] = "shuffle_complete"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"missing_cards", "extra_cards"})
+    shuffle_id: int
+    card_count: int
+    counted: bool
+    deck: str  # single | A | B
+    back_colour: str
+    missing_count: int
+    extra_count: int
+    missing_cards: tuple[str, ...] = ()
+    extra_cards: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShufflerFault(DeviceEvent):
+    kind: ClassVar[str] = "fault"
+    shuffle_id: int
+    fault: str  # jam | stopped | incomplete | door_open
+    detail: str

@@ -1,0 +1,287 @@
+"""The tableside shuffler protocol, version 1: message set (sans-IO, no asyncio).
+
+Byte-by-byte description: docs/protocols/shuffler.md. Framing: tableside.drivers.framing.
+Type bytes: 0x20 to 0x3F device → host, 0x40 to 0x5F host → device.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Self, TypeVar
+
+from tableside.drivers.cards import is_card_code
+from tableside.drivers.messages import MessageSet
+from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
+
+__all__ = [
+    "PROTOCOL",
+    "Deck",
+    "Fault",
+    "FaultCode",
+    "Heartbeat",
+    "Identity",
+    "QueryIdentity",
+    "QueryStatus",
+    "ShuffleComplete",
+    "ShuffleStarted",
+    "ShufflerState",
+    "StartShuffle",
+    "Status",
+]
+
+
+class ShufflerState(enum.IntEnum):
+    IDLE = 0
+    SHUFFLING = 1
+    FAULT = 2
+    DOOR_OPEN = 3
+
+
+class FaultCode(enum.IntEnum):
+    """Why a shuffle did not finish (555.14(e): jams, stops, fails to complete a cycle)."""
+
+    JAM = 1
+    STOPPED = 2
+    INCOMPLETE = 3
+    DOOR_OPEN = 4
+
+
+class Deck(enum.IntEnum):
+    """Which deck of a two-deck shuffler (555.3(b): backs of different colours, alternated)."""
+
+    SINGLE = 0
+    A = 1
+    B = 2
+
+
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def _enum(cls: type[_E], value: int, what: str) -> _E:
+    try:
+        return cls(value)
+    except ValueError as exc:
+        raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
+
+
+def _cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
+    for code in values:
+        if not is_card_code(code):
+            raise MalformedPayload(f"{what}: byte 0x{code:02x} is not a card")
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Device → host, at connect and on QueryIdentity.
+
+    ``vendor`` str, ``model`` str, ``serial`` str, ``firmware_version`` str,
+    ``firmware_sha256`` 32 raw bytes.
+    """
+
+    TYPE: ClassVar[int] = 0x20
+    vendor: str
+    model: str
+    serial: str
+    firmware_version: str
+    firmware_sha256: bytes
+
+    def to_payload(self) -> bytes:
+        if len(self.firmware_sha256) != 32:
+            raise ValueError("firmware_sha256 must be 32 bytes")
+        w = PayloadWriter()
+        for s in (self.vendor, self.model, self.serial, self.firmware_version):
+            w.string(s)
+        return w.raw(self.firmware_sha256).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "Identity")
+        msg = cls(r.string(), r.string(), r.string(), r.string(), r.raw(32))
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Device → host, on change and on QueryStatus.
+
+    ``state`` u8 (ShufflerState), ``fault`` u8 (FaultCode, 0 = none), ``shuffles`` u32
+    (shuffles completed since power-on).
+    """
+
+    TYPE: ClassVar[int] = 0x21
+    state: ShufflerState
+    fault: FaultCode | None
+    shuffles: int
+
+    def to_payload(self) -> bytes:
+        fault = 0 if self.fault is None else int(self.fault)
+        return PayloadWriter().u8(self.state).u8(fault).u32(self.shuffles).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "Status")
+        state = _enum(ShufflerState, r.u8(), "Status.state")
+        fault_byte = r.u8()
+        fault = None if fault_byte == 0 else _enum(FaultCode, fault_byte, "Status.fault")
+        msg = cls(state, fault, r.u32())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleStarted:
+    """Device → host. ``shuffle_id`` u32, increasing per shuffle."""
+
+    TYPE: ClassVar[int] = 0x22
+    shuffle_id: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.shuffle_id).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "ShuffleStarted")
+        msg = cls(r.u32())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleComplete:
+    """Device → host, when a shuffle cycle finished.
+
+    ``shuffle_id`` u32, ``card_count`` u16 (cards counted; meaningful when ``counted``),
+    ``flags`` u8 (bit 0 counted, bit 1 identifies cards), ``deck`` u8 (Deck),
+    ``back_colour`` str, ``missing`` and ``extra`` byte lists of card codes (only when the device
+    identifies cards; at most 255 each).
+    """
+
+    TYPE: ClassVar[int] = 0x23
+    shuffle_id: int
+    card_count: int
+    counted: bool = True
+    identifies_cards: bool = False
+    deck: Deck = Deck.SINGLE
+    back_colour: str = ""
+    missing: tuple[int, ...] = ()
+    extra: tuple[int, ...] = ()
+
+    def to_payload(self) -> bytes:
+        flags = int(self.counted) | (int(self.identifies_cards) << 1)
+        return (
+            PayloadWriter()
+            .u32(self.shuffle_id)
+            .u16(self.card_count)
+            .u8(flags)
+            .u8(self.deck)
+            .string(self.back_colour)
+            .byte_list(self.missing)
+            .byte_list(self.extra)
+            .getvalue()
+        )
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "ShuffleComplete")
+        shuffle_id, count, flags = r.u32(), r.u16(), r.u8()
+        if flags & ~0x03:
+            raise MalformedPayload(f"ShuffleComplete: reserved flag bits set in 0x{flags:02x}")
+        deck = _enum(Deck, r.u8(), "ShuffleComplete.deck")
+        colour = r.string()
+        missing = _cards(r.byte_list(), "ShuffleComplete.missing")
+        extra = _cards(r.byte_list(), "ShuffleComplete.extra")
+        r.end()
+        return cls(
+            shuffle_id, count, bool(flags & 1), bool(flags & 2), deck, colour, missing, extra
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """Device → host. ``shuffle_id`` u32 (0 when not shuffling), ``code`` u8 (FaultCode),
+    ``detail`` str."""
+
+    TYPE: ClassVar[int] = 0x24
+    shuffle_id: int
+    code: FaultCode
+    detail: str = ""
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.shuffle_id).u8(self.code).string(self.detail).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "Fault")
+        msg = cls(r.u32(), _enum(FaultCode, r.u8(), "Fault.code"), r.string())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Device → host, every heartbeat interval (1 s by default). ``uptime_ms`` u32."""
+
+    TYPE: ClassVar[int] = 0x25
+    uptime_ms: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.uptime_ms).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "Heartbeat")
+        msg = cls(r.u32())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class _Empty:
+    TYPE: ClassVar[int] = 0
+
+    def to_payload(self) -> bytes:
+        return b""
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        if payload:
+            raise MalformedPayload(f"{cls.__name__}: takes no payload, got {len(payload)} bytes")
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class StartShuffle(_Empty):
+    """Host → device: start a shuffle cycle now. NAK BUSY if one is running."""
+
+    TYPE: ClassVar[int] = 0x40
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStatus(_Empty):
+    """Host → device: answer with Status."""
+
+    TYPE: ClassVar[int] = 0x41
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIdentity(_Empty):
+    """Host → device: answer with Identity."""
+
+    TYPE: ClassVar[int] = 0x42
+
+
+PROTOCOL = MessageSet(
+    "shuffler",
+    Identity,
+    Status,
+    ShuffleStarted,
+    ShuffleComplete,
+    Fault,
+    Heartbeat,
+    StartShuffle,
+    QueryStatus,
+    QueryIdentity,
+)

@@ -1,0 +1,135 @@
+"""The rule engine's vocabulary: games, actions, observations, rules and rulings. No I/O."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Action",
+    "FactRef",
+    "Game",
+    "Observation",
+    "Rule",
+    "Ruling",
+    "TableFacts",
+    "When",
+]
+
+
+class Game(enum.StrEnum):
+    CARIBBEAN_STUD = "caribbean_stud"  # 58 Pa. Code Chapter 555
+    FOUR_CARD_POKER = "four_card_poker"  # Chapter 557
+    LET_IT_RIDE = "let_it_ride"  # Chapter 559
+    SPANISH_21 = "spanish_21"  # Chapter 551
+
+
+class Action(enum.StrEnum):
+    """What a ruling tells the table to do: a fixed vocabulary (documented in docs/mqtt.md)."""
+
+    REMOVE_DECK = "remove_deck"  # the deck (or the set of decks) leaves the table
+    RESHUFFLE = "reshuffle"  # the cards are shuffled again
+    VOID_ALL_HANDS = "void_all_hands"  # every hand of the round is void
+    VOID_HAND = "void_hand"  # one player's hand is void
+    RETURN_WAGERS = "return_wagers"  # wagers of the voided hands go back to the players
+    HALT_DEALING = "halt_dealing"  # no dealing until the device is repaired or replaced
+    DISCARD_CARD = "discard_card"  # the card goes to the discard rack, unused
+    DEAL_ADDITIONAL_CARD = "deal_additional_card"  # the dealer completes a short hand
+    REMOVE_DEVICE = "remove_device"  # the device must leave the table first
+    ALERT = "alert"  # a floorperson must be told now
+
+
+class FactRef(enum.StrEnum):
+    """A value taken from the table's configuration when a rule is evaluated."""
+
+    FULL_DECK_COUNTS = "full_deck_counts"
+
+
+@dataclass(frozen=True, slots=True)
+class TableFacts:
+    """What the engine knows of the table from its configuration."""
+
+    game: Game
+    shuffler_counts: bool = True
+    decks: int | None = None  # Spanish 21: 6 or 8 decks of 48 (551.3(a))
+
+    @property
+    def full_deck_counts(self) -> frozenset[int]:
+        if self.game is Game.SPANISH_21:
+            # 551.3(a): six or eight decks of 48 cards. A configured deck count pins it.
+            return frozenset({48 * self.decks} if self.decks else {6 * 48, 8 * 48})
+        return frozenset({52})  # 555.5(b), 557.5(b), 559.5(b): "whether 52 cards are present"
+
+    def resolve(self, ref: FactRef) -> Any:
+        return getattr(self, ref.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Something the table saw: ``kind`` is ``<device class>.<event kind>``."""
+
+    kind: str
+    device: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """One condition on an observation field: ``field op value``.
+
+    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``; ``value`` may be a FactRef.
+    """
+
+    field: str
+    op: str
+    value: Any
+
+    def holds(self, facts: TableFacts, data: Mapping[str, Any]) -> bool:
+        if self.field not in data:
+            return False
+        actual = data[self.field]
+        expected = facts.resolve(self.value) if isinstance(self.value, FactRef) else self.value
+        match self.op:
+            case "==":
+                return bool(actual == expected)
+            case "!=":
+                return bool(actual != expected)
+            case "in":
+                return actual in expected
+            case "not in":
+                return actual not in expected
+        raise ValueError(f"unknown operator {self.op!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One row: a clause of the rules, what triggers it, and what it requires."""
+
+    id: str
+    games: frozenset[Game]
+    trigger: str  # Observation.kind
+    when: tuple[When, ...]
+    actions: tuple[Action, ...]
+    citation: str  # "58 Pa. Code § 555.5(b)"
+    words: str  # the clause's own words, verbatim
+    summary: str  # the ruling in one plain sentence
+    #: the rule applies only when the table's shuffler counts cards
+    needs_counting_shuffler: bool = False
+
+    def applies(self, facts: TableFacts, observation: Observation) -> bool:
+        return (
+            facts.game in self.games
+            and observation.kind == self.trigger
+            and (facts.shuffler_counts or not self.needs_counting_shuffler)
+            and all(w.holds(facts, observation.data) for w in self.when)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ruling:
+    """What the engine decided, and why."""
+
+    rule: Rule
+    observation: Observation

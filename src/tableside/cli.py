@@ -1,0 +1,309 @@
+"""The ``tableside`` command: run, simulate, check-config, monitor, demo, schemas."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tomllib
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from tableside import __version__
+
+__all__ = ["main"]
+
+
+def _device_override(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url:
+        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {text!r}")
+    return name, url
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tableside", description="Open table-side controller for casino table games."
+    )
+    parser.add_argument("--version", action="version", version=f"tableside {__version__}")
+    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon for one table")
+    run.add_argument("--config", required=True, type=Path, help="the table's TOML file")
+    run.add_argument("--broker", help="override the broker URL (mqtt://host:port)")
+    run.add_argument(
+        "--device",
+        action="append",
+        type=_device_override,
+        default=[],
+        metavar="NAME=URL",
+        help="override a device's URL (repeatable)",
+    )
+
+    check = sub.add_parser("check-config", help="validate table config files")
+    check.add_argument("files", nargs="+", type=Path)
+
+    sim = sub.add_parser("simulate", help="run a device simulator")
+    sim.add_argument("device_class", choices=["shuffler"])
+    where = sim.add_mutually_exclusive_group(required=True)
+    where.add_argument("--listen", help="socket://host:port to listen on")
+    where.add_argument("--pty", action="store_true", help="create a pty and print its path")
+    sim.add_argument("--scenario", type=Path, help="TOML scenario file (docs/simulators.md)")
+    sim.add_argument("--interval", type=float, help="seconds between shuffles (default 5)")
+    sim.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]@N",
+        help="inject a fault on the Nth shuffle (repeatable)",
+    )
+    sim.add_argument("--cards", type=int, help="cards in a full deck (default 52)")
+    sim.add_argument("--identifies-cards", action="store_true", default=None)
+    sim.add_argument("--two-deck", action="store_true", default=None)
+    sim.add_argument("--seed", type=int, help="seed for noise and card choices")
+    sim.add_argument("--shuffles", type=int, help="stop after this many shuffles")
+    sim.add_argument("--heartbeat", type=float, help="seconds between heartbeats (default 1)")
+
+    mon = sub.add_parser("monitor", help="subscribe to a table and print its life")
+    mon.add_argument("--table", help="table id (default: from --config)")
+    mon.add_argument("--config", type=Path, help="take table, broker and prefix from here")
+    mon.add_argument("--broker", help="mqtt://host:port (default mqtt://127.0.0.1:1883)")
+    mon.add_argument("--prefix", help="topic prefix (default tableside)")
+
+    demo = sub.add_parser("demo", help="a whole simulated table, live, in one command")
+    demo.add_argument(
+        "--game",
+        default="caribbean_stud",
+        choices=["caribbean_stud", "four_card_poker", "let_it_ride", "spanish_21"],
+    )
+    demo.add_argument("--rounds", type=int, help="exit after N shuffles (default: run on)")
+    demo.add_argument("--broker", default="mqtt://127.0.0.1:1883", help="broker to try first")
+    demo.add_argument("--interval", type=float, default=1.0, help="seconds between shuffles")
+    demo.add_argument(
+        "--fault",
+        action="append",
+        metavar="NAME[=VALUE]@N",
+        help="faults to inject (default: one of each)",
+    )
+    demo.add_argument("--no-faults", action="store_true")
+
+    schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
+    schemas.add_argument("directory", type=Path)
+    return parser
+
+
+def _run_async(coro: Coroutine[Any, Any, int]) -> int:
+    """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled)."""
+
+    async def wrapper() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            return 0
+
+    return asyncio.run(wrapper())
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from tableside.daemon.app import TableDaemon
+    from tableside.daemon.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, broker=args.broker, devices=dict(args.device))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        daemon = TableDaemon(config)
+    except RuntimeError as exc:
+        print(f"tableside: {exc}", file=sys.stderr)
+        return 1
+
+    async def go() -> int:
+        await daemon.run()
+        return 0
+
+    return _run_async(go())
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from tableside.daemon.config import ConfigError, load_config
+
+    status = 0
+    for path in args.files:
+        try:
+            config = load_config(path, use_env=False)
+        except ConfigError as exc:
+            status = 1
+            for problem in exc.problems:
+                print(problem)
+        else:
+            print(
+                f"{path}: ok (table {config.table.id}, {config.table.game.value}, "
+                f"devices: {', '.join(config.devices)})"
+            )
+    return status
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from tableside.simulators.faults import parse_fault
+    from tableside.simulators.listen import serve_pty, serve_socket
+    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator, SimIdentity
+
+    scenario: dict[str, Any] = {}
+    if args.scenario:
+        try:
+            scenario = tomllib.loads(args.scenario.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            print(f"{args.scenario}: {exc}", file=sys.stderr)
+            return 2
+        unknown = set(scenario) - {
+            "interval",
+            "cards",
+            "identifies_cards",
+            "two_deck",
+            "seed",
+            "shuffles",
+            "heartbeat",
+            "faults",
+            "identity",
+        }
+        if unknown:
+            print(f"{args.scenario}: unknown keys {sorted(unknown)}", file=sys.stderr)
+            return 2
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(args, name)
+        return value if value is not None else scenario.get(name, default)
+
+    try:
+        faults = [parse_fault(f, FAULTS) for f in [*scenario.get("faults", []), *args.fault]]
+        sim = ShufflerSimulator(
+            interval=pick("interval", 5.0),
+            faults=faults,
+            cards=pick("cards", 52),
+            identifies_cards=bool(pick("identifies_cards", False)),
+            two_deck=bool(pick("two_deck", False)),
+            seed=pick("seed", 0),
+            max_shuffles=pick("shuffles", None),
+            heartbeat=pick("heartbeat", 1.0),
+            identity=SimIdentity(**scenario.get("identity", {})),
+            silent_disconnect=args.pty,
+        )
+    except (ValueError, TypeError) as exc:
+        print(f"tableside simulate: {exc}", file=sys.stderr)
+        return 2
+
+    def ready(where: str) -> None:
+        print(where, flush=True)
+
+    async def go() -> int:
+        if args.pty:
+            serving = asyncio.create_task(serve_pty(sim.serve, ready))
+        else:
+            serving = asyncio.create_task(serve_socket(args.listen, sim.serve, ready))
+        done = asyncio.create_task(sim.done.wait())
+        try:
+            await asyncio.wait({serving, done}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            serving.cancel()
+            done.cancel()
+            await asyncio.wait({serving, done})
+        if not serving.cancelled() and serving.exception() is not None:
+            print(f"tableside simulate: {serving.exception()}", file=sys.stderr)
+            return 1
+        return 0
+
+    return _run_async(go())
+
+
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    from tableside.daemon.config import ConfigError, load_config
+    from tableside.daemon.monitor import Monitor
+
+    table, broker, prefix = args.table, args.broker, args.prefix
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        table = table or config.table.id
+        broker = broker or config.broker.url
+        prefix = prefix or config.broker.topic_prefix
+    if not table:
+        print("tableside monitor: give --table or --config", file=sys.stderr)
+        return 2
+    monitor = Monitor(
+        broker or "mqtt://127.0.0.1:1883", table, prefix or "tableside", out=sys.stdout
+    )
+
+    async def go() -> int:
+        await monitor.run()
+        return 0
+
+    return _run_async(go())
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from tableside.daemon.demo import DEFAULT_FAULTS, run_demo
+    from tableside.rules.model import Game
+
+    faults: tuple[str, ...] = () if args.no_faults else tuple(args.fault or DEFAULT_FAULTS)
+    try:
+        coro = run_demo(
+            Game(args.game),
+            rounds=args.rounds,
+            broker_url=args.broker,
+            interval=args.interval,
+            faults=faults,
+        )
+    except ValueError as exc:
+        print(f"tableside demo: {exc}", file=sys.stderr)
+        return 2
+    return _run_async(coro)
+
+
+def _cmd_schemas(args: argparse.Namespace) -> int:
+    from tableside.daemon.payloads import PAYLOAD_MODELS
+
+    args.directory.mkdir(parents=True, exist_ok=True)
+    for name, model in PAYLOAD_MODELS.items():
+        path = args.directory / f"{name}.schema.json"
+        path.write_text(
+            json.dumps(model.model_json_schema(), indent=2, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+        print(path)
+    return 0
+
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "check-config": _cmd_check,
+    "simulate": _cmd_simulate,
+    "monitor": _cmd_monitor,
+    "demo": _cmd_demo,
+    "schemas": _cmd_schemas,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from tableside.daemon.logging import configure_logging
+
+    default_level = (
+        "warning" if args.command == "demo" and args.log_level == "info" else args.log_level
+    )
+    configure_logging(default_level, json=args.log_json)
+    return _COMMANDS[args.command](args)
