@@ -157,7 +157,7 @@ class Driver(abc.ABC):
             raise group.exceptions[0] from None
         finally:
             self._link = None
-            link.close()
+            await link.aclose()
 
     async def _watch_silence(self, link: FramedLink, reading: asyncio.Task[NoReturn]) -> None:
         timeout = self.settings.heartbeat_timeout

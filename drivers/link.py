@@ -9,6 +9,7 @@ docs/protocols/shuffler.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -255,3 +256,10 @@ class FramedLink:
         self._closed = True
         self._fail_pending(LinkLost(f"{self.name}: link closed"))
         self._writer.close()
+
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """Close and wait until the transport has let go of the device."""
+        self.close()
+        with contextlib.suppress(Exception):  # the link is already broken; nothing to report
+            async with asyncio.timeout(timeout):
+                await self._writer.wait_closed()

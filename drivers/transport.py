@@ -79,6 +79,12 @@ class SafeSerialTransport(serial_asyncio_fast.SerialTransport):
     as soon as the buffer is empty. tests/test_transport.py proves both.
     """
 
+    def close(self) -> None:
+        # Unsent bytes to a device we are leaving are dropped, not drained: the base class
+        # runs tcdrain() in an executor thread, which never returns on a line nobody reads.
+        if not self._closing:
+            self._abort(None)
+
     def _write_ready(self) -> None:
         if not self._write_buffer:
             self._remove_writer()

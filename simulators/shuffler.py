@@ -135,7 +135,7 @@ class ShufflerSimulator:
         except* LinkError as group:
             log.info("sim_link_closed", why=str(group.exceptions[0]))
         finally:
-            link.close()
+            await link.aclose()
         if silence:
             await asyncio.sleep(silence)
 

@@ -1,0 +1,108 @@
+"""Shared fixtures: a real Mosquitto per test on a free loopback port, and a guard that fails
+any async test which leaves tasks running behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+class Mosquitto:
+    """A Mosquitto this test owns: loopback only, no persistence, stoppable and restartable."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.url = f"mqtt://127.0.0.1:{self.port}"
+        self.conf = directory / "mosquitto.conf"
+        self.log = directory / "mosquitto.log"
+        self.conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            f"log_dest file {self.log}\n",
+            encoding="utf-8",
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if not Path(MOSQUITTO).exists():
+            raise RuntimeError(f"mosquitto not found at {MOSQUITTO}: apt-get install mosquitto")
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)])
+        _wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail the test if it leaves tasks running (they are cancelled so the next test is clean)."""
+    before = set(asyncio.all_tasks())
+    yield
+    await asyncio.sleep(0)
+    current = asyncio.current_task()
+    leaked = [t for t in asyncio.all_tasks() - before if t is not current and not t.done()]
+    if leaked:
+        for task in leaked:
+            task.cancel()
+        await asyncio.wait(leaked, timeout=5)
+        pytest.fail(f"test leaked {len(leaked)} task(s): {sorted(t.get_name() for t in leaked)}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is not None and inspect.iscoroutinefunction(function):
+            fixturenames = getattr(item, "fixturenames", None)
+            if fixturenames is not None and "no_leaked_tasks" not in fixturenames:
+                fixturenames.insert(0, "no_leaked_tasks")

@@ -1,0 +1,163 @@
+"""The link layer over real loopback sockets: ACK, NAK, retransmission, duplicates, noise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tableside.drivers.errors import DeviceRejected, LinkTimeout
+from tableside.drivers.framing import Frame, NakReason
+from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
+from tableside.drivers.shuffler import protocol as p
+
+from .nullmodem import Mangle, byte_by_byte, null_modem, passthrough
+
+FAST = ArqPolicy(ack_timeout=0.1, retries=3, frame_timeout=0.2)
+
+
+class Pair:
+    def __init__(self) -> None:
+        self.host_got: list[Notice] = []
+        self.device_got: list[Notice] = []
+        self.device_answer: NakReason | None = None
+        self.host: FramedLink
+        self.device: FramedLink
+
+    def on_host(self, message: Notice) -> NakReason | None:
+        self.host_got.append(message)
+        return None
+
+    def on_device(self, message: Notice) -> NakReason | None:
+        self.device_got.append(message)
+        return None if isinstance(message, ProtocolError | LineNoise) else self.device_answer
+
+    def device_messages(self) -> list[Notice]:
+        return [m for m in self.device_got if not isinstance(m, LineNoise)]
+
+
+@contextlib.asynccontextmanager
+async def linked(mangle: Mangle = passthrough) -> AsyncIterator[Pair]:
+    pair = Pair()
+    async with null_modem(mangle) as ((hr, hw), (dr, dw)):
+        pair.host = FramedLink(hr, hw, p.PROTOCOL, pair.on_host, name="host", policy=FAST)
+        pair.device = FramedLink(dr, dw, p.PROTOCOL, pair.on_device, name="device", policy=FAST)
+        tasks = [asyncio.create_task(pair.host.run()), asyncio.create_task(pair.device.run())]
+        try:
+            yield pair
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            pair.host.close()
+            pair.device.close()
+
+
+async def settle(condition: object, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not callable(condition) or not condition():
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("mangle", [passthrough, byte_by_byte], ids=["whole", "byte-by-byte"])
+async def test_messages_arrive_once_in_order(mangle: Mangle) -> None:
+    sent = [p.Heartbeat(i) for i in range(20)]
+    async with linked(mangle) as pair:
+        for message in sent:
+            await pair.host.send(message)
+        await settle(lambda: len(pair.device_got) == len(sent))
+    assert pair.device_got == sent
+    assert pair.host.stats.retransmits == 0
+
+
+async def test_lost_frame_is_retransmitted() -> None:
+    dropped: list[bytes] = []
+
+    def drop_first(direction: str, data: bytes) -> list[bytes]:
+        if direction == "h2d" and not dropped:
+            dropped.append(data)
+            return []
+        return [data]
+
+    async with linked(drop_first) as pair:
+        await pair.host.send(p.Heartbeat(1))
+    assert pair.device_messages() == [p.Heartbeat(1)]
+    assert pair.host.stats.retransmits == 1
+
+
+async def test_lost_ack_gives_a_duplicate_that_is_not_delivered_twice() -> None:
+    dropped: list[bytes] = []
+
+    def drop_first_ack(direction: str, data: bytes) -> list[bytes]:
+        if direction == "d2h" and not dropped:
+            dropped.append(data)
+            return []
+        return [data]
+
+    async with linked(drop_first_ack) as pair:
+        await pair.host.send(p.Heartbeat(7))
+    assert pair.device_messages() == [p.Heartbeat(7)]
+    assert pair.device.stats.duplicates == 1
+
+
+async def test_damaged_frame_is_nakked_and_resent() -> None:
+    damaged: list[bytes] = []
+
+    def flip_first(direction: str, data: bytes) -> list[bytes]:
+        if direction == "h2d" and not damaged:
+            damaged.append(data)
+            bad = bytearray(data)
+            bad[-1] ^= 0x40
+            return [bytes(bad)]
+        return [data]
+
+    async with linked(flip_first) as pair:
+        await pair.host.send(p.ShuffleStarted(3))
+        await settle(lambda: pair.device_messages() == [p.ShuffleStarted(3)])
+    assert pair.device.stats.naks_sent == 1
+    assert pair.host.stats.naks_received == 1
+    assert pair.host.stats.retransmits == 1
+    assert any(isinstance(m, LineNoise) and m.crc_errors == 1 for m in pair.device_got)
+
+
+async def test_silence_ends_in_link_timeout_after_every_retry() -> None:
+    def black_hole(direction: str, data: bytes) -> list[bytes]:
+        return []
+
+    async with linked(black_hole) as pair:
+        with pytest.raises(LinkTimeout, match="not acknowledged after 4 tries"):
+            await pair.host.send(p.QueryStatus())
+    assert pair.host.stats.retransmits == 3
+
+
+async def test_refusal_is_not_retried() -> None:
+    async with linked() as pair:
+        pair.device_answer = NakReason.BUSY
+        with pytest.raises(DeviceRejected, match="BUSY"):
+            await pair.host.send(p.StartShuffle())
+    assert pair.host.stats.retransmits == 0
+
+
+async def test_unknown_message_type_is_nakked_and_reported() -> None:
+    async with linked() as pair:
+        pair.host.write_raw(Frame(seq=9, type=0x7E, payload=b"?").to_bytes())
+        await settle(lambda: any(isinstance(m, ProtocolError) for m in pair.device_got))
+        error = next(m for m in pair.device_got if isinstance(m, ProtocolError))
+        assert (error.seq, error.type, error.reason) == (9, 0x7E, NakReason.UNKNOWN_TYPE)
+        assert "0x7e" in error.detail
+        assert pair.device.stats.naks_sent == 1
+
+
+async def test_garbage_between_frames_is_skipped_and_reported() -> None:
+    def noisy(direction: str, data: bytes) -> list[bytes]:
+        return [b"\x00\xff\x13garbage", data] if direction == "h2d" else [data]
+
+    async with linked(noisy) as pair:
+        for i in range(5):
+            await pair.host.send(p.Heartbeat(i))
+        await settle(lambda: len(pair.device_messages()) == 5)
+    assert pair.device_messages() == [p.Heartbeat(i) for i in range(5)]
+    noise = [m for m in pair.device_got if isinstance(m, LineNoise)]
+    assert noise and noise[0].discarded_bytes > 0
