@@ -46,7 +46,7 @@ class Mosquitto:
         self.log = directory / "mosquitto.log"
         self.conf.write_text(
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            f"log_dest file {self.log}\n",
+            "log_dest stderr\nlog_type error\nlog_type warning\n",
             encoding="utf-8",
         )
         self.proc: subprocess.Popen[bytes] | None = None

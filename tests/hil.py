@@ -1,0 +1,218 @@
+"""Hardware-in-the-loop harness: the real daemon, a simulator over a real pty or socket, and a
+plain MQTT subscriber on the test's own Mosquitto."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiomqtt
+
+from tableside.daemon.app import TableDaemon
+from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.rules.model import Game
+from tableside.simulators.faults import parse_fault
+from tableside.simulators.listen import serve_pty, serve_socket
+from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
+
+Predicate = Callable[["Received"], bool]
+
+
+@dataclass(frozen=True)
+class Received:
+    topic: str
+    payload: dict[str, Any]
+    retained: bool
+
+    @property
+    def kind(self) -> str:
+        return self.topic.rsplit("/", 1)[-1]
+
+
+@dataclass
+class Subscriber:
+    """A plain MQTT subscriber (no tableside code) that records everything under a prefix."""
+
+    url: str
+    topic: str
+    messages: list[Received] = field(default_factory=list)
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self) -> None:
+        parts = urlsplit(self.url)
+        while True:
+            try:
+                async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
+                    await client.subscribe(self.topic, qos=1)
+                    self.connected.set()
+                    async for m in client.messages:
+                        if str(m.topic).endswith("/command"):
+                            continue  # requests to the table, not its own messages
+                        assert isinstance(m.payload, bytes)
+                        self.messages.append(
+                            Received(str(m.topic), json.loads(m.payload), m.retain)
+                        )
+                        self._changed.set()
+            except aiomqtt.MqttError:
+                self.connected.clear()
+                await asyncio.sleep(0.1)
+
+    def matching(self, predicate: Predicate) -> list[Received]:
+        return [m for m in self.messages if predicate(m)]
+
+    async def wait_for(
+        self, predicate: Predicate, count: int = 1, timeout: float = 20
+    ) -> list[Received]:
+        try:
+            async with asyncio.timeout(timeout):
+                while len(found := self.matching(predicate)) < count:
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            seen = "\n".join(f"  {m.topic} {m.payload}" for m in self.messages[-30:])
+            raise AssertionError(
+                f"waited {timeout} s for {count} matching; last seen:\n{seen}"
+            ) from None
+        return found
+
+    def fresh(self) -> list[Received]:
+        """Live messages that carry a new seq (not retained replays, republished state or the will)."""
+        return [
+            m
+            for m in self.messages
+            if not m.retained and not m.payload.get("republished") and not m.payload.get("will")
+        ]
+
+
+def event(name: str) -> Predicate:
+    return lambda m: m.kind == "event" and m.payload["event"] == name
+
+
+def ruling(clause: str | None = None) -> Predicate:
+    return lambda m: m.kind == "ruling" and (clause is None or m.payload["clause"] == clause)
+
+
+def state(connection: str) -> Predicate:
+    return lambda m: m.kind == "state" and m.payload["connection"] == connection
+
+
+@dataclass
+class SimulatedTable:
+    sim: ShufflerSimulator
+    daemon: TableDaemon
+    subscriber: Subscriber
+    device_url: str
+    tasks: dict[str, asyncio.Task[Any]]
+
+
+def make_config(
+    broker_url: str,
+    device_url: str,
+    state_dir: Path,
+    game: Game = Game.CARIBBEAN_STUD,
+    *,
+    table_id: str = "hil-1",
+    publish_cards: bool = False,
+    heartbeat_timeout: float = 1.0,
+) -> Config:
+    return Config(
+        table=TableConfig(
+            id=table_id,
+            game=game,
+            decks=6 if game is Game.SPANISH_21 else None,
+            state_dir=state_dir,
+            publish_card_identities=publish_cards,
+        ),
+        broker=BrokerConfig(url=broker_url, keepalive_s=5),
+        devices={
+            "shuffler": DeviceConfig(
+                driver="tableside.shuffler",
+                url=device_url,
+                heartbeat_timeout_s=heartbeat_timeout,
+                ack_timeout_s=0.2,
+            )
+        },
+    )
+
+
+async def start_simulator(
+    sim: ShufflerSimulator, mode: str, port: int = 0
+) -> tuple[str, asyncio.Task[None]]:
+    where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    if mode == "pty":
+        task = asyncio.create_task(serve_pty(sim.serve, where.set_result), name="sim.pty")
+    else:
+        task = asyncio.create_task(
+            serve_socket(f"socket://127.0.0.1:{port}", sim.serve, where.set_result),
+            name="sim.socket",
+        )
+    return await asyncio.wait_for(where, 5), task
+
+
+def simulator(*faults: str, interval: float | None = 0.15, **kwargs: Any) -> ShufflerSimulator:
+    return ShufflerSimulator(
+        interval=interval,
+        faults=[parse_fault(f, FAULTS) for f in faults],
+        shuffle_time=0.05,
+        fault_clear_time=0.05,
+        heartbeat=0.2,
+        **kwargs,
+    )
+
+
+async def stop(*tasks: asyncio.Task[Any]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+@contextlib.asynccontextmanager
+async def simulated_table(
+    broker_url: str,
+    state_dir: Path,
+    sim: ShufflerSimulator,
+    *,
+    mode: str = "socket",
+    game: Game = Game.CARIBBEAN_STUD,
+    publish_cards: bool = False,
+    heartbeat_timeout: float = 1.0,
+) -> AsyncIterator[SimulatedTable]:
+    sim.silent_disconnect = mode == "pty"
+    subscriber = Subscriber(broker_url, "tableside/#")
+    sub_task = asyncio.create_task(subscriber.run(), name="subscriber")
+    await asyncio.wait_for(subscriber.connected.wait(), 10)
+    device_url, sim_task = await start_simulator(sim, mode)
+    config = make_config(
+        broker_url,
+        device_url,
+        state_dir,
+        game,
+        publish_cards=publish_cards,
+        heartbeat_timeout=heartbeat_timeout,
+    )
+    daemon = TableDaemon(config)
+    daemon_task = asyncio.create_task(daemon.run(), name="daemon")
+    tasks = {"daemon": daemon_task, "sim": sim_task, "subscriber": sub_task}
+    try:
+        yield SimulatedTable(sim, daemon, subscriber, device_url, tasks)
+    finally:
+        await stop(*[t for t in (tasks["daemon"], tasks["sim"]) if not t.done()])
+        await asyncio.sleep(0.2)  # the subscriber sees the offline status
+        await stop(tasks["subscriber"])
+
+
+def assert_seq_sound(messages: list[Received]) -> None:
+    """Fresh messages: each seq once, in increasing order."""
+    seqs = [m.payload["seq"] for m in messages]
+    assert len(seqs) == len(set(seqs)), f"repeated seq: {seqs}"
+    assert seqs == sorted(seqs), f"out of order: {seqs}"

@@ -1,0 +1,289 @@
+"""The real daemon against the shuffler simulator over a pty and over socket://, with a real
+Mosquitto, checked by a plain MQTT subscriber."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiomqtt
+import pytest
+
+from tableside.daemon.app import TableDaemon
+from tableside.daemon.payloads import (
+    DeviceEventPayload,
+    DeviceStatePayload,
+    RulingPayload,
+    StatusPayload,
+)
+from tableside.daemon.seq import SeqCounter
+from tableside.rules.model import Game
+
+from .conftest import Mosquitto
+from .hil import (
+    Received,
+    Subscriber,
+    assert_seq_sound,
+    event,
+    make_config,
+    ruling,
+    simulated_table,
+    simulator,
+    start_simulator,
+    state,
+    stop,
+)
+
+pytestmark = pytest.mark.hil
+
+MODELS = {
+    "status": StatusPayload,
+    "state": DeviceStatePayload,
+    "event": DeviceEventPayload,
+    "ruling": RulingPayload,
+}
+
+
+def validate_payloads(messages: list[Received]) -> None:
+    for m in messages:
+        if m.kind in MODELS:
+            MODELS[m.kind].model_validate(m.payload)
+
+
+@pytest.mark.parametrize("mode", ["socket", "pty"])
+async def test_each_fault_gives_its_ruling(mosquitto: Mosquitto, tmp_path: Path, mode: str) -> None:
+    sim = simulator("count=51@1", "jam@2", "stop@3", "incomplete@4", "noise=80@5", "count=53@6")
+    async with simulated_table(mosquitto.url, tmp_path, sim, mode=mode) as table:
+        sub = table.subscriber
+        await sub.wait_for(ruling(), count=5)
+        await sub.wait_for(lambda m: m.kind == "event" and m.payload["data"].get("shuffle_id") == 7)
+        rulings = [m.payload for m in sub.matching(ruling())]
+        assert [(r["clause"], r["actions"], r["event"]["event"]) for r in rulings] == [
+            ("58 Pa. Code § 555.5(b)", ["remove_deck"], "shuffle_complete"),
+            ("58 Pa. Code § 555.14(e)", ["reshuffle"], "fault"),
+            ("58 Pa. Code § 555.14(e)", ["reshuffle"], "fault"),
+            ("58 Pa. Code § 555.14(e)", ["reshuffle"], "fault"),
+            ("58 Pa. Code § 555.5(b)", ["remove_deck"], "shuffle_complete"),
+        ]
+        assert [r["event"]["data"].get("fault") for r in rulings[1:4]] == [
+            "jam",
+            "stopped",
+            "incomplete",
+        ]
+        assert rulings[0]["event"]["data"]["card_count"] == 51
+        assert "the deck shall be removed from the table" in rulings[0]["words"]
+        # A ruling names the seq of the event it came from, and follows it.
+        events_by_seq = {
+            m.payload["seq"]: m.payload for m in sub.matching(lambda m: m.kind == "event")
+        }
+        for r in rulings:
+            source = events_by_seq[r["event"]["seq"]]
+            assert source["event"] == r["event"]["event"] and r["seq"] > source["seq"]
+        # Noise on the line (shuffle 5) is reported, and shuffle 5 still completes with 52 cards.
+        noise = sub.matching(event("line_noise"))
+        assert noise and noise[0].payload["data"]["discarded_bytes"] > 0
+        fifth = [
+            m
+            for m in sub.matching(event("shuffle_complete"))
+            if m.payload["data"]["shuffle_id"] == 5
+        ]
+        assert fifth[0].payload["data"]["card_count"] == 52
+        assert table.daemon.handling_errors == 0
+    fresh = sub.fresh()
+    assert_seq_sound(fresh)
+    seqs = [m.payload["seq"] for m in fresh]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "a gap in a run with no outage"
+    validate_payloads(sub.messages)
+    assert sub.messages[-1].kind == "status" and sub.messages[-1].payload["status"] == "offline"
+    assert not sub.messages[-1].payload["will"]
+
+
+@pytest.mark.parametrize(
+    ("game", "clause", "faults"),
+    [
+        (Game.FOUR_CARD_POKER, "58 Pa. Code § 557.5(b)", ("count=51@1",)),
+        (Game.LET_IT_RIDE, "58 Pa. Code § 559.5(b)", ("count=50@1",)),
+        (Game.SPANISH_21, "58 Pa. Code § 551.3(a)", ("count=287@1",)),
+        (Game.FOUR_CARD_POKER, "58 Pa. Code § 557.13(e)", ("jam@1",)),
+        (Game.LET_IT_RIDE, "58 Pa. Code § 559.15(d)", ("stop@1",)),
+        (Game.SPANISH_21, "58 Pa. Code § 551.16(j)", ("incomplete@1",)),
+    ],
+)
+async def test_each_game_cites_its_own_clause(
+    mosquitto: Mosquitto, tmp_path: Path, game: Game, clause: str, faults: tuple[str, ...]
+) -> None:
+    sim = simulator(*faults, cards=288 if game is Game.SPANISH_21 else 52)
+    async with simulated_table(mosquitto.url, tmp_path, sim, game=game) as table:
+        (found,) = await table.subscriber.wait_for(ruling())
+        assert found.payload["clause"] == clause
+        assert found.payload["game"] == game.value
+        await table.subscriber.wait_for(event("shuffle_complete"), count=2)
+        assert len(table.subscriber.matching(ruling())) == 1  # full decks after it: no ruling
+
+
+async def test_broker_restart_is_survived(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = simulator()
+    async with simulated_table(mosquitto.url, tmp_path, sim) as table:
+        sub = table.subscriber
+        await sub.wait_for(event("shuffle_complete"), count=2)
+        connections = table.daemon.publisher.connections
+        mosquitto.kill()
+        await asyncio.sleep(1.0)  # events keep coming from the shuffler meanwhile
+        mosquitto.start()  # same port, empty: no retained messages survive (persistence off)
+        # "online" takes its place behind what was queued during the outage.
+        online = await sub.wait_for(
+            lambda m: m.kind == "status" and m.payload["status"] == "online", count=2
+        )
+        back = online[-1].payload["seq"]
+        await sub.wait_for(
+            lambda m: (
+                m.payload["seq"] > back
+                and m.kind == "event"
+                and m.payload["event"] == "shuffle_complete"
+            )
+        )
+        assert table.daemon.publisher.connections > connections
+        # A newcomer sees the right retained state straight away.
+        late = Subscriber(mosquitto.url, "tableside/hil-1/#")
+        late_task = asyncio.create_task(late.run())
+        try:
+            status = await late.wait_for(lambda m: m.kind == "status" and m.retained)
+            assert status[0].payload["status"] == "online"
+            device = await late.wait_for(lambda m: m.kind == "state" and m.retained)
+            assert device[0].payload["connection"] == "connected"
+            assert device[0].payload["identity"]["model"] == "SIM-SHUFFLER-1"
+        finally:
+            await stop(late_task)
+        assert table.daemon.publisher.dropped == 0
+    assert_seq_sound(sub.fresh())
+
+
+async def test_simulator_restart_is_survived(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = simulator()
+    async with simulated_table(mosquitto.url, tmp_path, sim) as table:
+        sub = table.subscriber
+        await sub.wait_for(event("shuffle_complete"), count=2)
+        port = int(table.device_url.rsplit(":", 1)[1])
+        await stop(table.tasks["sim"])
+        await sub.wait_for(state("disconnected"))
+        replacement = simulator()
+        _, table.tasks["sim"] = await start_simulator(replacement, "socket", port)
+        mark = len(sub.messages)
+        await sub.wait_for(
+            lambda m: (
+                sub.messages.index(m) >= mark
+                and m.kind == "event"
+                and m.payload["event"] == "identity"
+            )
+        )
+        await sub.wait_for(
+            lambda m: (
+                sub.messages.index(m) >= mark
+                and m.kind == "event"
+                and m.payload["event"] == "shuffle_complete"
+            )
+        )
+        retained = await sub.wait_for(state("connected"), count=2)
+        assert retained[-1].payload["connects"] >= 2
+    assert_seq_sound(sub.fresh())
+
+
+async def test_silent_line_goes_stale_then_recovers(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = simulator("disconnect=2@2")
+    async with simulated_table(
+        mosquitto.url, tmp_path, sim, mode="pty", heartbeat_timeout=0.4
+    ) as table:
+        sub = table.subscriber
+        await sub.wait_for(state("stale"))
+        await sub.wait_for(state("disconnected"))
+        await sub.wait_for(
+            lambda m: (
+                m.kind == "event"
+                and m.payload["event"] == "shuffle_complete"
+                and m.payload["data"]["shuffle_id"] > 2
+            ),
+            timeout=30,
+        )
+        assert table.daemon.devices["shuffler"].connection.value == "connected"
+
+
+async def test_card_identities_stay_on_the_table(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = simulator("count=50@1", identifies_cards=True)
+    async with simulated_table(mosquitto.url, tmp_path / "a", sim) as table:
+        (done,) = (await table.subscriber.wait_for(event("shuffle_complete")))[:1]
+    assert done.payload["data"]["missing_count"] == 2
+    assert "missing_cards" not in done.payload["data"]
+    sim = simulator("count=50@1", identifies_cards=True)
+    async with simulated_table(mosquitto.url, tmp_path / "b", sim, publish_cards=True) as table:
+        (done,) = (await table.subscriber.wait_for(event("shuffle_complete")))[:1]
+    assert len(done.payload["data"]["missing_cards"]) == 2
+
+
+async def test_commands_over_mqtt(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = simulator(interval=None)  # no dealer: shuffles only when commanded
+    async with simulated_table(mosquitto.url, tmp_path, sim) as table:
+        sub = table.subscriber
+        await sub.wait_for(state("connected"))
+        await table.daemon.publisher.connected.wait()
+        base = "tableside/hil-1/device"
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+
+            async def ask(topic: str, payload: str) -> None:
+                await client.publish(topic, payload, qos=1)
+
+            await ask(
+                f"{base}/shuffler/command",
+                json.dumps({"command": "start_shuffle", "request_id": "r1"}),
+            )
+            await sub.wait_for(event("shuffle_complete"))
+            await ask(
+                f"{base}/shuffler/command",
+                json.dumps({"command": "deal_me_in", "request_id": "r2"}),
+            )
+            await ask(f"{base}/shuffler/command", "{not json")
+            await ask(f"{base}/shoe/command", json.dumps({"command": "start_shuffle"}))
+            results = await sub.wait_for(lambda m: m.kind == "result", count=4)
+        by_id = {r.payload["request_id"]: r.payload for r in results}
+        assert by_id["r1"]["ok"] is True
+        assert (
+            by_id["r2"]["ok"] is False
+            and "unknown shuffler command 'deal_me_in'" in by_id["r2"]["error"]
+        )
+        errors = [r.payload["error"] for r in results if r.payload["request_id"] is None]
+        assert any("malformed command" in e for e in errors)
+        assert any("no device 'shoe'" in e for e in errors)
+        assert sim.shuffles == 1
+
+
+async def test_seq_never_repeats_across_restarts(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    last_seen = -1
+    for _ in range(3):
+        sim = simulator()
+        async with simulated_table(mosquitto.url, tmp_path, sim) as table:
+            await table.subscriber.wait_for(event("shuffle_complete"))
+        seqs = [m.payload["seq"] for m in table.subscriber.fresh()]
+        assert seqs[0] == last_seen + 1, "a clean restart carries straight on"
+        last_seen = seqs[-1]
+    # An unclean stop (no close) resumes after the reserved block: never a repeat.
+    counter = SeqCounter(tmp_path / "hil-1" / "seq.json")
+    used = [counter.next() for _ in range(5)]
+    after_crash = SeqCounter(tmp_path / "hil-1" / "seq.json")
+    assert after_crash.next() > used[-1]
+
+
+async def test_daemon_without_broker_keeps_serving_devices(tmp_path: Path) -> None:
+    from .conftest import free_port
+
+    sim = simulator()
+    url, sim_task = await start_simulator(sim, "socket")
+    daemon = TableDaemon(make_config(f"mqtt://127.0.0.1:{free_port()}", url, tmp_path))
+    task = asyncio.create_task(daemon.run())
+    try:
+        async with asyncio.timeout(10):
+            while sim.completed < 3:
+                await asyncio.sleep(0.05)
+        assert daemon.publisher.pending > 0  # queued, waiting for a broker
+        assert not daemon.publisher.connected.is_set()
+    finally:
+        await stop(task, sim_task)

@@ -1,0 +1,119 @@
+"""The rule engine, pure: each row fires exactly when its clause says, for its game only."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tableside.rules import RULES, Action, Game, Observation, TableFacts, evaluate
+
+REGULATIONS = Path(__file__).parents[2] / "shared" / "regulations"
+
+COUNT_CLAUSE = {
+    Game.CARIBBEAN_STUD: "58 Pa. Code § 555.5(b)",
+    Game.FOUR_CARD_POKER: "58 Pa. Code § 557.5(b)",
+    Game.LET_IT_RIDE: "58 Pa. Code § 559.5(b)",
+    Game.SPANISH_21: "58 Pa. Code § 551.3(a)",
+}
+FAULT_CLAUSE = {
+    Game.CARIBBEAN_STUD: "58 Pa. Code § 555.14(e)",
+    Game.FOUR_CARD_POKER: "58 Pa. Code § 557.13(e)",
+    Game.LET_IT_RIDE: "58 Pa. Code § 559.15(d)",
+    Game.SPANISH_21: "58 Pa. Code § 551.16(j)",
+}
+
+
+def complete(count: int, *, counted: bool = True) -> Observation:
+    return Observation(
+        "shuffler.shuffle_complete", "shuffler", {"card_count": count, "counted": counted}
+    )
+
+
+def fault(name: str) -> Observation:
+    return Observation("shuffler.fault", "shuffler", {"fault": name, "shuffle_id": 1})
+
+
+@pytest.mark.parametrize("game", [Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE])
+@pytest.mark.parametrize("count", [0, 51, 53, 104])
+def test_poker_wrong_count_removes_the_deck(game: Game, count: int) -> None:
+    (ruling,) = evaluate(TableFacts(game), complete(count))
+    assert ruling.rule.citation == COUNT_CLAUSE[game]
+    assert ruling.rule.actions == (Action.REMOVE_DECK,)
+
+
+@pytest.mark.parametrize("game", [Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE])
+def test_poker_full_deck_is_no_ruling(game: Game) -> None:
+    assert evaluate(TableFacts(game), complete(52)) == []
+
+
+@pytest.mark.parametrize(
+    ("decks", "count", "wrong"),
+    [
+        (6, 288, False),
+        (8, 384, False),
+        (6, 384, True),  # a full eight-deck set where six are configured is the wrong set
+        (8, 288, True),
+        (6, 287, True),
+        (6, 52, True),
+        (None, 288, False),
+        (None, 384, False),
+        (None, 336, True),  # seven decks
+    ],
+)
+def test_spanish_21_counts(decks: int | None, count: int, wrong: bool) -> None:
+    rulings = evaluate(TableFacts(Game.SPANISH_21, decks=decks), complete(count))
+    assert [r.rule.citation for r in rulings] == ([COUNT_CLAUSE[Game.SPANISH_21]] if wrong else [])
+
+
+def test_count_rule_needs_a_counting_shuffler() -> None:
+    assert evaluate(TableFacts(Game.CARIBBEAN_STUD, shuffler_counts=False), complete(51)) == []
+    assert evaluate(TableFacts(Game.CARIBBEAN_STUD), complete(51, counted=False)) == []
+
+
+@pytest.mark.parametrize("game", list(Game))
+@pytest.mark.parametrize("name", ["jam", "stopped", "incomplete"])
+def test_shuffle_failure_means_reshuffle(game: Game, name: str) -> None:
+    (ruling,) = evaluate(TableFacts(game, shuffler_counts=False), fault(name))
+    assert ruling.rule.citation == FAULT_CLAUSE[game]
+    assert ruling.rule.actions == (Action.RESHUFFLE,)
+
+
+def test_door_open_is_no_shuffle_ruling() -> None:
+    assert evaluate(TableFacts(Game.CARIBBEAN_STUD), fault("door_open")) == []
+
+
+def test_other_events_are_no_ruling() -> None:
+    facts = TableFacts(Game.LET_IT_RIDE)
+    assert evaluate(facts, Observation("shuffler.shuffle_started", "s", {"shuffle_id": 1})) == []
+    assert evaluate(facts, Observation("shuffler.fault", "s", {})) == []
+
+
+def test_rule_ids_are_unique() -> None:
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+
+
+def _clause_text(citation: str) -> str:
+    m = re.fullmatch(r"58 Pa\. Code § (\d{3}\.\d+)\(([a-z])\)", citation)
+    assert m, citation
+    section, letter = m.groups()
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(REGULATIONS.glob("*.txt")))
+    start = text.index(f"§ {section}. ")
+    following = re.compile(r"§ \d{3}\.\d+\. [A-Z]").search(text, start + 1)
+    body = text[start : following.start() if following else None]
+    clause = re.search(rf"(?m)^\({letter}\) (.*)$", body)
+    assert clause, f"no ({letter}) in § {section}"
+    return clause.group(1)
+
+
+@pytest.mark.skipif(
+    not REGULATIONS.is_dir(), reason=f"regulations not beside the repo: {REGULATIONS}"
+)
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_words_are_the_clause_verbatim(rule: object) -> None:
+    from tableside.rules.model import Rule
+
+    assert isinstance(rule, Rule)
+    assert _clause_text(rule.citation) == rule.words
