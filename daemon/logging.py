@@ -10,6 +10,10 @@ import structlog
 __all__ = ["configure_logging"]
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(level: str = "info", *, json: bool = False) -> None:
     """Logs go to stderr, so stdout stays free for what a command prints."""
     numeric = logging.getLevelName(level.upper())
@@ -27,6 +31,7 @@ def configure_logging(level: str = "info", *, json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr is looked up per logger, not bound once: it can be replaced (pytest does).
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

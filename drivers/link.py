@@ -257,9 +257,9 @@ class FramedLink:
         self._fail_pending(LinkLost(f"{self.name}: link closed"))
         self._writer.close()
 
-    async def aclose(self, timeout: float = 2.0) -> None:
+    async def aclose(self, grace: float = 2.0) -> None:
         """Close and wait until the transport has let go of the device."""
         self.close()
         with contextlib.suppress(Exception):  # the link is already broken; nothing to report
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(grace):
                 await self._writer.wait_closed()

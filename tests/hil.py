@@ -68,22 +68,22 @@ class Subscriber:
         return [m for m in self.messages if predicate(m)]
 
     async def wait_for(
-        self, predicate: Predicate, count: int = 1, timeout: float = 20
+        self, predicate: Predicate, count: int = 1, within: float = 20
     ) -> list[Received]:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(within):
                 while len(found := self.matching(predicate)) < count:
                     self._changed.clear()
                     await self._changed.wait()
         except TimeoutError:
             seen = "\n".join(f"  {m.topic} {m.payload}" for m in self.messages[-30:])
             raise AssertionError(
-                f"waited {timeout} s for {count} matching; last seen:\n{seen}"
+                f"waited {within} s for {count} matching; last seen:\n{seen}"
             ) from None
         return found
 
     def fresh(self) -> list[Received]:
-        """Live messages that carry a new seq (not retained replays, republished state or the will)."""
+        """Live messages with a new seq (not retained replays, republished state or the will)."""
         return [
             m
             for m in self.messages

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
+from pydantic import BaseModel
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.payloads import (
@@ -37,7 +38,7 @@ from .hil import (
 
 pytestmark = pytest.mark.hil
 
-MODELS = {
+MODELS: dict[str, type[BaseModel]] = {
     "status": StatusPayload,
     "state": DeviceStatePayload,
     "event": DeviceEventPayload,
@@ -203,7 +204,7 @@ async def test_silent_line_goes_stale_then_recovers(mosquitto: Mosquitto, tmp_pa
                 and m.payload["event"] == "shuffle_complete"
                 and m.payload["data"]["shuffle_id"] > 2
             ),
-            timeout=30,
+            within=30,
         )
         assert table.daemon.devices["shuffler"].connection.value == "connected"
 

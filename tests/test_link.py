@@ -55,8 +55,8 @@ async def linked(mangle: Mangle = passthrough) -> AsyncIterator[Pair]:
             pair.device.close()
 
 
-async def settle(condition: object, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
+async def settle(condition: object, within: float = 5.0) -> None:
+    async with asyncio.timeout(within):
         while not callable(condition) or not condition():
             await asyncio.sleep(0.01)
 

@@ -72,7 +72,7 @@ async def test_partial_writes_leave_no_writer_spinning(pty: tuple[int, str]) -> 
     loop = asyncio.get_running_loop()
     problems: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, context: problems.append(context))
-    reader, writer = await open_transport(path)
+    _reader, writer = await open_transport(path)
     transport = writer.transport
     fd = transport.get_extra_info("serial").fileno()
     try:
@@ -99,7 +99,7 @@ async def test_write_into_a_full_kernel_buffer_does_not_block_the_loop(
     """With the kernel buffer full and our buffer empty, a write must be buffered, not retried
     in a busy loop inside pyserial (which would freeze the event loop)."""
     master, path = pty
-    reader, writer = await open_transport(path)
+    _reader, writer = await open_transport(path)
     fd = writer.transport.get_extra_info("serial").fileno()
     try:
         filled = 0

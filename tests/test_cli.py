@@ -1,0 +1,171 @@
+"""The ``tableside`` command as a user runs it: separate processes, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tableside.cli import main
+
+from .conftest import Mosquitto, free_port
+from .hil import Subscriber, ruling, stop
+
+ROOT = Path(__file__).parents[1]
+CMD = [sys.executable, "-m", "tableside"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TABLESIDE_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def spawn(processes: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [*CMD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
+    processes.append(proc)
+    return proc
+
+
+def write_config(path: Path, state_dir: Path) -> Path:
+    path.write_text(
+        (ROOT / "config" / "caribbean-stud.toml")
+        .read_text(encoding="utf-8")
+        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{state_dir}"')
+        .replace("keepalive_s = 30", "keepalive_s = 5")
+    )
+    return path
+
+
+async def test_run_and_simulate_as_processes(
+    mosquitto: Mosquitto, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    sim = spawn(
+        processes, "simulate", "shuffler", "--pty", "--interval", "0.2", "--fault", "count=51@2"
+    )
+    assert sim.stdout is not None
+    pty_path = (await asyncio.to_thread(sim.stdout.readline)).strip()
+    assert pty_path.startswith("/dev/pts/"), pty_path
+    config = write_config(tmp_path / "cs.toml", tmp_path / "state")
+    sub = Subscriber(mosquitto.url, "tableside/cs-01/#")
+    sub_task = asyncio.create_task(sub.run())
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        args = [
+            "run",
+            "--config",
+            str(config),
+            "--broker",
+            mosquitto.url,
+            "--device",
+            f"shuffler={pty_path}",
+        ]
+        daemon = spawn(processes, *args)
+        (found,) = await sub.wait_for(ruling())
+        assert found.payload["clause"] == "58 Pa. Code § 555.5(b)"
+        # SIGKILL: the broker announces the last will, marked as such.
+        daemon.kill()
+        await asyncio.to_thread(daemon.wait, 10)
+        (will,) = await sub.wait_for(lambda m: m.kind == "status" and bool(m.payload.get("will")))
+        assert will.payload["status"] == "offline"
+        # Started again it carries on; SIGTERM is a clean stop with its own offline message.
+        daemon = spawn(processes, *args)
+        await sub.wait_for(
+            lambda m: m.kind == "status" and m.payload["status"] == "online", count=2
+        )
+        daemon.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(daemon.wait, 20) == 0
+        (bye,) = await sub.wait_for(
+            lambda m: (
+                m.kind == "status" and m.payload["status"] == "offline" and not m.payload["will"]
+            )
+        )
+        live = [m.payload["seq"] for m in sub.fresh()]
+        assert bye.payload["seq"] == max(live)
+        assert len(live) == len(set(live))
+    finally:
+        await stop(sub_task)
+    sim.terminate()
+    assert await asyncio.to_thread(sim.wait, 10) == 0
+
+
+def test_demo_with_embedded_broker() -> None:
+    unused = f"mqtt://127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [*CMD, "demo", "--rounds", "3", "--interval", "0.2", "--broker", unused],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "embedded broker on mqtt://127.0.0.1:" in out
+    assert "RULING  58 Pa. Code § 555.5(b) → remove_deck" in out
+    assert "RULING  58 Pa. Code § 555.14(e) → reshuffle" in out
+    assert "done: 3 shuffles, 2 rulings" in out
+    assert "0 seq gaps" in out
+
+
+def test_demo_uses_a_broker_that_answers(mosquitto: Mosquitto) -> None:
+    result = subprocess.run(
+        [*CMD, "demo", "--game", "spanish_21", "--rounds", "2", "--interval", "0.2",
+         "--broker", mosquitto.url, "--fault", "count=287@1"],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"{mosquitto.url} answers; using it" in result.stdout
+    assert "RULING  58 Pa. Code § 551.3(a) → remove_deck" in result.stdout
+
+
+def test_bad_fault_is_refused_clearly(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "shuffler", "--pty", "--fault", "explode@2"]) == 2
+    assert "unknown fault 'explode'" in capsys.readouterr().err
+    assert main(["simulate", "shuffler", "--pty", "--fault", "count@2"]) == 2
+    assert "count needs a value" in capsys.readouterr().err
+    assert main(["simulate", "shuffler", "--pty", "--fault", "jam"]) == 2
+    assert "expected NAME[=VALUE]@N" in capsys.readouterr().err
+
+
+def test_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('interval = 1\nfautls = ["jam@1"]\n')
+    assert main(["simulate", "shuffler", "--pty", "--scenario", str(bad)]) == 2
+    assert "unknown keys ['fautls']" in capsys.readouterr().err
+
+
+def test_run_refuses_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "t.toml"
+    config.write_text("[table]\nid = 'x'\ngame = 'poker'\n")
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}:3: table.game" in err
+    assert f"{config}: devices: Field required" in err
+
+
+def test_schemas_in_docs_are_current(tmp_path: Path) -> None:
+    assert main(["schemas", str(tmp_path)]) == 0
+    generated = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    shipped = {
+        p.name: json.loads(p.read_text()) for p in (ROOT / "docs" / "schemas").glob("*.json")
+    }
+    assert generated == shipped, "run: tableside schemas docs/schemas"
