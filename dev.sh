@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The two commands a fresh machine needs (see README.md):
+#   ./dev.sh demo [demo options]   a whole simulated table, live, end to end
+#   ./dev.sh test [pytest options] ruff, mypy --strict, then the whole test suite
+# Both create .venv (Python 3.11 or newer) and install tableside into it, editable, first.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+pick_python() {
+    for candidate in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo "dev.sh: need Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+    "$(pick_python)" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet --editable '.[test]'
+
+need_mosquitto() {
+    if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "dev.sh: installing mosquitto (the tests start their own broker)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null
+    else
+        echo "dev.sh: the tests need the mosquitto program: sudo apt-get install mosquitto" >&2
+        exit 1
+    fi
+}
+
+command="${1:-}"
+[ $# -gt 0 ] && shift
+case "$command" in
+    demo)
+        exec .venv/bin/tableside demo --rounds 10 "$@"
+        ;;
+    test)
+        need_mosquitto
+        .venv/bin/ruff check .
+        .venv/bin/ruff format --check .
+        .venv/bin/mypy -p tableside
+        .venv/bin/mypy tests bench
+        # pytest exits 5 when it ran no test; that fails here like any other non-zero status.
+        exec .venv/bin/pytest "$@"
+        ;;
+    *)
+        echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
+        exit 2
+        ;;
+esac
