@@ -153,6 +153,21 @@ def test_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "unknown keys ['fautls']" in capsys.readouterr().err
 
 
+def test_shipped_scenarios_are_valid() -> None:
+    from tableside.simulators.faults import parse_fault
+    from tableside.simulators.scenario import load_scenario
+    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator, SimIdentity
+
+    scenarios = sorted((ROOT / "simulators" / "scenarios").glob("*.toml"))
+    assert scenarios
+    for path in scenarios:
+        data = load_scenario(path)
+        ShufflerSimulator(
+            faults=[parse_fault(f, FAULTS) for f in data["faults"]],
+            identity=SimIdentity(**data.get("identity", {})),
+        )
+
+
 def test_run_refuses_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "t.toml"
     config.write_text("[table]\nid = 'x'\ngame = 'poker'\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -151,3 +153,13 @@ def test_buffer_is_capped() -> None:
 def test_frame_refuses_out_of_range_fields(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Frame(**kwargs)  # type: ignore[arg-type]
+
+
+def test_every_example_in_the_protocol_document_is_an_intact_frame() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "protocols" / "shuffler.md").read_text()
+    examples = re.findall(r"`(a5(?: [0-9a-f]{2})+)`", doc)
+    assert len(examples) >= 5
+    for example in examples:
+        Frame.from_bytes(bytes.fromhex(example.replace(" ", "")))

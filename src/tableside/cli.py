@@ -7,7 +7,6 @@ import asyncio
 import json
 import signal
 import sys
-import tomllib
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
@@ -158,28 +157,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from tableside.simulators.faults import parse_fault
     from tableside.simulators.listen import serve_pty, serve_socket
+    from tableside.simulators.scenario import load_scenario
     from tableside.simulators.shuffler import FAULTS, ShufflerSimulator, SimIdentity
 
     scenario: dict[str, Any] = {}
     if args.scenario:
         try:
-            scenario = tomllib.loads(args.scenario.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            print(f"{args.scenario}: {exc}", file=sys.stderr)
-            return 2
-        unknown = set(scenario) - {
-            "interval",
-            "cards",
-            "identifies_cards",
-            "two_deck",
-            "seed",
-            "shuffles",
-            "heartbeat",
-            "faults",
-            "identity",
-        }
-        if unknown:
-            print(f"{args.scenario}: unknown keys {sorted(unknown)}", file=sys.stderr)
+            scenario = load_scenario(args.scenario)
+        except ValueError as exc:
+            print(f"tableside simulate: {exc}", file=sys.stderr)
             return 2
 
     def pick(name: str, default: Any) -> Any:
