@@ -80,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         default="caribbean_stud",
         choices=["caribbean_stud", "four_card_poker", "let_it_ride", "spanish_21"],
     )
-    demo.add_argument("--rounds", type=int, help="exit after N shuffles (default: run on)")
+    demo.add_argument(
+        "--rounds", type=int, default=0, help="exit after N shuffles (0, the default: run on)"
+    )
     demo.add_argument("--broker", default="mqtt://127.0.0.1:1883", help="broker to try first")
     demo.add_argument("--interval", type=float, default=1.0, help="seconds between shuffles")
     demo.add_argument(
@@ -249,7 +251,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     try:
         coro = run_demo(
             Game(args.game),
-            rounds=args.rounds,
+            rounds=args.rounds or None,
             broker_url=args.broker,
             interval=args.interval,
             faults=faults,
