@@ -200,6 +200,7 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.002, help="seconds between events")
     parser.add_argument("--broker", help="use this broker instead of starting a Mosquitto")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -234,28 +235,23 @@ async def main() -> None:
                     pty,
                 ]
 
-            results = [
-                await run_variant(
-                    "baseline",
-                    baseline,
-                    "bench/raw",
-                    broker,
-                    args.events,
-                    args.warmup,
-                    args.interval,
-                    None,
-                ),
-                await run_variant(
-                    "tableside",
-                    tableside,
-                    "tableside/bench/device/shuffler/event",
-                    broker,
-                    args.events,
-                    args.warmup,
-                    args.interval,
-                    None,
-                ),
-            ]
+            results = []
+            for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both
+                results.append(
+                    await run_variant(
+                        "baseline",
+                        baseline,
+                        "bench/raw",
+                        broker,
+                        args.events,
+                        args.warmup,
+                        args.interval,
+                        None,
+                    )
+                )
+                results.append(await run_variant(
+                    "tableside", tableside, "tableside/bench/device/shuffler/event", broker,
+                    args.events, args.warmup, args.interval, None))  # fmt: skip
         finally:
             if mosquitto is not None:
                 mosquitto.terminate()
@@ -271,17 +267,21 @@ async def main() -> None:
             f"{r['p99_ms']:>8.3f} {r['max_ms']:>8.3f} {r['cpu_per_event_us']:>10.1f} "
             f"{r['cpu_share_of_one_core']:>6.3f}"
         )
-    base, ours = results
-    print(
-        f"tableside adds p50 {ours['p50_ms'] - base['p50_ms']:+.3f} ms, "
-        f"p99 {ours['p99_ms'] - base['p99_ms']:+.3f} ms over the bare forwarder"
-    )
+
+    def median(variant: str, key: str) -> float:
+        return float(statistics.median(r[key] for r in results if r["variant"] == variant))
+
+    for key in ("p50_ms", "p99_ms", "cpu_per_event_us"):
+        base, ours = median("baseline", key), median("tableside", key)
+        print(f"median {key}: baseline {base:.3f}, tableside {ours:.3f}, added {ours - base:+.3f}")
     meta = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "interval_s": args.interval,
         "warmup": args.warmup,
+        "rounds": args.rounds,
+        "events": args.events,
     }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
