@@ -233,8 +233,8 @@ class TableDaemon:
         error: str | None = None
         try:
             request = CommandRequest.model_validate(json.loads(payload))
-        except (ValueError, ValidationError) as exc:
-            error = f"malformed command on {topic}: {exc}"
+        except (ValueError, ValidationError, RecursionError) as exc:
+            error = f"malformed command on {topic}: {str(exc)[:300]}"
         if error is None and (device is None or device not in self.devices):
             error = f"no device {device!r} at table {self.table} (topic {topic})"
         if error is not None or request is None or device is None or self._tasks is None:

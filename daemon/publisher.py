@@ -191,8 +191,13 @@ class Publisher:
     async def _watch_incoming(self, client: aiomqtt.Client) -> NoReturn:
         """Deliver commands; raises MqttError as soon as the connection drops."""
         async for message in client.messages:
-            if self._on_command is not None and isinstance(message.payload, bytes):
+            if self._on_command is None or not isinstance(message.payload, bytes):
+                continue
+            try:
                 self._on_command(str(message.topic), message.payload)
+            except Exception:
+                # Whatever a request contains, it must not take the broker link down.
+                log.exception("command_handling_failed", topic=str(message.topic))
         raise aiomqtt.MqttError("message stream ended")
 
     async def _drain(self, client: aiomqtt.Client) -> NoReturn:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, NoReturn
 import structlog
 
 from tableside.drivers.backoff import Backoff
-from tableside.drivers.errors import DeviceUnavailable, LinkError, LinkLost
+from tableside.drivers.errors import DeviceUnavailable, LinkLost, TablesideDriverError
 from tableside.drivers.events import (
     ConnectionEvent,
     ConnectionState,
@@ -127,8 +127,13 @@ class Driver(abc.ABC):
             detail = ""
             try:
                 await self._serve_once()
-            except LinkError as exc:
+            except TablesideDriverError as exc:  # the device went away or broke the protocol
                 detail = str(exc)
+            except Exception as exc:
+                # A bug of ours, or of a plug-in driver. The table must not lose every device
+                # over it: say so loudly, and treat it like a broken link.
+                log.exception("driver_failed", device=self.name)
+                detail = f"internal error: {exc!r}"
             self._set_state(ConnectionState.DISCONNECTED, detail)
             delay = self._backoff.next()
             log.info("device_reconnect", device=self.name, delay_s=round(delay, 3), why=detail)
@@ -153,7 +158,7 @@ class Driver(abc.ABC):
                 await self.on_link_up(link)
                 self._backoff.reset()
                 tg.create_task(self._watch_silence(link, reading), name=f"{self.name}.watchdog")
-        except* LinkError as group:
+        except* TablesideDriverError as group:
             raise group.exceptions[0] from None
         finally:
             self._link = None

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from tableside.drivers.base import Driver
 from tableside.drivers.cards import card_name
+from tableside.drivers.errors import DeviceRejected
 from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
@@ -30,8 +31,19 @@ class ShufflerDriver(Driver):
     )
 
     async def on_link_up(self, link: FramedLink) -> None:
-        await link.send(p.QueryIdentity())
-        await link.send(p.QueryStatus())
+        for query in (p.QueryIdentity(), p.QueryStatus()):
+            try:
+                await link.send(query)
+            except DeviceRejected as exc:
+                # A device that will not say who it is still shuffles; report it and go on.
+                self._sink(
+                    ProtocolErrorEvent(
+                        device=self.name,
+                        frame_type=query.TYPE,
+                        reason="query_refused",
+                        detail=str(exc),
+                    )
+                )
 
     async def command(self, name: str) -> None:
         message: Message

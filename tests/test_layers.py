@@ -1,0 +1,55 @@
+"""Dependencies point one way: drivers know nothing of the daemon; codecs and rules do no I/O."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", files("drivers"), ids=lambda p: p.name)
+def test_drivers_know_nothing_above_them(path: Path) -> None:
+    above = {"tableside.daemon", "tableside.rules", "tableside.simulators", "tableside.cli"}
+    bad = {m for m in imports(path) if any(m == a or m.startswith(a + ".") for a in above)}
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+SANS_IO = [
+    ROOT / "drivers" / "crc.py",
+    ROOT / "drivers" / "framing.py",
+    ROOT / "drivers" / "wire.py",
+    ROOT / "drivers" / "cards.py",
+    ROOT / "drivers" / "messages.py",
+    ROOT / "drivers" / "shuffler" / "protocol.py",
+    *files("rules"),
+]
+
+
+@pytest.mark.parametrize("path", SANS_IO, ids=lambda p: str(p.relative_to(ROOT)))
+def test_codecs_and_rules_do_no_io(path: Path) -> None:
+    io_modules = {"asyncio", "socket", "serial", "serial_asyncio_fast", "aiomqtt", "os", "usb"}
+    bad = {m for m in imports(path) if m.split(".")[0] in io_modules}
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+@pytest.mark.parametrize("path", files("simulators"), ids=lambda p: p.name)
+def test_simulators_do_not_use_the_daemon(path: Path) -> None:
+    bad = {m for m in imports(path) if m.startswith(("tableside.daemon", "tableside.rules"))}
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
