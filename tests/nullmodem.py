@@ -18,37 +18,27 @@ def byte_by_byte(direction: str, data: bytes) -> list[bytes]:
     return [bytes((b,)) for b in data]
 
 
-@contextlib.asynccontextmanager
-async def null_modem(
-    mangle: Mangle = passthrough,
-) -> AsyncIterator[
-    tuple[
-        tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    ]
-]:
-    """Yields ((host_reader, host_writer), (device_reader, device_writer))."""
-    device_side: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
-        asyncio.get_running_loop().create_future()
-    )
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _accept_one() -> tuple[asyncio.Server, asyncio.Future[Streams]]:
+    """A loopback server whose future gets the first connection's streams."""
+    accepted: asyncio.Future[Streams] = asyncio.get_running_loop().create_future()
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        device_side.set_result((reader, writer))
+        accepted.set_result((reader, writer))
 
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    relay_in: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
-        asyncio.get_running_loop().create_future()
-    )
+    return await asyncio.start_server(accept, "127.0.0.1", 0), accepted
 
-    async def accept_host(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        relay_in.set_result((reader, writer))
 
-    relay = await asyncio.start_server(accept_host, "127.0.0.1", 0)
-    relay_port = relay.sockets[0].getsockname()[1]
-    host = await asyncio.open_connection("127.0.0.1", relay_port)
+@contextlib.asynccontextmanager
+async def null_modem(mangle: Mangle = passthrough) -> AsyncIterator[tuple[Streams, Streams]]:
+    """Yields ((host_reader, host_writer), (device_reader, device_writer))."""
+    server, device_side = await _accept_one()
+    relay, relay_in = await _accept_one()
+    host = await asyncio.open_connection("127.0.0.1", relay.sockets[0].getsockname()[1])
     from_host = await relay_in
-    to_device = await asyncio.open_connection("127.0.0.1", port)
+    to_device = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
     device = await device_side
 
     async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, direction: str) -> None:

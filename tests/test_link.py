@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -72,48 +72,39 @@ async def test_messages_arrive_once_in_order(mangle: Mangle) -> None:
     assert pair.host.stats.retransmits == 0
 
 
-async def test_lost_frame_is_retransmitted() -> None:
-    dropped: list[bytes] = []
+def first_chunk(direction: str, change: Callable[[bytes], list[bytes]]) -> Mangle:
+    """A line that does ``change`` to the first chunk going ``direction``, once."""
+    done: list[bytes] = []
 
-    def drop_first(direction: str, data: bytes) -> list[bytes]:
-        if direction == "h2d" and not dropped:
-            dropped.append(data)
-            return []
+    def mangle(going: str, data: bytes) -> list[bytes]:
+        if going == direction and not done:
+            done.append(data)
+            return change(data)
         return [data]
 
-    async with linked(drop_first) as pair:
+    return mangle
+
+
+def flip_last_byte(data: bytes) -> list[bytes]:
+    return [data[:-1] + bytes((data[-1] ^ 0x40,))]
+
+
+async def test_lost_frame_is_retransmitted() -> None:
+    async with linked(first_chunk("h2d", lambda _: [])) as pair:
         await pair.host.send(p.Heartbeat(1))
     assert pair.device_messages() == [p.Heartbeat(1)]
     assert pair.host.stats.retransmits == 1
 
 
 async def test_lost_ack_gives_a_duplicate_that_is_not_delivered_twice() -> None:
-    dropped: list[bytes] = []
-
-    def drop_first_ack(direction: str, data: bytes) -> list[bytes]:
-        if direction == "d2h" and not dropped:
-            dropped.append(data)
-            return []
-        return [data]
-
-    async with linked(drop_first_ack) as pair:
+    async with linked(first_chunk("d2h", lambda _: [])) as pair:
         await pair.host.send(p.Heartbeat(7))
     assert pair.device_messages() == [p.Heartbeat(7)]
     assert pair.device.stats.duplicates == 1
 
 
 async def test_damaged_frame_is_nakked_and_resent() -> None:
-    damaged: list[bytes] = []
-
-    def flip_first(direction: str, data: bytes) -> list[bytes]:
-        if direction == "h2d" and not damaged:
-            damaged.append(data)
-            bad = bytearray(data)
-            bad[-1] ^= 0x40
-            return [bytes(bad)]
-        return [data]
-
-    async with linked(flip_first) as pair:
+    async with linked(first_chunk("h2d", flip_last_byte)) as pair:
         await pair.host.send(p.ShuffleStarted(3))
         await settle(lambda: pair.device_messages() == [p.ShuffleStarted(3)])
     assert pair.device.stats.naks_sent == 1
