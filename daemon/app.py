@@ -244,7 +244,7 @@ class TableDaemon:
 
     async def _run_command(self, device: str, request: CommandRequest) -> None:
         try:
-            await self.devices[device].driver.command(request.command)
+            await self.devices[device].driver.command(request.command, request.args)
         except (TablesideDriverError, ValueError) as exc:
             self._command_result(device, request, str(exc))
         except Exception as exc:  # reported, never allowed to stop the daemon's task group

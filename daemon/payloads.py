@@ -126,6 +126,7 @@ class CommandRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     command: str
+    args: dict[str, Any] = Field(default_factory=dict, description="the command's arguments")
     request_id: str | None = None
 
 

@@ -1,9 +1,11 @@
-"""The one base class of every device driver: connection supervision lives here, once.
+"""Driver base classes: connection supervision lives here, once.
 
-A driver subclass supplies its protocol's MessageSet, what to say when a link comes up, and how
-a message becomes a typed event. The base opens the URL, runs the link, watches for silence,
-and reconnects with capped, jittered backoff forever. It never returns because a device went
-away; it only ends when cancelled.
+``Driver`` opens the device URL, hands the byte streams to ``serve``, and when that ends
+(the link broke, the device went silent, the device broke the protocol) reconnects with capped,
+jittered backoff, forever. It never returns because a device went away; only cancellation ends
+it. ``FramedDriver`` adds everything a device speaking tableside's framing needs (the link
+layer, ACK/NAK, silence watch): its subclasses only translate messages and carry out commands.
+A driver for another framing (ccTalk) subclasses ``Driver`` and implements ``serve``.
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
 
 import structlog
 
 from tableside.drivers.backoff import Backoff
-from tableside.drivers.errors import DeviceUnavailable, LinkLost, TablesideDriverError
+from tableside.drivers.errors import (
+    DeviceRejected,
+    DeviceUnavailable,
+    LinkLost,
+    TablesideDriverError,
+)
 from tableside.drivers.events import (
     ConnectionEvent,
     ConnectionState,
@@ -31,7 +38,7 @@ from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, Pro
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.transport import DEFAULT_BAUDRATE, open_transport
 
-__all__ = ["Driver", "DriverSettings", "EventSink"]
+__all__ = ["Driver", "DriverSettings", "EventSink", "FramedDriver"]
 
 log = structlog.get_logger("tableside.driver")
 
@@ -50,15 +57,17 @@ class DriverSettings:
     arq: ArqPolicy = field(default_factory=ArqPolicy)
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
-    options: dict[str, Any] = field(default_factory=dict)
+    #: driver-specific settings from the config (e.g. ccTalk addresses per seat)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Driver(abc.ABC):
-    """Base of every device driver."""
+    """Base of every device driver: supervision, connection state, events."""
 
     #: device class this driver speaks for ("shuffler", "shoe", …)
     device_class: ClassVar[str]
-    protocol: ClassVar[MessageSet]
+    #: commands ``command()`` accepts, for error messages and docs
+    commands: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         self.name = name
@@ -66,10 +75,87 @@ class Driver(abc.ABC):
         self._sink = sink
         self.state = ConnectionState.DISCONNECTED
         self.connects = 0
-        self._link: FramedLink | None = None
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
+        self._connected_at: float | None = None
 
     # -- what a subclass provides ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one open connection until it fails (raise a driver error) or is cancelled.
+
+        Call ``self.connected()`` once the device has answered."""
+
+    @abc.abstractmethod
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        """Carry out a named command; raise ValueError for a bad one, or a driver error."""
+
+    # -- for subclasses --------------------------------------------------------------------
+
+    def emit(self, event: DeviceEvent) -> None:
+        self._sink(event)
+
+    def connected(self) -> None:
+        self.connects += 1
+        self._connected_at = time.monotonic()
+        self._set_state(ConnectionState.CONNECTED, self.settings.url)
+
+    def _connected_for(self) -> float:
+        return 0.0 if self._connected_at is None else time.monotonic() - self._connected_at
+
+    def unknown_command(self, name: str) -> ValueError:
+        known = ", ".join(sorted(self.commands)) or "none"
+        return ValueError(
+            f"{self.name}: unknown {self.device_class} command {name!r} (known: {known})"
+        )
+
+    def _set_state(self, state: ConnectionState, detail: str = "") -> None:
+        if state == self.state:
+            return
+        self.state = state
+        log.info("device_connection", device=self.name, state=state.value, detail=detail)
+        self._sink(ConnectionEvent(device=self.name, state=state, detail=detail))
+
+    # -- supervision -----------------------------------------------------------------------
+
+    async def run(self) -> NoReturn:
+        """Connect, serve, reconnect; forever. Only cancellation ends it."""
+        while True:
+            self._set_state(ConnectionState.CONNECTING, self.settings.url)
+            self._connected_at = None
+            detail = ""
+            try:
+                reader, writer = await open_transport(
+                    self.settings.url, baudrate=self.settings.baudrate
+                )
+                try:
+                    await self.serve(reader, writer)
+                    detail = "connection ended"
+                finally:
+                    writer.close()
+            except* TablesideDriverError as group:  # the device went away or broke the protocol
+                detail = str(group.exceptions[0])
+            except* Exception as group:
+                # A bug of ours, or of a plug-in driver. The table must not lose every device
+                # over it: say so loudly, and treat it like a broken link.
+                log.error("driver_failed", device=self.name, exc_info=group.exceptions[0])
+                detail = f"internal error: {group.exceptions[0]!r}"
+            self._set_state(ConnectionState.DISCONNECTED, detail)
+            if self._connected_for() > 10:
+                self._backoff.reset()  # it worked for a while: try again soon
+            delay = self._backoff.next()
+            log.info("device_reconnect", device=self.name, delay_s=round(delay, 3), why=detail)
+            await asyncio.sleep(delay)
+
+
+class FramedDriver(Driver):
+    """A driver for a device speaking a tableside-framed protocol (docs/protocols/)."""
+
+    protocol: ClassVar[MessageSet]
+
+    def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
+        super().__init__(name, settings, sink)
+        self._link: FramedLink | None = None
 
     @abc.abstractmethod
     async def on_link_up(self, link: FramedLink) -> None:
@@ -79,24 +165,41 @@ class Driver(abc.ABC):
     def translate(self, message: Message) -> DeviceEvent | None:
         """Turn one message from the device into an event (None: nothing to report)."""
 
-    @abc.abstractmethod
-    async def command(self, name: str) -> None:
-        """Carry out a named command; raise DeviceUnavailable, DeviceRejected or LinkError."""
+    def refuse(self, message: Message) -> NakReason | None:
+        """A reason to NAK an intact message instead of ACKing it (default: accept all)."""
+        return None
 
-    # -- supervision -----------------------------------------------------------------------
+    def require_link(self) -> FramedLink:
+        link = self._link
+        if link is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
+            raise DeviceUnavailable(f"{self.name}: device is {self.state.value}")
+        return link
 
-    def _set_state(self, state: ConnectionState, detail: str = "") -> None:
-        if state == self.state:
-            return
-        self.state = state
-        log.info("device_connection", device=self.name, state=state.value, detail=detail)
-        self._sink(ConnectionEvent(device=self.name, state=state, detail=detail))
+    async def send(self, message: Message) -> None:
+        """Send a message to the device and wait for its ACK."""
+        await self.require_link().send(message)
+
+    async def query(self, *messages: Message) -> None:
+        """Send queries; a device that refuses one is reported, not disconnected."""
+        for message in messages:
+            try:
+                await self.require_link().send(message)
+            except DeviceRejected as exc:
+                self.emit(
+                    ProtocolErrorEvent(
+                        device=self.name,
+                        frame_type=message.TYPE,
+                        reason="query_refused",
+                        detail=str(exc),
+                    )
+                )
 
     def _on_message(self, message: Notice) -> NakReason | None:
         if self.state == ConnectionState.STALE:
             self._set_state(ConnectionState.CONNECTED, "frames resumed")
+        event: DeviceEvent | None
         if isinstance(message, LineNoise):
-            event: DeviceEvent | None = LineNoiseEvent(
+            event = LineNoiseEvent(
                 device=self.name,
                 crc_errors=message.crc_errors,
                 discarded_bytes=message.discarded_bytes,
@@ -109,38 +212,15 @@ class Driver(abc.ABC):
                 detail=message.detail,
             )
         else:
+            verdict = self.refuse(message)
+            if verdict is not None:
+                return verdict
             event = self.translate(message)
         if event is not None:
             self._sink(event)
         return None
 
-    def require_link(self) -> FramedLink:
-        link = self._link
-        if link is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
-            raise DeviceUnavailable(f"{self.name}: device is {self.state.value}")
-        return link
-
-    async def run(self) -> NoReturn:
-        """Connect, serve, reconnect; forever. Only cancellation ends it."""
-        while True:
-            self._set_state(ConnectionState.CONNECTING, self.settings.url)
-            detail = ""
-            try:
-                await self._serve_once()
-            except TablesideDriverError as exc:  # the device went away or broke the protocol
-                detail = str(exc)
-            except Exception as exc:
-                # A bug of ours, or of a plug-in driver. The table must not lose every device
-                # over it: say so loudly, and treat it like a broken link.
-                log.exception("driver_failed", device=self.name)
-                detail = f"internal error: {exc!r}"
-            self._set_state(ConnectionState.DISCONNECTED, detail)
-            delay = self._backoff.next()
-            log.info("device_reconnect", device=self.name, delay_s=round(delay, 3), why=detail)
-            await asyncio.sleep(delay)
-
-    async def _serve_once(self) -> None:
-        reader, writer = await open_transport(self.settings.url, baudrate=self.settings.baudrate)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         link = FramedLink(
             reader,
             writer,
@@ -153,13 +233,9 @@ class Driver(abc.ABC):
             async with asyncio.TaskGroup() as tg:
                 reading = tg.create_task(link.run(), name=f"{self.name}.link")
                 self._link = link
-                self.connects += 1
-                self._set_state(ConnectionState.CONNECTED, self.settings.url)
+                self.connected()
                 await self.on_link_up(link)
-                self._backoff.reset()
                 tg.create_task(self._watch_silence(link, reading), name=f"{self.name}.watchdog")
-        except* TablesideDriverError as group:
-            raise group.exceptions[0] from None
         finally:
             self._link = None
             await link.aclose()

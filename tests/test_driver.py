@@ -106,7 +106,7 @@ async def test_commands_need_a_connected_device() -> None:
     events: list[DeviceEvent] = []
     driver = ShufflerDriver("shuffler", DriverSettings(url="socket://127.0.0.1:9"), events.append)
     with pytest.raises(DeviceUnavailable, match="disconnected"):
-        await driver.command("start_shuffle")
+        await driver.command("start_shuffle", {})
 
 
 async def test_host_message_from_the_device_is_a_protocol_error() -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from tableside.drivers.base import Driver
+from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
-from tableside.drivers.errors import DeviceRejected
 from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
@@ -23,7 +23,7 @@ __all__ = ["ShufflerDriver"]
 _DECK_NAMES = {p.Deck.SINGLE: "single", p.Deck.A: "A", p.Deck.B: "B"}
 
 
-class ShufflerDriver(Driver):
+class ShufflerDriver(FramedDriver):
     device_class: ClassVar[str] = "shuffler"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
     commands: ClassVar[frozenset[str]] = frozenset(
@@ -31,34 +31,18 @@ class ShufflerDriver(Driver):
     )
 
     async def on_link_up(self, link: FramedLink) -> None:
-        for query in (p.QueryIdentity(), p.QueryStatus()):
-            try:
-                await link.send(query)
-            except DeviceRejected as exc:
-                # A device that will not say who it is still shuffles; report it and go on.
-                self._sink(
-                    ProtocolErrorEvent(
-                        device=self.name,
-                        frame_type=query.TYPE,
-                        reason="query_refused",
-                        detail=str(exc),
-                    )
-                )
+        # A device that will not say who it is still shuffles: a refusal is reported, not fatal.
+        await self.query(p.QueryIdentity(), p.QueryStatus())
 
-    async def command(self, name: str) -> None:
-        message: Message
-        if name == "start_shuffle":
-            message = p.StartShuffle()
-        elif name == "query_status":
-            message = p.QueryStatus()
-        elif name == "query_identity":
-            message = p.QueryIdentity()
-        else:
-            raise ValueError(
-                f"{self.name}: unknown shuffler command {name!r} "
-                f"(known: {', '.join(sorted(self.commands))})"
-            )
-        await self.require_link().send(message)
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        messages: dict[str, Message] = {
+            "start_shuffle": p.StartShuffle(),
+            "query_status": p.QueryStatus(),
+            "query_identity": p.QueryIdentity(),
+        }
+        if name not in messages:
+            raise self.unknown_command(name)
+        await self.send(messages[name])
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
