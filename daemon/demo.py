@@ -50,7 +50,7 @@ async def run_demo(
         faults=specs,
         cards=48 * decks if decks else 52,
         silent_disconnect=True,  # a pty cannot be unplugged: it goes quiet instead
-        max_shuffles=rounds,
+        max_cycles=rounds,
         heartbeat=0.5,
     )
     async with contextlib.AsyncExitStack() as stack:

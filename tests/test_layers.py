@@ -37,6 +37,8 @@ SANS_IO = [
     ROOT / "drivers" / "wire.py",
     ROOT / "drivers" / "cards.py",
     ROOT / "drivers" / "messages.py",
+    ROOT / "drivers" / "common.py",
+    ROOT / "drivers" / "shoe" / "protocol.py",
     ROOT / "drivers" / "shuffler" / "protocol.py",
     *files("rules"),
 ]

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import ClassVar, Self, TypeVar
+from typing import ClassVar, Self
 
-from tableside.drivers.cards import is_card_code
+from tableside.drivers.common import (
+    Empty,
+    Heartbeat,
+    Identity,
+    QueryIdentity,
+    QueryStatus,
+    check_cards,
+    decode_enum,
+)
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
@@ -55,54 +63,6 @@ class Deck(enum.IntEnum):
     B = 2
 
 
-_E = TypeVar("_E", bound=enum.IntEnum)
-
-
-def _enum(cls: type[_E], value: int, what: str) -> _E:
-    try:
-        return cls(value)
-    except ValueError as exc:
-        raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
-
-
-def _cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
-    for code in values:
-        if not is_card_code(code):
-            raise MalformedPayload(f"{what}: byte 0x{code:02x} is not a card")
-    return values
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Device → host, at connect and on QueryIdentity.
-
-    ``vendor`` str, ``model`` str, ``serial`` str, ``firmware_version`` str,
-    ``firmware_sha256`` 32 raw bytes.
-    """
-
-    TYPE: ClassVar[int] = 0x20
-    vendor: str
-    model: str
-    serial: str
-    firmware_version: str
-    firmware_sha256: bytes
-
-    def to_payload(self) -> bytes:
-        if len(self.firmware_sha256) != 32:
-            raise ValueError("firmware_sha256 must be 32 bytes")
-        w = PayloadWriter()
-        for s in (self.vendor, self.model, self.serial, self.firmware_version):
-            w.string(s)
-        return w.raw(self.firmware_sha256).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Identity")
-        msg = cls(r.string(), r.string(), r.string(), r.string(), r.raw(32))
-        r.end()
-        return msg
-
-
 @dataclass(frozen=True, slots=True)
 class Status:
     """Device → host, on change and on QueryStatus.
@@ -123,9 +83,9 @@ class Status:
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "Status")
-        state = _enum(ShufflerState, r.u8(), "Status.state")
+        state = decode_enum(ShufflerState, r.u8(), "Status.state")
         fault_byte = r.u8()
-        fault = None if fault_byte == 0 else _enum(FaultCode, fault_byte, "Status.fault")
+        fault = None if fault_byte == 0 else decode_enum(FaultCode, fault_byte, "Status.fault")
         msg = cls(state, fault, r.u32())
         r.end()
         return msg
@@ -189,10 +149,10 @@ class ShuffleComplete:
         shuffle_id, count, flags = r.u32(), r.u16(), r.u8()
         if flags & ~0x03:
             raise MalformedPayload(f"ShuffleComplete: reserved flag bits set in 0x{flags:02x}")
-        deck = _enum(Deck, r.u8(), "ShuffleComplete.deck")
+        deck = decode_enum(Deck, r.u8(), "ShuffleComplete.deck")
         colour = r.string()
-        missing = _cards(r.byte_list(), "ShuffleComplete.missing")
-        extra = _cards(r.byte_list(), "ShuffleComplete.extra")
+        missing = check_cards(r.byte_list(), "ShuffleComplete.missing")
+        extra = check_cards(r.byte_list(), "ShuffleComplete.extra")
         r.end()
         return cls(
             shuffle_id, count, bool(flags & 1), bool(flags & 2), deck, colour, missing, extra
@@ -215,62 +175,16 @@ class Fault:
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "Fault")
-        msg = cls(r.u32(), _enum(FaultCode, r.u8(), "Fault.code"), r.string())
+        msg = cls(r.u32(), decode_enum(FaultCode, r.u8(), "Fault.code"), r.string())
         r.end()
         return msg
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """Device → host, every heartbeat interval (1 s by default). ``uptime_ms`` u32."""
-
-    TYPE: ClassVar[int] = 0x25
-    uptime_ms: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.uptime_ms).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Heartbeat")
-        msg = cls(r.u32())
-        r.end()
-        return msg
-
-
-@dataclass(frozen=True, slots=True)
-class _Empty:
-    TYPE: ClassVar[int] = 0
-
-    def to_payload(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        if payload:
-            raise MalformedPayload(f"{cls.__name__}: takes no payload, got {len(payload)} bytes")
-        return cls()
-
-
-@dataclass(frozen=True, slots=True)
-class StartShuffle(_Empty):
+class StartShuffle(Empty):
     """Host → device: start a shuffle cycle now. NAK BUSY if one is running."""
 
     TYPE: ClassVar[int] = 0x40
-
-
-@dataclass(frozen=True, slots=True)
-class QueryStatus(_Empty):
-    """Host → device: answer with Status."""
-
-    TYPE: ClassVar[int] = 0x41
-
-
-@dataclass(frozen=True, slots=True)
-class QueryIdentity(_Empty):
-    """Host → device: answer with Identity."""
-
-    TYPE: ClassVar[int] = 0x42
 
 
 PROTOCOL = MessageSet(

@@ -183,7 +183,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             identifies_cards=bool(pick("identifies_cards", False)),
             two_deck=bool(pick("two_deck", False)),
             seed=pick("seed", 0),
-            max_shuffles=pick("shuffles", None),
+            max_cycles=pick("shuffles", None),
             heartbeat=pick("heartbeat", 1.0),
             identity=SimIdentity(**scenario.get("identity", {})),
             silent_disconnect=args.pty,

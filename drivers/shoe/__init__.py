@@ -1,0 +1,1 @@
+"""Automated dealing shoe: wire protocol (sans-IO) and asyncio driver."""

@@ -1,0 +1,161 @@
+"""Driver for dealing shoes speaking the tableside shoe protocol (docs/protocols/shoe.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from tableside.drivers.base import FramedDriver
+from tableside.drivers.cards import card_name
+from tableside.drivers.common import Heartbeat
+from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.link import FramedLink
+from tableside.drivers.messages import Message, MessageSet
+from tableside.drivers.shoe import events as ev
+from tableside.drivers.shoe import protocol as p
+
+__all__ = ["ShoeDriver", "parse_plan"]
+
+_TARGETS = {"dealer": p.DEALER, "dealer_extra": p.DEALER_EXTRA, "community": p.COMMUNITY}
+
+
+def parse_plan(stacks: Any) -> tuple[p.Stack, ...]:
+    """``[{"target": "seat1" | 1 | "dealer", "size": 5}, …]`` → stacks; ValueError says what."""
+    if not isinstance(stacks, list) or not stacks:
+        raise ValueError("stacks: expected a non-empty list of {target, size}")
+    plan = []
+    for i, stack in enumerate(stacks):
+        if not isinstance(stack, Mapping) or set(stack) != {"target", "size"}:
+            raise ValueError(f"stacks[{i}]: expected {{target, size}}, got {stack!r}")
+        target, size = stack["target"], stack["size"]
+        if isinstance(target, str) and target.startswith("seat") and target[4:].isdigit():
+            target = int(target[4:])
+        code = _TARGETS.get(target, target) if isinstance(target, str) else target
+        if not isinstance(code, int) or not (1 <= code <= 7 or code in _TARGETS.values()):
+            raise ValueError(
+                f"stacks[{i}].target: {stack['target']!r} is none of seat1..seat7, dealer, "
+                "dealer_extra, community"
+            )
+        if not isinstance(size, int) or not 1 <= size <= 52:
+            raise ValueError(f"stacks[{i}].size: {size!r} is not 1..52")
+        plan.append(p.Stack(code, size))
+    return tuple(plan)
+
+
+class ShoeDriver(FramedDriver):
+    device_class: ClassVar[str] = "shoe"
+    protocol: ClassVar[MessageSet] = p.PROTOCOL
+    commands: ClassVar[frozenset[str]] = frozenset({"deal", "query_status", "query_identity"})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plans: dict[int, tuple[p.Stack, ...]] = {}
+
+    async def on_link_up(self, link: FramedLink) -> None:
+        await self.query(p.QueryIdentity(), p.QueryStatus())
+
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        if name == "deal":
+            round_ = args.get("round")
+            if not isinstance(round_, int) or not 0 < round_ < 2**32:
+                raise ValueError(f"deal: round must be a positive integer, got {round_!r}")
+            plan = parse_plan(args.get("stacks"))
+            self._plans[round_] = plan
+            await self.send(p.DealRound(round_, plan))
+        elif name == "query_status":
+            await self.send(p.QueryStatus())
+        elif name == "query_identity":
+            await self.send(p.QueryIdentity())
+        else:
+            raise self.unknown_command(name)
+
+    def _expected(self, round_: int, index: int) -> int | None:
+        plan = self._plans.get(round_)
+        return plan[index].size if plan is not None and index < len(plan) else None
+
+    def translate(self, message: Message) -> DeviceEvent | None:
+        d = self.name
+        match message:
+            case Heartbeat():
+                return None
+            case p.Identity():
+                return IdentityEvent(
+                    device=d,
+                    vendor=message.vendor,
+                    model=message.model,
+                    serial=message.serial,
+                    firmware_version=message.firmware_version,
+                    firmware_sha256=message.firmware_sha256.hex(),
+                )
+            case p.ShoeStatus():
+                return ev.ShoeStatus(
+                    device=d,
+                    state=message.state.name.lower(),
+                    fault=None if message.fault is None else message.fault.name.lower(),
+                    cards_loaded=message.cards_loaded,
+                    cards_remaining=message.cards_remaining,
+                )
+            case p.CardsLoaded():
+                return ev.CardsLoaded(
+                    device=d, count=None if message.count == 0xFFFF else message.count
+                )
+            case p.DealStarted():
+                self._plans[message.round] = message.stacks
+                # Keep only recent plans: a long-running table deals thousands of rounds.
+                for old in [r for r in self._plans if r < message.round - 16]:
+                    del self._plans[old]
+                return ev.DealStarted(
+                    device=d,
+                    round=message.round,
+                    plan=tuple(
+                        {"target": p.target_name(s.target), "size": s.size} for s in message.stacks
+                    ),
+                )
+            case p.StackDispensed():
+                return ev.StackDispensed(
+                    device=d,
+                    round=message.round,
+                    index=message.index,
+                    target=p.target_name(message.target),
+                    count=message.count,
+                    expected=self._expected(message.round, message.index),
+                    cards=tuple(card_name(c) for c in message.cards),
+                )
+            case p.FaceUpCard():
+                return ev.CardFaceUp(
+                    device=d,
+                    round=message.round,
+                    index=message.index,
+                    total=message.total,
+                    card=card_name(message.card) if message.card else None,
+                )
+            case p.ShoeFault():
+                return ev.ShoeFault(
+                    device=d,
+                    round=message.round,
+                    fault=message.code.name.lower(),
+                    index=message.index,
+                    detail=message.detail,
+                )
+            case p.StubRemoved():
+                return ev.StubRemoved(
+                    device=d,
+                    round=message.round,
+                    count=None if message.count == 0xFFFF else message.count,
+                )
+            case p.DealComplete():
+                plan = self._plans.get(message.round)
+                return ev.DealCompleted(
+                    device=d,
+                    round=message.round,
+                    stacks=message.stacks,
+                    cards=message.cards,
+                    expected_stacks=None if plan is None else len(plan),
+                    expected_cards=None if plan is None else sum(s.size for s in plan),
+                )
+        return ProtocolErrorEvent(
+            device=d,
+            frame_type=message.TYPE,
+            reason="unexpected_direction",
+            detail=f"{type(message).__name__} is a host-to-device message",
+        )

@@ -1,0 +1,89 @@
+"""Events of the automated dealing shoe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tableside.drivers.events import DeviceEvent
+
+__all__ = [
+    "CardFaceUp",
+    "CardsLoaded",
+    "DealCompleted",
+    "DealStarted",
+    "ShoeFault",
+    "ShoeStatus",
+    "StackDispensed",
+    "StubRemoved",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShoeStatus(DeviceEvent):
+    kind: ClassVar[str] = "status"
+    state: str  # idle | dealing | fault | empty
+    fault: str | None
+    cards_loaded: int
+    cards_remaining: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardsLoaded(DeviceEvent):
+    kind: ClassVar[str] = "cards_loaded"
+    count: int | None  # None: the shoe did not count
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DealStarted(DeviceEvent):
+    kind: ClassVar[str] = "deal_started"
+    round: int
+    plan: tuple[dict[str, Any], ...]  # [{"target": "seat1", "size": 5}, …]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackDispensed(DeviceEvent):
+    kind: ClassVar[str] = "stack_dispensed"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"cards"})
+    round: int
+    index: int
+    target: str  # seat1..seat7 | dealer | dealer_extra | community
+    count: int
+    expected: int | None  # the plan's size for this stack, when known
+    cards: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardFaceUp(DeviceEvent):
+    kind: ClassVar[str] = "card_face_up"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"card"})
+    round: int
+    index: int
+    total: int  # face-up cards so far in this round (555.14(b): one vs more than one)
+    card: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShoeFault(DeviceEvent):
+    kind: ClassVar[str] = "fault"
+    round: int
+    fault: str  # jam | stopped | short_deal | door_open
+    index: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StubRemoved(DeviceEvent):
+    kind: ClassVar[str] = "stub_removed"
+    round: int
+    count: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DealCompleted(DeviceEvent):
+    kind: ClassVar[str] = "deal_complete"
+    round: int
+    stacks: int
+    cards: int
+    expected_stacks: int | None
+    expected_cards: int | None

@@ -1,0 +1,320 @@
+"""The tableside dealing-shoe protocol, version 1: message set (sans-IO, no asyncio).
+
+Byte-by-byte description: docs/protocols/shoe.md. Framing: tableside.drivers.framing. Common
+messages (Identity, Heartbeat, QueryStatus, QueryIdentity): tableside.drivers.common.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Self
+
+from tableside.drivers.common import (
+    Heartbeat,
+    Identity,
+    QueryIdentity,
+    QueryStatus,
+    check_cards,
+    decode_enum,
+)
+from tableside.drivers.messages import MessageSet
+from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
+
+__all__ = [
+    "COMMUNITY",
+    "DEALER",
+    "DEALER_EXTRA",
+    "PROTOCOL",
+    "CardsLoaded",
+    "DealComplete",
+    "DealRound",
+    "DealStarted",
+    "FaceUpCard",
+    "Identity",
+    "QueryIdentity",
+    "QueryStatus",
+    "ShoeFault",
+    "ShoeFaultCode",
+    "ShoeState",
+    "ShoeStatus",
+    "Stack",
+    "StackDispensed",
+    "StubRemoved",
+    "target_name",
+]
+
+#: Stack targets: 1..7 are betting positions, counted from the dealer's left.
+DEALER = 0x80  # the dealer's hand
+DEALER_EXTRA = 0x81  # Four Card Poker: the extra stack whose bottom card is the dealer's sixth
+COMMUNITY = 0x82  # Let It Ride: the community stack whose left card is discarded
+
+_TARGET_NAMES = {DEALER: "dealer", DEALER_EXTRA: "dealer_extra", COMMUNITY: "community"}
+
+
+def target_name(target: int) -> str:
+    return _TARGET_NAMES.get(target, f"seat{target}")
+
+
+def _check_target(target: int, what: str) -> int:
+    if not (1 <= target <= 7 or target in _TARGET_NAMES):
+        raise MalformedPayload(f"{what}: 0x{target:02x} is no stack target")
+    return target
+
+
+class ShoeState(enum.IntEnum):
+    IDLE = 0
+    DEALING = 1
+    FAULT = 2
+    EMPTY = 3
+
+
+class ShoeFaultCode(enum.IntEnum):
+    """555.14(f): jams, stops dealing, or fails to deal all cards during a round."""
+
+    JAM = 1
+    STOPPED = 2
+    SHORT_DEAL = 3  # the shoe could not deal every card the round needs
+    DOOR_OPEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """One stack of a deal plan: where it goes and how many cards."""
+
+    target: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShoeStatus:
+    """``state`` u8, ``fault`` u8 (0 none), ``cards_loaded`` u16, ``cards_remaining`` u16."""
+
+    TYPE: ClassVar[int] = 0x21
+    state: ShoeState
+    fault: ShoeFaultCode | None
+    cards_loaded: int
+    cards_remaining: int
+
+    def to_payload(self) -> bytes:
+        fault = 0 if self.fault is None else int(self.fault)
+        w = PayloadWriter().u8(self.state).u8(fault)
+        return w.u16(self.cards_loaded).u16(self.cards_remaining).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "ShoeStatus")
+        state = decode_enum(ShoeState, r.u8(), "ShoeStatus.state")
+        fault_byte = r.u8()
+        fault = (
+            None if fault_byte == 0 else decode_enum(ShoeFaultCode, fault_byte, "ShoeStatus.fault")
+        )
+        msg = cls(state, fault, r.u16(), r.u16())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class CardsLoaded:
+    """Cards were put in the shoe (from the shuffler). ``count`` u16 (0xFFFF: not counted)."""
+
+    TYPE: ClassVar[int] = 0x22
+    count: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u16(self.count).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "CardsLoaded")
+        msg = cls(r.u16())
+        r.end()
+        return msg
+
+
+def _write_plan(w: PayloadWriter, stacks: tuple[Stack, ...]) -> PayloadWriter:
+    if len(stacks) > 32:
+        raise ValueError(f"{len(stacks)} stacks exceed 32")
+    w.u8(len(stacks))
+    for stack in stacks:
+        w.u8(stack.target).u8(stack.size)
+    return w
+
+
+def _read_plan(r: PayloadReader, what: str) -> tuple[Stack, ...]:
+    n = r.u8()
+    if n > 32:
+        raise MalformedPayload(f"{what}: {n} stacks exceed 32")
+    return tuple(Stack(_check_target(r.u8(), what), r.u8()) for _ in range(n))
+
+
+@dataclass(frozen=True, slots=True)
+class DealStarted:
+    """The shoe began a round: ``round`` u32, then its plan: ``u8 n``, n x (``target, size``)."""
+
+    TYPE: ClassVar[int] = 0x23
+    round: int
+    stacks: tuple[Stack, ...]
+
+    def to_payload(self) -> bytes:
+        return _write_plan(PayloadWriter().u32(self.round), self.stacks).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "DealStarted")
+        msg = cls(r.u32(), _read_plan(r, "DealStarted"))
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class StackDispensed:
+    """One stack left the shoe: ``round`` u32, ``index`` u8 (in the plan), ``target`` u8,
+    ``count`` u8 (cards in it), ``cards`` (their identities when the shoe reads cards)."""
+
+    TYPE: ClassVar[int] = 0x24
+    round: int
+    index: int
+    target: int
+    count: int
+    cards: tuple[int, ...] = ()
+
+    def to_payload(self) -> bytes:
+        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.target).u8(self.count)
+        return w.byte_list(self.cards).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "StackDispensed")
+        rnd, index = r.u32(), r.u8()
+        target = _check_target(r.u8(), "StackDispensed.target")
+        count = r.u8()
+        cards = check_cards(r.byte_list(), "StackDispensed.cards")
+        r.end()
+        return cls(rnd, index, target, count, cards)
+
+
+@dataclass(frozen=True, slots=True)
+class FaceUpCard:
+    """A card was found face up: ``round`` u32, ``index`` u8 (stack), ``total`` u8 (face-up
+    cards so far this round), ``card`` u8 (0 when the shoe cannot read it)."""
+
+    TYPE: ClassVar[int] = 0x26
+    round: int
+    index: int
+    total: int
+    card: int = 0
+
+    def to_payload(self) -> bytes:
+        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.total)
+        return w.u8(self.card).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "FaceUpCard")
+        msg = cls(r.u32(), r.u8(), r.u8(), r.u8())
+        r.end()
+        if msg.card:
+            check_cards((msg.card,), "FaceUpCard.card")
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class ShoeFault:
+    """``round`` u32 (0 between rounds), ``code`` u8, ``index`` u8 (stack), ``detail`` str."""
+
+    TYPE: ClassVar[int] = 0x27
+    round: int
+    code: ShoeFaultCode
+    index: int
+    detail: str = ""
+
+    def to_payload(self) -> bytes:
+        w = PayloadWriter().u32(self.round).u8(self.code).u8(self.index)
+        return w.string(self.detail).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "ShoeFault")
+        msg = cls(r.u32(), decode_enum(ShoeFaultCode, r.u8(), "ShoeFault.code"), r.u8(), r.string())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class StubRemoved:
+    """The dealer took the stub out: ``round`` u32, ``count`` u16 (0xFFFF: not counted)."""
+
+    TYPE: ClassVar[int] = 0x28
+    round: int
+    count: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.round).u16(self.count).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "StubRemoved")
+        msg = cls(r.u32(), r.u16())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class DealComplete:
+    """``round`` u32, ``stacks`` u8 dispensed, ``cards`` u16 dispensed."""
+
+    TYPE: ClassVar[int] = 0x29
+    round: int
+    stacks: int
+    cards: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.round).u8(self.stacks).u16(self.cards).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "DealComplete")
+        msg = cls(r.u32(), r.u8(), r.u16())
+        r.end()
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
+class DealRound:
+    """Host → device: deal this round: ``round`` u32, plan (``u8 n``, n x ``target, size``).
+    NAK BUSY while dealing; NAK MALFORMED for an empty plan or a stack of 0 cards."""
+
+    TYPE: ClassVar[int] = 0x40
+    round: int
+    stacks: tuple[Stack, ...]
+
+    def to_payload(self) -> bytes:
+        return _write_plan(PayloadWriter().u32(self.round), self.stacks).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "DealRound")
+        msg = cls(r.u32(), _read_plan(r, "DealRound"))
+        r.end()
+        if not msg.stacks or any(s.size == 0 for s in msg.stacks):
+            raise MalformedPayload("DealRound: empty plan or a stack of 0 cards")
+        return msg
+
+
+PROTOCOL = MessageSet(
+    "shoe",
+    Identity,
+    ShoeStatus,
+    CardsLoaded,
+    DealStarted,
+    StackDispensed,
+    Heartbeat,
+    FaceUpCard,
+    ShoeFault,
+    StubRemoved,
+    DealComplete,
+    DealRound,
+    QueryStatus,
+    QueryIdentity,
+)

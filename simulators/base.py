@@ -1,0 +1,211 @@
+"""What every simulator of a tableside-framed device shares: the link, identity at connect,
+heartbeats, answering queries, a work loop driven by a timer or by host commands, and the
+line faults (noise, disconnect). A device simulator supplies its messages and its cycle."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import structlog
+
+from tableside.drivers.common import Heartbeat, Identity, QueryIdentity, QueryStatus
+from tableside.drivers.errors import LinkError
+from tableside.drivers.framing import NakReason
+from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
+from tableside.drivers.messages import Message, MessageSet
+from tableside.simulators.faults import FaultPlan, FaultSpec
+
+__all__ = ["LINE_FAULTS", "FramedSimulator", "SimIdentity", "SimulatedDisconnect"]
+
+log = structlog.get_logger("tableside.sim")
+
+#: faults of the line itself, which every simulator offers
+LINE_FAULTS: dict[str, str] = {
+    "noise": "VALUE garbage bytes (default 64) and a corrupted frame go on the line first",
+    "disconnect": "the link drops mid-cycle; a pty goes silent for VALUE s (default 10)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SimIdentity:
+    vendor: str = "tableside"
+    model: str = "SIM-1"
+    serial: str = "SIM0001"
+    firmware_version: str = "1.0.0"
+
+    def message(self) -> Identity:
+        image = f"{self.vendor}/{self.model}/{self.firmware_version}".encode()
+        return Identity(
+            self.vendor,
+            self.model,
+            self.serial,
+            self.firmware_version,
+            hashlib.sha256(image).digest(),
+        )
+
+
+class SimulatedDisconnect(Exception):
+    """Raised inside a connection to simulate the cable being pulled; args[0] = silence (s)."""
+
+
+@dataclass
+class FramedSimulator(abc.ABC):
+    """Device-side peer. ``serve(reader, writer)`` runs one connection."""
+
+    #: the device's own faults (name → help); LINE_FAULTS are added
+    FAULTS: ClassVar[Mapping[str, str]] = {}
+    #: faults whose VALUE must be an integer
+    INT_VALUES: ClassVar[frozenset[str]] = frozenset()
+    #: faults that need a VALUE
+    NEED_VALUE: ClassVar[frozenset[str]] = frozenset()
+    protocol: ClassVar[MessageSet]
+
+    #: seconds between cycles when nobody commands one (None: only on command)
+    interval: float | None = 5.0
+    faults: list[FaultSpec] = field(default_factory=list)
+    heartbeat: float = 1.0
+    seed: int = 0
+    identity: SimIdentity = field(default_factory=SimIdentity)
+    #: stop cycling after this many cycles (None: forever)
+    max_cycles: int | None = None
+    #: on a pty there is no connection to drop, so "disconnect" means silence for a while
+    silent_disconnect: bool = False
+    policy: ArqPolicy = field(default_factory=ArqPolicy)
+
+    def __post_init__(self) -> None:
+        known = {**self.FAULTS, **LINE_FAULTS}
+        for fault in self.faults:
+            if fault.name not in known:
+                raise ValueError(
+                    f"fault {fault}: this simulator has no fault {fault.name!r} "
+                    f"(known: {', '.join(known)})"
+                )
+            if fault.name in self.NEED_VALUE and fault.value is None:
+                raise ValueError(
+                    f"fault {fault}: {fault.name} needs a value, e.g. {fault.name}=1@{fault.at}"
+                )
+            if fault.value is not None:
+                try:
+                    int(fault.value) if fault.name in self.INT_VALUES | {"noise"} else float(
+                        fault.value
+                    )
+                except ValueError:
+                    raise ValueError(f"fault {fault}: VALUE must be a number") from None
+        self.cycles = 0  # cycles begun, across connections
+        self.connections = 0
+        self._plan = FaultPlan(self.faults)
+        self.rng = random.Random(self.seed)
+        self.requests: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._started = time.monotonic()
+        self.done = asyncio.Event()
+
+    # -- what a device supplies ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def status(self) -> Message:
+        """The device's Status message as things stand."""
+
+    @abc.abstractmethod
+    async def cycle(
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+    ) -> None:
+        """One unit of work (a shuffle, a deal, …), with the faults scripted for it."""
+
+    def on_command(self, message: Message) -> NakReason | None:
+        """A host command other than the queries: queue work (``self.requests``) or refuse."""
+        return NakReason.UNKNOWN_TYPE
+
+    def default_request(self) -> Any:
+        """What a timer-driven cycle gets as its request."""
+        return None
+
+    async def on_link_up(self, link: FramedLink) -> None:  # noqa: B027  # optional hook
+        """After Identity is sent at connect (default: nothing more)."""
+
+    # -- shared machinery ------------------------------------------------------------------
+
+    def faults_at(self, cycle: int) -> dict[str, str | None]:
+        return self._plan.at(cycle)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.requests = asyncio.Queue()
+        link = FramedLink(
+            reader, writer, self.protocol, self._on_message, name=f"sim-{self.protocol.name}",
+            policy=self.policy,
+        )  # fmt: skip
+        silence = 0.0
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(link.run(), name="sim.link")
+                await link.send(self.identity.message())
+                await self.on_link_up(link)
+                tg.create_task(self._heartbeats(link), name="sim.heartbeat")
+                tg.create_task(self._work(link), name="sim.work")
+        except* SimulatedDisconnect as group:
+            silence = float(group.exceptions[0].args[0])
+        except* LinkError as group:
+            log.info("sim_link_closed", why=str(group.exceptions[0]))
+        finally:
+            await link.aclose()
+        if silence:
+            await asyncio.sleep(silence)
+
+    def _on_message(self, message: Notice) -> NakReason | None:
+        match message:
+            case QueryStatus():
+                self.requests.put_nowait(("status", None))
+            case QueryIdentity():
+                self.requests.put_nowait(("identity", None))
+            case ProtocolError() | LineNoise():
+                pass  # already NAKed or counted by the link
+            case _:
+                return self.on_command(message)
+        return None
+
+    async def _heartbeats(self, link: FramedLink) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            uptime = int((time.monotonic() - self._started) * 1000) & 0xFFFFFFFF
+            await link.send(Heartbeat(uptime))
+
+    async def _work(self, link: FramedLink) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.interval):
+                    kind, request = await self.requests.get()
+            except TimeoutError:
+                kind, request = "cycle", self.default_request()  # the dealer's doing
+            if kind == "status":
+                await link.send(self.status())
+            elif kind == "identity":
+                await link.send(self.identity.message())
+            elif self.max_cycles is None or self.cycles < self.max_cycles:
+                self.cycles += 1
+                faults = self.faults_at(self.cycles)
+                if "noise" in faults:
+                    self.noise(link, int(faults["noise"] or 64))
+                await self.cycle(link, self.cycles, faults, request)
+                if self.max_cycles is not None and self.cycles >= self.max_cycles:
+                    self.done.set()
+
+    def disconnect_now(self, faults: Mapping[str, str | None]) -> None:
+        """Call where the device's cycle should be cut off by a ``disconnect`` fault."""
+        if "disconnect" in faults:
+            log.info("sim_fault", fault="disconnect", cycle=self.cycles)
+            silence = float(faults["disconnect"] or 10) if self.silent_disconnect else 0.0
+            raise SimulatedDisconnect(silence)
+
+    def noise(self, link: FramedLink, size: int) -> None:
+        log.info("sim_fault", fault="noise", cycle=self.cycles, bytes=size)
+        garbage = bytes(self.rng.randrange(256) for _ in range(size))
+        damaged = bytearray(self.protocol.encode(Heartbeat(0), 0).to_bytes())
+        damaged[-1] ^= 0xFF
+        link.write_raw(garbage + bytes(damaged))
