@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -33,8 +35,8 @@ from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
 from tableside.drivers.link import ArqPolicy
 from tableside.drivers.registry import get_driver
-from tableside.drivers.shuffler.events import ShufflerFault, ShufflerStatus
 from tableside.rules import Observation, TableFacts, evaluate
+from tableside.rules.patterns import dispense_pattern
 
 __all__ = ["DeviceRuntime", "TableDaemon"]
 
@@ -68,15 +70,15 @@ class DeviceRuntime:
                 changed = identity != self.identity
                 self.identity = identity
                 return changed
-            case ShufflerStatus():
-                before = (self.device_state, self.fault)
-                self.device_state, self.fault = event.state, event.fault
-                return before != (self.device_state, self.fault)
-            case ShufflerFault():
-                changed = self.fault != event.fault
-                self.fault = event.fault
-                return changed
-        return False
+        # Every device class reports itself with a "status" event (state, fault) and its
+        # faults with a "fault" event (fault).
+        before = (self.device_state, self.fault)
+        data = event.data()
+        if event.kind == "status":
+            self.device_state, self.fault = data.get("state"), data.get("fault")
+        elif event.kind == "fault":
+            self.fault = data.get("fault")
+        return before != (self.device_state, self.fault)
 
 
 class TableDaemon:
@@ -243,8 +245,10 @@ class TableDaemon:
         self._tasks.create_task(self._run_command(device, request), name=f"command.{device}")
 
     async def _run_command(self, device: str, request: CommandRequest) -> None:
+        runtime = self.devices[device]
         try:
-            await self.devices[device].driver.command(request.command, request.args)
+            name, args = self._expand(runtime, request)
+            await runtime.driver.command(name, args)
         except (TablesideDriverError, ValueError) as exc:
             self._command_result(device, request, str(exc))
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
@@ -252,6 +256,19 @@ class TableDaemon:
             self._command_result(device, request, f"internal error: {exc!r}")
         else:
             self._command_result(device, request, None)
+
+    def _expand(self, rt: DeviceRuntime, request: CommandRequest) -> tuple[str, Mapping[str, Any]]:
+        """Table-level commands become device commands: ``deal_round`` with the positions that
+        have a wager becomes the shoe's ``deal`` with the game's dispense pattern."""
+        if request.command == "deal_round" and rt.driver.device_class == "shoe":
+            positions = request.args.get("positions")
+            if not isinstance(positions, list) or not all(isinstance(x, int) for x in positions):
+                raise ValueError(
+                    "deal_round: positions must be a list of seat numbers, e.g. [1, 3]"
+                )
+            stacks = dispense_pattern(rt.facts.game, positions)
+            return "deal", {"round": request.args.get("round"), "stacks": stacks}
+        return request.command, request.args
 
     def _command_result(
         self, device: str, request: CommandRequest | None, error: str | None

@@ -6,13 +6,17 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 from tableside.drivers.base import Driver
+from tableside.drivers.shoe.driver import ShoeDriver
 from tableside.drivers.shuffler.driver import ShufflerDriver
 
 __all__ = ["ENTRY_POINT_GROUP", "UnknownDriver", "available_drivers", "get_driver"]
 
 ENTRY_POINT_GROUP = "tableside.drivers"
 
-_BUILTIN: dict[str, type[Driver]] = {"tableside.shuffler": ShufflerDriver}
+_BUILTIN: dict[str, type[Driver]] = {
+    "tableside.shuffler": ShufflerDriver,
+    "tableside.shoe": ShoeDriver,
+}
 
 
 class UnknownDriver(LookupError):

@@ -66,13 +66,16 @@ class FramedSimulator(abc.ABC):
     #: faults that need a VALUE
     NEED_VALUE: ClassVar[frozenset[str]] = frozenset()
     protocol: ClassVar[MessageSet]
+    #: the model name a simulator reports unless told otherwise
+    MODEL: ClassVar[str] = "SIM-1"
 
     #: seconds between cycles when nobody commands one (None: only on command)
     interval: float | None = 5.0
     faults: list[FaultSpec] = field(default_factory=list)
     heartbeat: float = 1.0
     seed: int = 0
-    identity: SimIdentity = field(default_factory=SimIdentity)
+    #: who the device says it is (default: vendor "tableside", model MODEL)
+    identity: SimIdentity | None = None
     #: stop cycling after this many cycles (None: forever)
     max_cycles: int | None = None
     #: on a pty there is no connection to drop, so "disconnect" means silence for a while
@@ -98,6 +101,8 @@ class FramedSimulator(abc.ABC):
                     )
                 except ValueError:
                     raise ValueError(f"fault {fault}: VALUE must be a number") from None
+        if self.identity is None:
+            self.identity = SimIdentity(model=self.MODEL)
         self.cycles = 0  # cycles begun, across connections
         self.connections = 0
         self._plan = FaultPlan(self.faults)
@@ -131,6 +136,10 @@ class FramedSimulator(abc.ABC):
 
     # -- shared machinery ------------------------------------------------------------------
 
+    def who(self) -> SimIdentity:
+        assert self.identity is not None  # set in __post_init__
+        return self.identity
+
     def faults_at(self, cycle: int) -> dict[str, str | None]:
         return self._plan.at(cycle)
 
@@ -145,7 +154,7 @@ class FramedSimulator(abc.ABC):
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(link.run(), name="sim.link")
-                await link.send(self.identity.message())
+                await link.send(self.who().message())
                 await self.on_link_up(link)
                 tg.create_task(self._heartbeats(link), name="sim.heartbeat")
                 tg.create_task(self._work(link), name="sim.work")
@@ -186,7 +195,7 @@ class FramedSimulator(abc.ABC):
             if kind == "status":
                 await link.send(self.status())
             elif kind == "identity":
-                await link.send(self.identity.message())
+                await link.send(self.who().message())
             elif self.max_cycles is None or self.cycles < self.max_cycles:
                 self.cycles += 1
                 faults = self.faults_at(self.cycles)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import structlog
@@ -52,7 +52,7 @@ class ShufflerSimulator(FramedSimulator):
     NEED_VALUE: ClassVar[frozenset[str]] = frozenset({"count"})
     protocol: ClassVar[MessageSet] = p.PROTOCOL
 
-    identity: SimIdentity = field(default_factory=lambda: SimIdentity(model="SIM-SHUFFLER-1"))
+    MODEL: ClassVar[str] = "SIM-SHUFFLER-1"
     cards: int = 52
     identifies_cards: bool = False
     two_deck: bool = False

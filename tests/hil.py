@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import aiomqtt
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.rules.model import Game
+from tableside.simulators.base import FramedSimulator
 from tableside.simulators.faults import parse_fault
 from tableside.simulators.listen import serve_pty, serve_socket
 from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
@@ -105,7 +106,7 @@ def state(connection: str) -> Predicate:
 
 @dataclass
 class SimulatedTable:
-    sim: ShufflerSimulator
+    sim: FramedSimulator
     daemon: TableDaemon
     subscriber: Subscriber
     device_url: str
@@ -114,7 +115,7 @@ class SimulatedTable:
 
 def make_config(
     broker_url: str,
-    device_url: str,
+    device_url: str | Mapping[str, str],
     state_dir: Path,
     game: Game = Game.CARIBBEAN_STUD,
     *,
@@ -132,18 +133,22 @@ def make_config(
         ),
         broker=BrokerConfig(url=broker_url, keepalive_s=5),
         devices={
-            "shuffler": DeviceConfig(
-                driver="tableside.shuffler",
-                url=device_url,
+            # In these tests a device is named after its class, and uses the built-in driver.
+            name: DeviceConfig(
+                driver=f"tableside.{name}",
+                url=url,
                 heartbeat_timeout_s=heartbeat_timeout,
                 ack_timeout_s=0.2,
             )
+            for name, url in (
+                {"shuffler": device_url} if isinstance(device_url, str) else device_url
+            ).items()
         },
     )
 
 
 async def start_simulator(
-    sim: ShufflerSimulator, mode: str, port: int = 0
+    sim: FramedSimulator, mode: str, port: int = 0
 ) -> tuple[str, asyncio.Task[None]]:
     where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     if mode == "pty":
@@ -180,33 +185,40 @@ async def stop(*tasks: asyncio.Task[Any]) -> None:
 async def simulated_table(
     broker_url: str,
     state_dir: Path,
-    sim: ShufflerSimulator,
+    sim: FramedSimulator,
     *,
+    others: Mapping[str, FramedSimulator] | None = None,
     mode: str = "socket",
     game: Game = Game.CARIBBEAN_STUD,
     publish_cards: bool = False,
     heartbeat_timeout: float = 1.0,
 ) -> AsyncIterator[SimulatedTable]:
-    sim.silent_disconnect = mode == "pty"
+    sims = {sim.protocol.name: sim, **(others or {})}
     subscriber = Subscriber(broker_url, "tableside/#")
     sub_task = asyncio.create_task(subscriber.run(), name="subscriber")
     await asyncio.wait_for(subscriber.connected.wait(), 10)
-    device_url, sim_task = await start_simulator(sim, mode)
+    urls: dict[str, str] = {}
+    tasks: dict[str, asyncio.Task[Any]] = {"subscriber": sub_task}
+    for name, each in sims.items():
+        each.silent_disconnect = mode == "pty"
+        urls[name], tasks["sim" if each is sim else f"sim.{name}"] = await start_simulator(
+            each, mode
+        )
+    device_url = urls[sim.protocol.name]
     config = make_config(
         broker_url,
-        device_url,
+        urls,
         state_dir,
         game,
         publish_cards=publish_cards,
         heartbeat_timeout=heartbeat_timeout,
     )
     daemon = TableDaemon(config)
-    daemon_task = asyncio.create_task(daemon.run(), name="daemon")
-    tasks = {"daemon": daemon_task, "sim": sim_task, "subscriber": sub_task}
+    tasks["daemon"] = asyncio.create_task(daemon.run(), name="daemon")
     try:
         yield SimulatedTable(sim, daemon, subscriber, device_url, tasks)
     finally:
-        await stop(*[t for t in (tasks["daemon"], tasks["sim"]) if not t.done()])
+        await stop(*[t for name, t in tasks.items() if name != "subscriber" and not t.done()])
         await asyncio.sleep(0.2)  # the subscriber sees the offline status
         await stop(tasks["subscriber"])
 

@@ -150,22 +150,21 @@ def test_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     bad = tmp_path / "bad.toml"
     bad.write_text('interval = 1\nfautls = ["jam@1"]\n')
     assert main(["simulate", "shuffler", "--pty", "--scenario", str(bad)]) == 2
-    assert "unknown keys ['fautls']" in capsys.readouterr().err
+    assert "unknown keys ['fautls'] for the shuffler simulator" in capsys.readouterr().err
 
 
 def test_shipped_scenarios_are_valid() -> None:
-    from tableside.simulators.faults import parse_fault
+    from tableside.simulators.registry import build_simulator
     from tableside.simulators.scenario import load_scenario
-    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator, SimIdentity
 
     scenarios = sorted((ROOT / "simulators" / "scenarios").glob("*.toml"))
     assert scenarios
     for path in scenarios:
         data = load_scenario(path)
-        ShufflerSimulator(
-            faults=[parse_fault(f, FAULTS) for f in data["faults"]],
-            identity=SimIdentity(**data.get("identity", {})),
-        )
+        device_class = path.stem.split("-", 1)[0]
+        settings = {k: v for k, v in data.items() if k not in ("faults", "identity")}
+        sim = build_simulator(device_class, settings, data["faults"], data.get("identity"))
+        assert sim.faults
 
 
 def test_run_refuses_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

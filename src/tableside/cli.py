@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", type=Path)
 
     sim = sub.add_parser("simulate", help="run a device simulator")
-    sim.add_argument("device_class", choices=["shuffler"])
+    sim.add_argument("device_class", choices=["shuffler", "shoe"])
     where = sim.add_mutually_exclusive_group(required=True)
     where.add_argument("--listen", help="socket://host:port to listen on")
     where.add_argument("--pty", action="store_true", help="create a pty and print its path")
@@ -61,11 +61,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[=VALUE]@N",
         help="inject a fault on the Nth shuffle (repeatable)",
     )
-    sim.add_argument("--cards", type=int, help="cards in a full deck (default 52)")
-    sim.add_argument("--identifies-cards", action="store_true", default=None)
-    sim.add_argument("--two-deck", action="store_true", default=None)
     sim.add_argument("--seed", type=int, help="seed for noise and card choices")
-    sim.add_argument("--shuffles", type=int, help="stop after this many shuffles")
+    sim.add_argument("--cycles", "--shuffles", type=int, help="stop after this many cycles")
+    sim.add_argument("--cards", type=int, help="shuffler: cards in a full deck (default 52)")
+    sim.add_argument("--identifies-cards", action="store_true", default=None, help="shuffler")
+    sim.add_argument("--two-deck", action="store_true", default=None, help="shuffler")
+    sim.add_argument("--plan", help="shoe: stacks dealt on its own, e.g. 1:5,2:5,D:5")
+    sim.add_argument("--deck-size", type=int, help="shoe: cards loaded per round (default 52)")
+    sim.add_argument("--reads-cards", action="store_true", default=None, help="shoe")
     sim.add_argument("--heartbeat", type=float, help="seconds between heartbeats (default 1)")
 
     mon = sub.add_parser("monitor", help="subscribe to a table and print its life")
@@ -157,38 +160,31 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from tableside.simulators.faults import parse_fault
     from tableside.simulators.listen import serve_pty, serve_socket
+    from tableside.simulators.registry import build_simulator
     from tableside.simulators.scenario import load_scenario
-    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator, SimIdentity
 
     scenario: dict[str, Any] = {}
-    if args.scenario:
-        try:
-            scenario = load_scenario(args.scenario)
-        except ValueError as exc:
-            print(f"tableside simulate: {exc}", file=sys.stderr)
-            return 2
-
-    def pick(name: str, default: Any) -> Any:
-        value = getattr(args, name)
-        return value if value is not None else scenario.get(name, default)
-
     try:
-        faults = [parse_fault(f, FAULTS) for f in [*scenario.get("faults", []), *args.fault]]
-        sim = ShufflerSimulator(
-            interval=pick("interval", 5.0),
-            faults=faults,
-            cards=pick("cards", 52),
-            identifies_cards=bool(pick("identifies_cards", False)),
-            two_deck=bool(pick("two_deck", False)),
-            seed=pick("seed", 0),
-            max_cycles=pick("shuffles", None),
-            heartbeat=pick("heartbeat", 1.0),
-            identity=SimIdentity(**scenario.get("identity", {})),
+        if args.scenario:
+            scenario = load_scenario(args.scenario)
+        settings = {k: v for k, v in scenario.items() if k not in ("faults", "identity")}
+        flags = {
+            "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
+            "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
+            "deck_size": args.deck_size,
+            "identifies_cards": args.identifies_cards, "two_deck": args.two_deck,
+            "reads_cards": args.reads_cards,
+        }  # fmt: skip
+        settings.update({k: v for k, v in flags.items() if v is not None})
+        sim = build_simulator(
+            args.device_class,
+            settings,
+            [*scenario.get("faults", []), *args.fault],
+            scenario.get("identity"),
             silent_disconnect=args.pty,
         )
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         print(f"tableside simulate: {exc}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,158 @@
+"""A simulated automated dealing shoe: the device side of docs/protocols/shoe.md.
+
+The host sends DealRound with the round's plan; the shoe dispenses the stacks one by one. Left
+alone with an ``interval`` it deals its own ``plan`` every interval, as a dealer pressing the
+deal button would. Faults are scripted per round (``--fault NAME[=VALUE]@N``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import structlog
+
+from tableside.drivers.cards import card_code
+from tableside.drivers.framing import NakReason
+from tableside.drivers.link import FramedLink
+from tableside.drivers.messages import Message, MessageSet
+from tableside.drivers.shoe import protocol as p
+from tableside.simulators.base import LINE_FAULTS, FramedSimulator
+
+__all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec"]
+
+log = structlog.get_logger("tableside.sim.shoe")
+
+_OWN_FAULTS: dict[str, str] = {
+    "jam": "the shoe jams after the first stack (fault JAM)",
+    "stop": "the shoe stops dealing after the first stack (fault STOPPED)",
+    "short": "the first stack has VALUE cards (a short stack), e.g. short=4@2",
+    "extra": "the first stack has VALUE cards more than planned, e.g. extra=1@2",
+    "faceup": "VALUE cards (default 1) are found face up during the deal",
+    "door": "the door is opened during the deal (fault DOOR_OPEN)",
+}
+FAULTS: dict[str, str] = {**_OWN_FAULTS, **LINE_FAULTS}
+
+#: three players and the dealer, five cards each (Caribbean Stud, 555.10(b))
+DEFAULT_PLAN = (p.Stack(1, 5), p.Stack(2, 5), p.Stack(3, 5), p.Stack(p.DEALER, 5))
+
+_TARGETS = {"D": p.DEALER, "X": p.DEALER_EXTRA, "C": p.COMMUNITY}
+
+
+def parse_plan_spec(spec: str) -> tuple[p.Stack, ...]:
+    """``"1:5,2:5,D:5"`` → stacks. Targets: 1..7 seats, D dealer, X dealer extra, C community."""
+    stacks = []
+    for part in spec.split(","):
+        target, sep, size = part.strip().partition(":")
+        if not sep or not size.isdigit():
+            raise ValueError(f"plan {spec!r}: expected TARGET:SIZE items like 1:5,D:5")
+        code = _TARGETS.get(target.upper()) or (int(target) if target.isdigit() else 0)
+        if not (1 <= code <= 7 or code in _TARGETS.values()) or not 1 <= int(size) <= 52:
+            raise ValueError(
+                f"plan {spec!r}: bad item {part!r} (targets 1..7, D, X, C; size 1..52)"
+            )
+        stacks.append(p.Stack(code, int(size)))
+    return tuple(stacks)
+
+
+@dataclass
+class ShoeSimulator(FramedSimulator):
+    """Device-side dealing shoe."""
+
+    FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
+    INT_VALUES: ClassVar[frozenset[str]] = frozenset({"short", "extra", "faceup"})
+    NEED_VALUE: ClassVar[frozenset[str]] = frozenset({"short", "extra"})
+    protocol: ClassVar[MessageSet] = p.PROTOCOL
+
+    interval: float | None = None
+    MODEL: ClassVar[str] = "SIM-SHOE-1"
+    plan: tuple[p.Stack, ...] = DEFAULT_PLAN
+    deck_size: int = 52
+    reads_cards: bool = False
+    stack_time: float = 0.05
+    fault_clear_time: float = 0.3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.rounds_dealt = 0
+        self._state = p.ShoeState.IDLE
+        self._fault: p.ShoeFaultCode | None = None
+        self._remaining = self.deck_size
+        self._deck: list[int] = []
+
+    def status(self) -> p.ShoeStatus:
+        return p.ShoeStatus(self._state, self._fault, self.deck_size, self._remaining)
+
+    def default_request(self) -> Any:
+        return (self.cycles + 1, self.plan)
+
+    def on_command(self, message: Message) -> NakReason | None:
+        if not isinstance(message, p.DealRound):
+            return NakReason.UNKNOWN_TYPE
+        if self._state != p.ShoeState.IDLE:
+            return NakReason.BUSY
+        self.requests.put_nowait(("cycle", (message.round, message.stacks)))
+        return None
+
+    async def on_link_up(self, link: FramedLink) -> None:
+        await link.send(p.CardsLoaded(self.deck_size))
+
+    async def _set_state(
+        self, link: FramedLink, state: p.ShoeState, fault: p.ShoeFaultCode | None = None
+    ) -> None:
+        self._state, self._fault = state, fault
+        await link.send(self.status())
+
+    def _load(self) -> None:
+        deck = [card_code(rank, suit) for suit in range(4) for rank in range(1, 14)]
+        self._deck = [deck[i % 52] for i in range(self.deck_size)]
+        self.rng.shuffle(self._deck)
+        self._remaining = self.deck_size
+
+    def _take(self, n: int) -> tuple[int, ...]:
+        n = min(n, self._remaining)
+        taken, self._deck = self._deck[:n], self._deck[n:]
+        self._remaining -= n
+        return tuple(taken) if self.reads_cards else ()
+
+    async def cycle(
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+    ) -> None:
+        round_, stacks = request
+        self._load()
+        await link.send(p.CardsLoaded(self.deck_size))
+        await self._set_state(link, p.ShoeState.DEALING)
+        await link.send(p.DealStarted(round_, stacks))
+        dispensed = 0
+        faceups = int(faults["faceup"] or 1) if "faceup" in faults else 0
+        for index, stack in enumerate(stacks):
+            await asyncio.sleep(self.stack_time)
+            if index == 1:
+                self.disconnect_now(faults)
+                for name, code in (("jam", p.ShoeFaultCode.JAM), ("stop", p.ShoeFaultCode.STOPPED),
+                                   ("door", p.ShoeFaultCode.DOOR_OPEN)):  # fmt: skip
+                    if name in faults:
+                        log.info("sim_fault", fault=name, round=round_)
+                        await link.send(p.ShoeFault(round_, code, index, f"simulated {name}"))
+                        await self._set_state(link, p.ShoeState.FAULT, code)
+                        await asyncio.sleep(self.fault_clear_time)
+                        await self._set_state(link, p.ShoeState.IDLE)
+                        return
+            size = stack.size
+            if index == 0 and "short" in faults:
+                size = int(faults["short"] or 0)
+            if index == 0 and "extra" in faults:
+                size += int(faults["extra"] or 0)
+            for total in range(1, faceups + 1) if index == 0 else ():
+                # A face-up card is found and set aside (555.14(b)); the stack is made up.
+                shown = self._take(1)
+                await link.send(p.FaceUpCard(round_, index, total, shown[0] if shown else 0))
+            cards = self._take(size)
+            await link.send(p.StackDispensed(round_, index, stack.target, size, cards))
+            dispensed += size
+        await link.send(p.DealComplete(round_, len(stacks), dispensed))
+        await link.send(p.StubRemoved(round_, self._remaining))
+        self.rounds_dealt += 1
+        await self._set_state(link, p.ShoeState.IDLE)

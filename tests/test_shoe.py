@@ -1,0 +1,225 @@
+"""The dealing shoe: codec round trips, plans, the game's dispense pattern, and every shoe
+fault reaching the daemon as a typed event through the real stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tableside.drivers.cards import card_code
+from tableside.drivers.framing import Frame, FrameDecoder
+from tableside.drivers.messages import Message
+from tableside.drivers.shoe import protocol as p
+from tableside.drivers.shoe.driver import parse_plan
+from tableside.drivers.wire import MalformedPayload
+from tableside.rules.model import Game
+from tableside.rules.patterns import dispense_pattern
+from tableside.simulators.base import FramedSimulator
+from tableside.simulators.registry import build_simulator
+from tableside.simulators.shoe import parse_plan_spec
+
+from .conftest import Mosquitto
+from .hil import Predicate, Received, event, simulated_table
+
+u8, u16, u32 = st.integers(0, 255), st.integers(0, 65535), st.integers(0, 2**32 - 1)
+faults = st.none() | st.sampled_from(p.ShoeFaultCode)
+targets = st.sampled_from([1, 2, 3, 4, 5, 6, 7, p.DEALER, p.DEALER_EXTRA, p.COMMUNITY])
+stacks = st.lists(st.builds(p.Stack, targets, st.integers(1, 52)), min_size=1, max_size=10).map(
+    tuple
+)
+cards = st.lists(st.builds(card_code, st.integers(1, 13), st.integers(0, 3)), max_size=10).map(
+    tuple
+)
+
+messages: st.SearchStrategy[Message] = st.one_of(
+    st.builds(p.ShoeStatus, st.sampled_from(p.ShoeState), faults, u16, u16),
+    st.builds(p.CardsLoaded, st.integers(0, 65535)),
+    st.builds(p.DealStarted, u32, stacks),
+    st.builds(p.StackDispensed, u32, st.integers(0, 255), targets, st.integers(0, 255), cards),
+    st.builds(p.FaceUpCard, u32, st.integers(0, 255), st.integers(0, 255),
+              st.just(0) | st.builds(card_code, st.integers(1, 13), st.integers(0, 3))),
+    st.builds(p.ShoeFault, u32, st.sampled_from(p.ShoeFaultCode), u8, st.text(max_size=20)),
+    st.builds(p.StubRemoved, u32, st.integers(0, 65535)),
+    st.builds(p.DealComplete, u32, st.integers(0, 255), st.integers(0, 65535)),
+    st.builds(p.DealRound, u32, stacks),
+)  # fmt: skip
+
+
+@given(messages, st.integers(0, 255))
+def test_every_shoe_message_round_trips(message: Message, seq: int) -> None:
+    wire = p.PROTOCOL.encode(message, seq).to_bytes()
+    decoder = FrameDecoder()
+    for byte in wire:  # byte by byte, as a slow line delivers it
+        decoder.feed(bytes((byte,)))
+    frame = decoder.next_event()
+    assert isinstance(frame, Frame)
+    assert p.PROTOCOL.decode(frame) == message
+
+
+@pytest.mark.parametrize(
+    ("message_type", "payload", "complaint"),
+    [
+        (p.StackDispensed.TYPE, bytes([0, 0, 0, 1, 0, 0x09, 5, 0]), "no stack target"),
+        (p.DealRound.TYPE, bytes([0, 0, 0, 1, 0]), "empty plan"),
+        (p.DealRound.TYPE, bytes([0, 0, 0, 1, 1, 1, 0]), "stack of 0 cards"),
+        (p.DealRound.TYPE, bytes([0, 0, 0, 1, 40]), "exceed 32"),
+        (p.FaceUpCard.TYPE, bytes([0, 0, 0, 1, 0, 1, 0x4F]), "not a card"),
+    ],
+)
+def test_malformed_shoe_payloads(message_type: int, payload: bytes, complaint: str) -> None:
+    with pytest.raises(MalformedPayload, match=complaint):
+        p.PROTOCOL.decode(Frame(seq=0, type=message_type, payload=payload))
+
+
+def test_plans() -> None:
+    assert parse_plan([{"target": "seat2", "size": 5}, {"target": "dealer", "size": 5}]) == (
+        p.Stack(2, 5),
+        p.Stack(p.DEALER, 5),
+    )
+    with pytest.raises(ValueError, match=r"stacks\[0\].target: 'seat9'"):
+        parse_plan([{"target": "seat9", "size": 5}])
+    with pytest.raises(ValueError, match=r"stacks\[0\].size"):
+        parse_plan([{"target": 1, "size": 0}])
+    assert parse_plan_spec("1:3,C:3") == (p.Stack(1, 3), p.Stack(p.COMMUNITY, 3))
+    with pytest.raises(ValueError, match="bad item"):
+        parse_plan_spec("9:5")
+
+
+def test_dispense_patterns_follow_each_chapter() -> None:
+    def sizes(game: Game) -> list[tuple[str | int, str | int]]:
+        return [(s["target"], s["size"]) for s in dispense_pattern(game, [3, 1])]
+
+    # 555.10(b): a five-card stack per player with an Ante, then the dealer's five
+    assert sizes(Game.CARIBBEAN_STUD) == [("seat1", 5), ("seat3", 5), ("dealer", 5)]
+    # 557.10(b): then one more five-card stack whose bottom card is the dealer's sixth
+    assert sizes(Game.FOUR_CARD_POKER) == [
+        ("seat1", 5),
+        ("seat3", 5),
+        ("dealer", 5),
+        ("dealer_extra", 5),
+    ]
+    # 559.12(b): three per player, then a three-card community stack
+    assert sizes(Game.LET_IT_RIDE) == [("seat1", 3), ("seat3", 3), ("community", 3)]
+    with pytest.raises(ValueError, match="not dealt from an automated dealing shoe"):
+        dispense_pattern(Game.SPANISH_21, [1])
+    with pytest.raises(ValueError, match="positions"):
+        dispense_pattern(Game.CARIBBEAN_STUD, [8])
+
+
+def shoe(*faults: str, **settings: object) -> FramedSimulator:
+    return build_simulator(
+        "shoe",
+        {"interval": 0.15, "stack_time": 0.01, "fault_clear_time": 0.05, "heartbeat": 0.2,
+         "reads_cards": True, **settings},
+        faults,
+    )  # fmt: skip
+
+
+def of_round(n: int, kind: str) -> Predicate:
+    return lambda m: (
+        m.kind == "event" and m.payload["event"] == kind and m.payload["data"]["round"] == n
+    )
+
+
+@pytest.mark.parametrize("mode", ["socket", "pty"])
+async def test_every_shoe_fault_reaches_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path, mode: str
+) -> None:
+    from .hil import simulator
+
+    sim = shoe("jam@1", "stop@2", "short=4@3", "faceup@4", "faceup=2@5", "extra=1@6", "noise=50@7")
+    async with simulated_table(
+        mosquitto.url,
+        tmp_path,
+        simulator(interval=None),
+        others={"shoe": sim},
+        mode=mode,
+    ) as table:
+        sub = table.subscriber
+        await sub.wait_for(of_round(8, "deal_complete"))
+
+        def data(kind: str, n: int) -> list[dict[str, object]]:
+            return [m.payload["data"] for m in sub.matching(of_round(n, kind))]
+
+        assert data("fault", 1)[0]["fault"] == "jam"
+        assert data("fault", 2)[0]["fault"] == "stopped"
+        assert not data("deal_complete", 1) and not data("deal_complete", 2)
+        short = data("stack_dispensed", 3)[0]
+        assert (short["count"], short["expected"], short["target"]) == (4, 5, "seat1")
+        assert [d["total"] for d in data("card_face_up", 4)] == [1]
+        assert [d["total"] for d in data("card_face_up", 5)] == [1, 2]
+        extra = data("stack_dispensed", 6)[0]
+        assert (extra["count"], extra["expected"]) == (6, 5)
+        assert sub.matching(event("line_noise"))
+        full = data("deal_complete", 8)[0]
+        assert full == {
+            "round": 8,
+            "stacks": 4,
+            "cards": 20,
+            "expected_stacks": 4,
+            "expected_cards": 20,
+        }
+        # Card identities stay on the table: the shoe read them, the subscriber does not see them.
+        assert all("cards" not in d for d in data("stack_dispensed", 8))
+        assert all("card" not in d for d in data("card_face_up", 5))
+        state = [
+            m for m in sub.matching(lambda m: m.kind == "state" and m.topic.endswith("/shoe/state"))
+        ]
+        assert state[-1].payload["identity"]["model"] == "SIM-SHOE-1"
+
+
+async def test_deal_round_command_uses_the_game_pattern(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    import json
+
+    import aiomqtt
+
+    from .hil import simulator
+
+    sim = shoe(interval=None)
+    async with simulated_table(
+        mosquitto.url,
+        tmp_path,
+        simulator(interval=None),
+        others={"shoe": sim},
+        game=Game.FOUR_CARD_POKER,
+    ) as table:
+        sub = table.subscriber
+        await sub.wait_for(
+            lambda m: (
+                m.kind == "state"
+                and m.topic.endswith("/shoe/state")
+                and m.payload["connection"] == "connected"
+            )
+        )
+        await table.daemon.publisher.connected.wait()
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            request = {
+                "command": "deal_round",
+                "args": {"round": 41, "positions": [2, 5]},
+                "request_id": "d1",
+            }
+            await client.publish("tableside/hil-1/device/shoe/command", json.dumps(request), qos=1)
+            bad = {
+                "command": "deal_round",
+                "args": {"round": 42, "positions": [9]},
+                "request_id": "d2",
+            }
+            await client.publish("tableside/hil-1/device/shoe/command", json.dumps(bad), qos=1)
+        done = await sub.wait_for(of_round(41, "deal_complete"))
+        results: list[Received] = await sub.wait_for(lambda m: m.kind == "result", count=2)
+    started = sub.matching(of_round(41, "deal_started"))[0].payload["data"]["plan"]
+    assert [(s["target"], s["size"]) for s in started] == [
+        ("seat2", 5),
+        ("seat5", 5),
+        ("dealer", 5),
+        ("dealer_extra", 5),
+    ]
+    assert done[0].payload["data"]["cards"] == 20
+    by_id = {r.payload["request_id"]: r.payload for r in results}
+    assert by_id["d1"]["ok"] and not by_id["d2"]["ok"]
+    assert "positions must be 1..7" in by_id["d2"]["error"]
