@@ -101,6 +101,7 @@ class TableDaemon:
                 baudrate=device.baudrate,
                 heartbeat_timeout=device.heartbeat_timeout_s,
                 arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
+                options={"reveals_hole_card": device.reveals_hole_card},
             )
             facts = TableFacts(
                 game=config.table.game,

@@ -88,7 +88,7 @@ class BrokerConfig(_Strict):
 class DeviceConfig(_Strict):
     #: driver name from the registry (tableside.shuffler, or an installed plug-in)
     driver: str
-    #: /dev/ttyUSB0, socket://host:port or rfc2217://host:port
+    #: /dev/ttyUSB0, socket://host:port, rfc2217://host:port or usb://VID:PID[?serial=S]
     url: Annotated[str, Field(min_length=1)]
     baudrate: Annotated[int, Field(gt=0)] = 9600
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 3.0
@@ -96,6 +96,9 @@ class DeviceConfig(_Strict):
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     #: shufflers: whether the device counts the cards after each shuffle (555.5(b))
     counts_cards: bool = True
+    #: card readers: whether this model could let a player learn the hole card (551.16(l));
+    #: unset: what the reader itself reports
+    reveals_hole_card: bool | None = None
 
     @field_validator("driver")
     @classmethod
@@ -113,10 +116,14 @@ class DeviceConfig(_Strict):
             parts = urlsplit(url)
             if not parts.hostname or parts.port is None:
                 raise ValueError(f"expected {scheme}://host:port, got {url!r}")
+        elif scheme == "usb":
+            from tableside.drivers.usb import parse_usb_url
+
+            parse_usb_url(url)
         elif scheme not in ("", "file"):
             raise ValueError(
                 f"unknown scheme {scheme!r} in {url!r} "
-                "(use a tty path, socket://host:port or rfc2217://host:port)"
+                "(use a tty path, socket://host:port, rfc2217://host:port or usb://VID:PID)"
             )
         return url
 

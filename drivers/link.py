@@ -229,7 +229,10 @@ class FramedLink:
                 if attempt:
                     self.stats.retransmits += 1
                 self._write(data)
-                await self._writer.drain()
+                try:
+                    await self._writer.drain()
+                except (ConnectionError, OSError) as exc:
+                    raise LinkLost(f"{self.name}: {exc}") from exc
                 try:
                     async with asyncio.timeout(self.policy.ack_timeout):
                         reason = await future

@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 from tableside.drivers.base import Driver
+from tableside.drivers.card_reader.driver import CardReaderDriver
 from tableside.drivers.shoe.driver import ShoeDriver
 from tableside.drivers.shuffler.driver import ShufflerDriver
 
@@ -16,6 +17,7 @@ ENTRY_POINT_GROUP = "tableside.drivers"
 _BUILTIN: dict[str, type[Driver]] = {
     "tableside.shuffler": ShufflerDriver,
     "tableside.shoe": ShoeDriver,
+    "tableside.card_reader": CardReaderDriver,
 }
 
 

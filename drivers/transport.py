@@ -2,6 +2,8 @@
 
 * ``/dev/ttyUSB0`` (any path): a local serial port through pyserial, polled by the event loop.
 * ``socket://host:port``: raw TCP (a terminal server, or a simulator).
+* ``usb://VID:PID[?serial=S]``: a USB device with a bulk IN and a bulk OUT endpoint, through
+  pyusb (tableside.drivers.usb), which is blocking, so it runs in threads too.
 * ``rfc2217://host:port``: a remote serial port over Telnet with RFC 2217 port control.
   pyserial's RFC 2217 client has no file descriptor the event loop could poll (it runs its own
   reader thread to handle Telnet negotiation), so the asyncio serial wrappers cannot drive it;
@@ -17,7 +19,7 @@ import asyncio
 import os
 import queue
 import threading
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import serial
@@ -25,7 +27,14 @@ import serial_asyncio_fast
 
 from tableside.drivers.errors import TransportOpenError
 
-__all__ = ["DEFAULT_BAUDRATE", "open_transport"]
+__all__ = [
+    "DEFAULT_BAUDRATE",
+    "BlockingPort",
+    "SafeSerialTransport",
+    "ThreadedTransport",
+    "open_threaded",
+    "open_transport",
+]
 
 DEFAULT_BAUDRATE = 9600
 _READ_LIMIT = 64 * 1024
@@ -44,13 +53,17 @@ async def open_transport(
         if scheme == "rfc2217":
             _host_port(url)
             return await _open_threaded(url, baudrate)
+        if scheme == "usb":
+            from tableside.drivers.usb import open_usb  # pyusb is only loaded when used
+
+            return await open_usb(url)
         if scheme in ("", "file"):
             return await _open_serial(parts.path if scheme == "file" else url, baudrate)
     except (OSError, serial.SerialException, ValueError) as exc:
         raise TransportOpenError(f"cannot open {url}: {exc}") from exc
     raise TransportOpenError(
         f"cannot open {url}: unknown scheme {scheme!r} "
-        "(use a tty path, socket://host:port or rfc2217://host:port)"
+        "(use a tty path, socket://host:port, rfc2217://host:port or usb://VID:PID)"
     )
 
 
@@ -126,11 +139,24 @@ async def _open_serial(
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
-class _ThreadedSerialTransport(asyncio.Transport):
-    """A pyserial port with no pollable fd (rfc2217://), driven by a reader and a writer thread."""
+class BlockingPort(Protocol):
+    """A device port with blocking calls, for ports the event loop cannot poll."""
+
+    name: str
+
+    def read(self) -> bytes:
+        """Wait a short while (about 0.1 s) for bytes; b"" when none came."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ThreadedTransport(asyncio.Transport):
+    """Drives a BlockingPort with a reader and a writer thread, bridged into the loop."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, port: Any
+        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, port: BlockingPort
     ) -> None:
         super().__init__()
         self._loop = loop
@@ -150,7 +176,7 @@ class _ThreadedSerialTransport(asyncio.Transport):
         exc: Exception | None = None
         try:
             while not self._closing:
-                data = self._port.read(max(1, self._port.in_waiting))
+                data = self._port.read()
                 if data:
                     self._loop.call_soon_threadsafe(self._protocol.data_received, data)
         except Exception as err:  # any failure of the port ends the link; reported below
@@ -167,7 +193,7 @@ class _ThreadedSerialTransport(asyncio.Transport):
                 return
 
     def _lost(self, exc: Exception | None) -> None:
-        self._shutdown(exc or ConnectionResetError("serial port closed"))
+        self._shutdown(exc or ConnectionResetError(f"{self._port.name} closed"))
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._closing:
@@ -194,16 +220,37 @@ class _ThreadedSerialTransport(asyncio.Transport):
         return self._out.qsize()
 
 
+class _PyserialPort:
+    """A pyserial URL handler without a file descriptor (rfc2217://)."""
+
+    def __init__(self, port: Any) -> None:
+        self._port = port
+        self.name = str(port.name)
+
+    def read(self) -> bytes:
+        data: bytes = self._port.read(max(1, self._port.in_waiting))
+        return data
+
+    def write(self, data: bytes) -> None:
+        self._port.write(data)
+
+    def close(self) -> None:
+        self._port.close()
+
+
+async def open_threaded(port: BlockingPort) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams over a port that only offers blocking calls."""
+    loop = asyncio.get_running_loop()
+    reader, protocol = _streams(loop)
+    transport = ThreadedTransport(loop, protocol, port)
+    await asyncio.sleep(0)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
 async def _open_threaded(
     url: str, baudrate: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-
     def _open() -> Any:
         return serial.serial_for_url(url, baudrate=baudrate, timeout=0.1)
 
-    port = await asyncio.to_thread(_open)
-    reader, protocol = _streams(loop)
-    transport = _ThreadedSerialTransport(loop, protocol, port)
-    await asyncio.sleep(0)
-    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+    return await open_threaded(_PyserialPort(await asyncio.to_thread(_open)))

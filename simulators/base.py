@@ -127,6 +127,10 @@ class FramedSimulator(abc.ABC):
         """A host command other than the queries: queue work (``self.requests``) or refuse."""
         return NakReason.UNKNOWN_TYPE
 
+    async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
+        """Work queued by ``on_command`` under a kind of its own (not a numbered cycle)."""
+        raise ValueError(f"{type(self).__name__}: no such request {kind!r}")
+
     def default_request(self) -> Any:
         """What a timer-driven cycle gets as its request."""
         return None
@@ -196,6 +200,8 @@ class FramedSimulator(abc.ABC):
                 await link.send(self.status())
             elif kind == "identity":
                 await link.send(self.who().message())
+            elif kind != "cycle":
+                await self.on_request(link, kind, request)
             elif self.max_cycles is None or self.cycles < self.max_cycles:
                 self.cycles += 1
                 faults = self.faults_at(self.cycles)

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tableside.simulators.base import LINE_FAULTS, FramedSimulator, SimIdentity
+from tableside.simulators.card_reader import CardReaderSimulator
 from tableside.simulators.faults import parse_fault
 from tableside.simulators.shoe import ShoeSimulator, parse_plan_spec
 from tableside.simulators.shuffler import ShufflerSimulator
@@ -16,9 +17,10 @@ __all__ = ["SIMULATORS", "build_simulator", "settings_of"]
 SIMULATORS: dict[str, type[FramedSimulator]] = {
     "shuffler": ShufflerSimulator,
     "shoe": ShoeSimulator,
+    "card_reader": CardReaderSimulator,
 }
 
-_NOT_SETTINGS = {"faults", "identity", "silent_disconnect", "policy"}
+_NOT_SETTINGS = {"faults", "identity", "silent_disconnect", "policy", "usb_hooks"}
 
 
 def settings_of(cls: type[FramedSimulator]) -> list[str]:

@@ -1,0 +1,81 @@
+"""Driver for card readers speaking the tableside card-reader protocol, over USB
+(``usb://VID:PID``) or a serial line: the same driver, only the URL differs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from tableside.drivers.base import FramedDriver
+from tableside.drivers.card_reader import events as ev
+from tableside.drivers.card_reader import protocol as p
+from tableside.drivers.common import Heartbeat
+from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.link import FramedLink
+from tableside.drivers.messages import Message, MessageSet
+
+__all__ = ["CardReaderDriver"]
+
+
+class CardReaderDriver(FramedDriver):
+    device_class: ClassVar[str] = "card_reader"
+    protocol: ClassVar[MessageSet] = p.PROTOCOL
+    commands: ClassVar[frozenset[str]] = frozenset({"self_test", "query_status", "query_identity"})
+
+    async def on_link_up(self, link: FramedLink) -> None:
+        await self.query(p.QueryIdentity(), p.QueryStatus())
+
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        messages: dict[str, Message] = {
+            "self_test": p.RunSelfTest(),
+            "query_status": p.QueryStatus(),
+            "query_identity": p.QueryIdentity(),
+        }
+        if name not in messages:
+            raise self.unknown_command(name)
+        await self.send(messages[name])
+
+    def translate(self, message: Message) -> DeviceEvent | None:
+        d = self.name
+        match message:
+            case Heartbeat():
+                return None
+            case p.Identity():
+                return IdentityEvent(
+                    device=d,
+                    vendor=message.vendor,
+                    model=message.model,
+                    serial=message.serial,
+                    firmware_version=message.firmware_version,
+                    firmware_sha256=message.firmware_sha256.hex(),
+                )
+            case p.ReaderStatus():
+                configured = self.settings.options.get("reveals_hole_card")
+                return ev.ReaderStatus(
+                    device=d,
+                    state=message.state.name.lower(),
+                    fault=None if message.fault is None else message.fault.name.lower(),
+                    reveals_hole_card=message.reveals_hole_card
+                    if configured is None
+                    else bool(configured),
+                    reveals_source="device" if configured is None else "config",
+                    checks=message.checks,
+                )
+            case p.SelfTestResult():
+                return ev.SelfTestResult(
+                    device=d, passed=message.passed, code=message.code, detail=message.detail
+                )
+            case p.HoleCardChecked():
+                return ev.HoleCardChecked(
+                    device=d, check_id=message.check_id, blackjack=message.blackjack
+                )
+            case p.ReaderFault():
+                return ev.ReaderFault(
+                    device=d, fault=message.code.name.lower(), detail=message.detail
+                )
+        return ProtocolErrorEvent(
+            device=d,
+            frame_type=message.TYPE,
+            reason="unexpected_direction",
+            detail=f"{type(message).__name__} is a host-to-device message",
+        )

@@ -1,0 +1,158 @@
+"""USB devices as byte streams: ``usb://VID:PID[?serial=S]`` through pyusb.
+
+The device has one interface with a bulk OUT and a bulk IN endpoint carrying the same frames a
+serial line would (docs/protocols/card-reader.md). pyusb's calls block, so the port runs in the
+threads of ``ThreadedTransport``. What the port does with USB's own errors:
+
+* a read that times out is a quiet device, not an error: read again;
+* EPIPE (the endpoint stalled) is cleared with CLEAR_HALT and the transfer tried again;
+  the count of stalls is kept;
+* ENODEV (unplugged, or re-enumerated) ends the link; the driver reconnects, which finds the
+  device again by vendor, product and serial number once it is back;
+* a write that times out three times running ends the link.
+
+pyusb finds devices through a backend (libusb by default). ``set_backend`` replaces it, which is
+how the simulated USB bus (tableside.simulators.usb) runs the unchanged driver without hardware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import threading
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import usb.core
+import usb.util
+
+from tableside.drivers.errors import TransportOpenError
+from tableside.drivers.transport import open_threaded
+
+__all__ = ["UsbAddress", "UsbPort", "open_usb", "parse_usb_url", "set_backend"]
+
+_backend: Any = None
+_READ_TIMEOUT_MS = 100
+_WRITE_TIMEOUT_MS = 1000
+_WRITE_TRIES = 3
+
+
+def set_backend(backend: Any) -> None:
+    """Use this pyusb backend to find devices (None: pyusb's default, libusb)."""
+    global _backend
+    _backend = backend
+
+
+class UsbAddress:
+    def __init__(self, vendor: int, product: int, serial: str | None) -> None:
+        self.vendor, self.product, self.serial = vendor, product, serial
+
+    def __str__(self) -> str:
+        serial = f"?serial={self.serial}" if self.serial else ""
+        return f"usb://{self.vendor:04x}:{self.product:04x}{serial}"
+
+
+def parse_usb_url(url: str) -> UsbAddress:
+    parts = urlsplit(url)
+    vid, sep, pid = parts.netloc.partition(":")
+    try:
+        vendor, product = int(vid, 16), int(pid, 16)
+    except ValueError:
+        raise ValueError(f"{url}: expected usb://VID:PID in hex, e.g. usb://1209:0001") from None
+    if not sep or not (0 <= vendor <= 0xFFFF and 0 <= product <= 0xFFFF):
+        raise ValueError(f"{url}: expected usb://VID:PID in hex, e.g. usb://1209:0001")
+    serial = parse_qs(parts.query).get("serial", [None])[0]
+    return UsbAddress(vendor, product, serial)
+
+
+def _errno(exc: usb.core.USBError) -> int | None:
+    return exc.errno if isinstance(exc.errno, int) else None
+
+
+class UsbPort:
+    """One claimed USB interface with a bulk IN and a bulk OUT endpoint."""
+
+    def __init__(self, address: UsbAddress) -> None:
+        self.name = str(address)
+        self.stalls = 0
+        self._lock = threading.Lock()
+
+        def matches(dev: Any) -> bool:
+            if address.serial is None:
+                return True
+            try:
+                return bool(dev.serial_number == address.serial)
+            except (usb.core.USBError, ValueError):
+                return False
+
+        dev = usb.core.find(
+            idVendor=address.vendor, idProduct=address.product, custom_match=matches,
+            backend=_backend,
+        )  # fmt: skip
+        if dev is None:
+            raise TransportOpenError(f"cannot open {address}: no such USB device")
+        self._dev = dev
+        dev.set_configuration()
+        interface = dev.get_active_configuration()[(0, 0)]
+        usb.util.claim_interface(dev, interface.bInterfaceNumber)
+
+        def endpoint(direction: int) -> Any:
+            found = usb.util.find_descriptor(
+                interface,
+                custom_match=lambda e: (
+                    usb.util.endpoint_direction(e.bEndpointAddress) == direction
+                    and usb.util.endpoint_type(e.bmAttributes) == usb.util.ENDPOINT_TYPE_BULK
+                ),
+            )
+            if found is None:
+                raise TransportOpenError(f"cannot open {address}: no bulk endpoint {direction:#x}")
+            return found
+
+        self._in = endpoint(usb.util.ENDPOINT_IN)
+        self._out = endpoint(usb.util.ENDPOINT_OUT)
+
+    def _clear_stall(self, ep: Any) -> None:
+        self.stalls += 1
+        with self._lock:
+            self._dev.clear_halt(ep.bEndpointAddress)
+
+    def read(self) -> bytes:
+        try:
+            return bytes(self._in.read(self._in.wMaxPacketSize, timeout=_READ_TIMEOUT_MS))
+        except usb.core.USBTimeoutError:
+            return b""
+        except usb.core.USBError as exc:
+            if _errno(exc) == errno.EPIPE:
+                self._clear_stall(self._in)
+                return b""
+            raise ConnectionResetError(f"{self.name}: {exc}") from exc
+
+    def write(self, data: bytes) -> None:
+        for _ in range(_WRITE_TRIES):
+            try:
+                self._out.write(data, timeout=_WRITE_TIMEOUT_MS)
+                return
+            except usb.core.USBTimeoutError:
+                continue
+            except usb.core.USBError as exc:
+                if _errno(exc) != errno.EPIPE:
+                    raise ConnectionResetError(f"{self.name}: {exc}") from exc
+                self._clear_stall(self._out)
+        raise ConnectionResetError(f"{self.name}: write timed out {_WRITE_TRIES} times")
+
+    def close(self) -> None:
+        with contextlib.suppress(usb.core.USBError):  # an unplugged device has nothing to release
+            usb.util.dispose_resources(self._dev)
+
+
+async def open_usb(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    try:
+        address = parse_usb_url(url)
+    except ValueError as exc:
+        raise TransportOpenError(f"cannot open {exc}") from exc
+    try:
+        port = await asyncio.to_thread(UsbPort, address)
+    except usb.core.USBError as exc:
+        raise TransportOpenError(f"cannot open {address}: {exc}") from exc
+    return await open_threaded(port)

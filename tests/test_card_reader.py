@@ -1,0 +1,203 @@
+"""The card reader: codec, and the unchanged pyusb driver end to end through the simulated USB
+bus (unplug, stall, time-outs injected), plus the same driver over a serial line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiomqtt
+import pytest
+import usb.core
+import usb.util
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tableside.daemon.app import TableDaemon
+from tableside.drivers import usb as usb_transport
+from tableside.drivers.card_reader import protocol as p
+from tableside.drivers.errors import TransportOpenError
+from tableside.drivers.framing import Frame
+from tableside.drivers.messages import Message
+from tableside.drivers.transport import open_transport
+from tableside.drivers.wire import MalformedPayload
+from tableside.rules.model import Game
+from tableside.simulators.base import FramedSimulator
+from tableside.simulators.card_reader import CardReaderSimulator
+from tableside.simulators.registry import build_simulator
+from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
+
+from .conftest import Mosquitto
+from .hil import Subscriber, event, make_config, simulated_table, simulator, state, stop
+
+VID, PID, SERIAL = 0x1209, 0x7AB1, "SIMR0001"
+URL = f"usb://{VID:04x}:{PID:04x}?serial={SERIAL}"
+
+u32 = st.integers(0, 2**32 - 1)
+reader_faults = st.none() | st.sampled_from(p.ReaderFaultCode)
+messages: st.SearchStrategy[Message] = st.one_of(
+    st.builds(p.ReaderStatus, st.sampled_from(p.ReaderState), reader_faults, st.booleans(), u32),
+    st.builds(p.SelfTestResult, st.booleans(), st.integers(0, 65535), st.text(max_size=20)),
+    st.builds(p.HoleCardChecked, u32, st.booleans()),
+    st.builds(p.ReaderFault, st.sampled_from(p.ReaderFaultCode), st.text(max_size=20)),
+    st.just(p.RunSelfTest()),
+)  # fmt: skip
+
+
+@given(messages, st.integers(0, 255))
+def test_every_reader_message_round_trips(message: Message, seq: int) -> None:
+    frame = Frame.from_bytes(p.PROTOCOL.encode(message, seq).to_bytes())
+    assert p.PROTOCOL.decode(frame) == message
+
+
+@pytest.mark.parametrize(
+    ("message_type", "payload", "complaint"),
+    [
+        (p.HoleCardChecked.TYPE, b"\x00\x00\x00\x01\x02", "blackjack must be 0 or 1"),
+        (p.ReaderStatus.TYPE, b"\x00\x00\x02\x00\x00\x00\x00", "reserved flag"),
+        (p.SelfTestResult.TYPE, b"\x05\x00\x00\x00", "passed must be 0 or 1"),
+    ],
+)
+def test_malformed_reader_payloads(message_type: int, payload: bytes, complaint: str) -> None:
+    with pytest.raises(MalformedPayload, match=complaint):
+        p.PROTOCOL.decode(Frame(seq=0, type=message_type, payload=payload))
+
+
+def reader(*faults: str, **settings: object) -> CardReaderSimulator:
+    sim = build_simulator(
+        "card_reader",
+        {"interval": 0.15, "read_time": 0.01, "fault_clear_time": 0.05, "heartbeat": 0.2}
+        | settings,
+        faults,
+    )  # fmt: skip
+    assert isinstance(sim, CardReaderSimulator)
+    return sim
+
+
+@asynccontextmanager
+async def usb_bus(sim: FramedSimulator) -> AsyncIterator[SimulatedUsbDevice]:
+    device = SimulatedUsbDevice(
+        VID, PID, SERIAL, sim.serve, asyncio.get_running_loop(), product_name="SIM card reader"
+    )
+    if isinstance(sim, CardReaderSimulator):
+        sim.usb_hooks.update(
+            unplug=lambda v: device.unplug(float(v or 1)),
+            stall=lambda v: device.stall(int(v or 1)),
+            usb_timeout=lambda v: device.time_out_writes(int(v or 1)),
+        )
+    usb_transport.set_backend(SimulatedUsbBackend(device))
+    try:
+        yield device
+    finally:
+        usb_transport.set_backend(None)
+        await device.aclose()
+
+
+@pytest.fixture
+def no_backend_left() -> Iterator[None]:
+    yield
+    usb_transport.set_backend(None)
+
+
+async def test_pyusb_sees_real_descriptors(no_backend_left: None) -> None:
+    async with usb_bus(reader(interval=None)) as device:
+        backend = SimulatedUsbBackend(device)
+        found = usb.core.find(idVendor=VID, idProduct=PID, backend=backend)
+        assert found is not None
+        assert found.serial_number == SERIAL and found.product == "SIM card reader"
+        configs = list(found)  # walks configurations, interfaces, alternate settings
+        assert [[e.bEndpointAddress for e in intf] for intf in configs[0]] == [[0x01, 0x81]]
+        usb.util.dispose_resources(found)
+
+
+async def test_open_errors_are_clear(no_backend_left: None) -> None:
+    async with usb_bus(reader(interval=None)):
+        with pytest.raises(TransportOpenError, match="no such USB device"):
+            await open_transport(f"usb://{VID:04x}:{PID:04x}?serial=OTHER")
+        with pytest.raises(TransportOpenError, match="expected usb://VID:PID"):
+            await open_transport("usb://reader")
+
+
+async def test_usb_reader_end_to_end_with_bus_faults(
+    mosquitto: Mosquitto, tmp_path: Path, no_backend_left: None
+) -> None:
+    sim = reader(
+        "blackjack@1", "stall=2@2", "usb_timeout=1@3", "tamper@4", "door@5", "unplug=0.5@6",
+        "selftest_fail@7", "malfunction@9",
+    )  # fmt: skip
+    async with usb_bus(sim) as device:
+        subscriber = Subscriber(mosquitto.url, "tableside/#")
+        sub_task = asyncio.create_task(subscriber.run())
+        await asyncio.wait_for(subscriber.connected.wait(), 10)
+        config = make_config(
+            mosquitto.url, {"card_reader": URL}, tmp_path, Game.SPANISH_21, heartbeat_timeout=0.5
+        )
+        daemon = TableDaemon(config)
+        task = asyncio.create_task(daemon.run())
+        try:
+            sub = subscriber
+            checks = await sub.wait_for(event("hole_card_checked"), count=1)
+            assert checks[0].payload["data"] == {"check_id": 1, "blackjack": True}
+            faults = await sub.wait_for(event("fault"), count=2)
+            assert [f.payload["data"]["fault"] for f in faults] == ["tamper", "door_open"]
+            # unplug: ENODEV ends the link; the reader is found again when it is back
+            await sub.wait_for(state("disconnected"))
+            await sub.wait_for(
+                lambda m: (
+                    m.kind == "state"
+                    and m.payload["connection"] == "connected"
+                    and m.payload["connects"] >= 2
+                ),
+                within=30,
+            )
+            assert device.sessions >= 2
+            # Cycles 1-3, 7 and 8 check a card (4 and 5 are faults, 6 is cut off by the unplug).
+            # Then the malfunction that halts the reader (551.16(m)).
+            await sub.wait_for(
+                lambda m: (
+                    m.kind == "event"
+                    and m.payload["event"] == "hole_card_checked"
+                    and m.payload["data"]["check_id"] >= 5
+                ),
+                within=30,
+            )
+            malfunction = await sub.wait_for(
+                lambda m: m.kind == "event" and m.payload["event"] == "fault"
+                and m.payload["data"]["fault"] == "malfunction", within=30,
+            )  # fmt: skip
+            assert malfunction
+            # The dealer runs the self-test: it fails (scripted at cycle 7), the fault stays.
+            async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+                await client.publish(
+                    "tableside/hil-1/device/card_reader/command",
+                    json.dumps({"command": "self_test"}),
+                    qos=1,
+                )
+            (result,) = await sub.wait_for(event("self_test"))
+            assert result.payload["data"]["passed"] is False
+            reader_state = await sub.wait_for(
+                lambda m: m.kind == "state" and m.payload.get("fault") == "malfunction"
+            )
+            assert reader_state[-1].payload["identity"]["model"] == "SIM-READER-1"
+            assert device.pending_stalls == 0 and device.pending_write_timeouts == 0
+            assert not task.done()
+        finally:
+            await stop(task)
+            await stop(sub_task)
+
+
+async def test_same_driver_over_a_serial_line(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sim = reader("blackjack@2")
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"card_reader": sim},
+        mode="pty", game=Game.SPANISH_21,
+    ) as table:  # fmt: skip
+        checks = await table.subscriber.wait_for(event("hole_card_checked"), count=2)
+        assert [c.payload["data"]["blackjack"] for c in checks][1] is True
+        status = table.subscriber.matching(event("status"))
+        reader_status = [s for s in status if s.topic.endswith("/card_reader/event")]
+        assert reader_status[0].payload["data"]["reveals_hole_card"] is False
+        assert reader_status[0].payload["data"]["reveals_source"] == "device"
