@@ -101,7 +101,13 @@ class TableDaemon:
                 baudrate=device.baudrate,
                 heartbeat_timeout=device.heartbeat_timeout_s,
                 arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
-                options={"reveals_hole_card": device.reveals_hole_card},
+                options={
+                    "reveals_hole_card": device.reveals_hole_card,
+                    "seats": device.seats,
+                    "echo": device.echo,
+                    "poll_interval_s": device.poll_interval_s,
+                    "reply_timeout_s": device.reply_timeout_s,
+                },
             )
             facts = TableFacts(
                 game=config.table.game,
@@ -203,6 +209,8 @@ class TableDaemon:
         )
         if rt.apply(event, ts):
             self._publish_state(rt, ts)
+        if event.kind == "button":
+            self._on_button(str(event.data().get("button")))
         observation = Observation(
             kind=f"{rt.driver.device_class}.{event.kind}",
             device=rt.name,
@@ -227,6 +235,22 @@ class TableDaemon:
                     event=SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data),
                 ),
             )
+
+    # -- the progressive system: "no more bets" locks every acceptor out --------------------
+
+    def _on_button(self, button: str) -> None:
+        action = {"no_more_bets": "lock_out", "bets_open": "release"}.get(button)
+        if action is None or self._tasks is None:
+            return
+        for rt in self.devices.values():
+            if action in rt.driver.commands:
+                self._tasks.create_task(self._table_action(rt, action), name=f"{action}.{rt.name}")
+
+    async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
+        try:
+            await rt.driver.command(action, {})
+        except Exception:  # reported; the daemon goes on
+            log.exception("table_action_failed", device=rt.name, action=action)
 
     # -- commands -------------------------------------------------------------------------
 

@@ -99,6 +99,25 @@ class DeviceConfig(_Strict):
     #: card readers: whether this model could let a player learn the hole card (551.16(l));
     #: unset: what the reader itself reports
     reveals_hole_card: bool | None = None
+    #: ccTalk acceptor bus: betting position → ccTalk address (2..255)
+    seats: dict[Annotated[int, Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]] | None = (
+        None
+    )
+    #: ccTalk: the host hears its own bytes (single-wire bus)
+    echo: bool = True
+    #: ccTalk: seconds between polls of each acceptor
+    poll_interval_s: Annotated[float, Field(gt=0, le=10)] = 0.2
+    #: ccTalk: how long an acceptor may take to start its reply
+    reply_timeout_s: Annotated[float, Field(gt=0, le=5)] = 0.1
+
+    @model_validator(mode="after")
+    def _acceptors_need_seats(self) -> DeviceConfig:
+        if self.driver == "tableside.acceptors":
+            if not self.seats:
+                raise ValueError("an acceptor bus needs seats = {1 = ADDRESS, …}")
+            if len(set(self.seats.values())) != len(self.seats):
+                raise ValueError("two seats share one ccTalk address")
+        return self
 
     @field_validator("driver")
     @classmethod

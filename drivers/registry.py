@@ -7,6 +7,8 @@ from importlib.metadata import entry_points
 
 from tableside.drivers.base import Driver
 from tableside.drivers.card_reader.driver import CardReaderDriver
+from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
+from tableside.drivers.progressive.driver import ProgressiveControllerDriver
 from tableside.drivers.shoe.driver import ShoeDriver
 from tableside.drivers.shuffler.driver import ShufflerDriver
 
@@ -18,6 +20,8 @@ _BUILTIN: dict[str, type[Driver]] = {
     "tableside.shuffler": ShufflerDriver,
     "tableside.shoe": ShoeDriver,
     "tableside.card_reader": CardReaderDriver,
+    "tableside.progressive_controller": ProgressiveControllerDriver,
+    "tableside.acceptors": CcTalkAcceptorsDriver,
 }
 
 

@@ -1,0 +1,1 @@
+"""ccTalk: the public coin/token acceptor protocol; codec and seat-acceptor bus driver."""

@@ -1,0 +1,19 @@
+"""The acceptor bus's own status event (what the device state shows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tableside.drivers.events import DeviceEvent
+
+__all__ = ["AcceptorBusStatus"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceptorBusStatus(DeviceEvent):
+    kind: ClassVar[str] = "status"
+    state: str  # accepting | locked_out
+    fault: str | None  # acceptor_offline when any seat does not answer
+    seats_online: tuple[int, ...]
+    seats_offline: tuple[int, ...]

@@ -1,0 +1,1 @@
+"""Control device of a table game progressive / bonus wager system: protocol and driver."""

@@ -1,0 +1,149 @@
+"""Driver for the progressive system's control device (docs/protocols/progressive-controller.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
+from tableside.drivers.common import Heartbeat
+from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.link import FramedLink
+from tableside.drivers.messages import Message, MessageSet
+from tableside.drivers.progressive import protocol as p
+
+__all__ = ["ProgressiveControllerDriver"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerStatus(DeviceEvent):
+    kind: ClassVar[str] = "status"
+    state: str  # betting_open | locked_out
+    fault: str | None  # door_open
+    lights: tuple[int, ...]
+    key_reset: bool
+    meter_cents: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ButtonPressed(DeviceEvent):
+    kind: ClassVar[str] = "button"
+    button: str  # no_more_bets | bets_open
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LightsChanged(DeviceEvent):
+    kind: ClassVar[str] = "lights"
+    lit: tuple[int, ...]
+    commanded: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LightMismatch(DeviceEvent):
+    """A light is not as commanded (a stuck or dead lamp): 555.12(b) cannot be checked."""
+
+    kind: ClassVar[str] = "light_mismatch"
+    seats: tuple[int, ...]
+    commanded: tuple[int, ...]
+    lit: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeySwitchMoved(DeviceEvent):
+    kind: ClassVar[str] = "key_switch"
+    reset: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoorChanged(DeviceEvent):
+    kind: ClassVar[str] = "door"
+    open: bool
+
+
+class ProgressiveControllerDriver(FramedDriver):
+    device_class: ClassVar[str] = "progressive_controller"
+    protocol: ClassVar[MessageSet] = p.PROTOCOL
+    commands: ClassVar[frozenset[str]] = frozenset(
+        {"set_lights", "set_meter", "query_status", "query_identity"}
+    )
+
+    def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
+        super().__init__(name, settings, sink)
+        self._commanded: int | None = None
+
+    async def on_link_up(self, link: FramedLink) -> None:
+        await self.query(p.QueryIdentity(), p.QueryStatus())
+
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        if name == "set_lights":
+            seats = args.get("seats")
+            if not isinstance(seats, list) or not all(
+                isinstance(s, int) and 1 <= s <= 7 for s in seats
+            ):
+                raise ValueError("set_lights: seats must be a list of seat numbers 1..7")
+            mask = sum(1 << (s - 1) for s in set(seats))
+            self._commanded = mask
+            await self.send(p.SetLights(mask))
+        elif name == "set_meter":
+            cents = args.get("cents")
+            if not isinstance(cents, int) or not 0 <= cents < 2**32:
+                raise ValueError("set_meter: cents must be a whole number of cents")
+            await self.send(p.SetMeter(cents))
+        elif name == "query_status":
+            await self.send(p.QueryStatus())
+        elif name == "query_identity":
+            await self.send(p.QueryIdentity())
+        else:
+            raise self.unknown_command(name)
+
+    def translate(self, message: Message) -> DeviceEvent | None:
+        d = self.name
+        match message:
+            case Heartbeat():
+                return None
+            case p.Identity():
+                return IdentityEvent(
+                    device=d,
+                    vendor=message.vendor,
+                    model=message.model,
+                    serial=message.serial,
+                    firmware_version=message.firmware_version,
+                    firmware_sha256=message.firmware_sha256.hex(),
+                )
+            case p.ControllerStatus():
+                return ControllerStatus(
+                    device=d,
+                    state="locked_out" if message.locked else "betting_open",
+                    fault="door_open" if message.door_open else None,
+                    lights=p.seats_of(message.lights),
+                    key_reset=message.key_reset,
+                    meter_cents=message.meter_cents,
+                )
+            case p.ButtonPressed():
+                return ButtonPressed(device=d, button=message.button.name.lower())
+            case p.LightsState():
+                commanded = self._commanded
+                if commanded is not None and commanded != message.lights:
+                    wrong = p.seats_of(commanded ^ message.lights)
+                    return LightMismatch(
+                        device=d,
+                        seats=wrong,
+                        commanded=p.seats_of(commanded),
+                        lit=p.seats_of(message.lights),
+                    )
+                return LightsChanged(
+                    device=d,
+                    lit=p.seats_of(message.lights),
+                    commanded=None if commanded is None else p.seats_of(commanded),
+                )
+            case p.KeySwitch():
+                return KeySwitchMoved(device=d, reset=message.reset)
+            case p.DoorChanged():
+                return DoorChanged(device=d, open=message.open)
+        return ProtocolErrorEvent(
+            device=d,
+            frame_type=message.TYPE,
+            reason="unexpected_direction",
+            detail=f"{type(message).__name__} is a host-to-device message",
+        )

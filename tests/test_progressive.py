@@ -1,0 +1,178 @@
+"""The progressive / bonus wager system: ccTalk codec, and the control device and the acceptor
+bus end to end: lock-out, late wagers, and every seat fault reaching the daemon typed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tableside.daemon.app import TableDaemon
+from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.drivers.cctalk.protocol import (
+    BadChecksum,
+    CcTalkDecoder,
+    CcTalkFrame,
+    decode_credit_buffer,
+)
+from tableside.drivers.framing import Frame
+from tableside.drivers.messages import Message
+from tableside.drivers.progressive import protocol as pp
+from tableside.rules.model import Game
+from tableside.simulators.progressive import progressive_table
+
+from .conftest import Mosquitto
+from .hil import Predicate, Subscriber, event, start_simulator, stop
+
+frames = st.builds(
+    CcTalkFrame,
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.binary(max_size=40),
+)
+
+
+@given(st.lists(frames, min_size=1, max_size=5), st.data())
+def test_cctalk_frames_round_trip_split_anywhere(
+    batch: list[CcTalkFrame], data: st.DataObject
+) -> None:
+    wire = b"".join(f.to_bytes() for f in batch)
+    cut = data.draw(st.integers(0, len(wire)))
+    decoder = CcTalkDecoder()
+    got = []
+    for part in (wire[:cut], wire[cut:]):
+        decoder.feed(part)
+        while isinstance(item := decoder.next_event(), CcTalkFrame):
+            got.append(item)
+    assert got == batch
+    assert sum(batch[0].to_bytes()) % 256 == 0  # the simple checksum
+
+
+@given(st.binary(max_size=300))
+def test_cctalk_decoder_never_raises(noise: bytes) -> None:
+    decoder = CcTalkDecoder()
+    decoder.feed(noise)
+    for _ in range(len(noise) + 1):
+        if not isinstance(decoder.next_event(), CcTalkFrame | BadChecksum):
+            break
+
+
+def test_cctalk_known_bytes_and_credit_buffer() -> None:
+    # Simple poll to address 2 from the host: 02 00 01 FE FF (from the ccTalk specification)
+    assert CcTalkFrame(2, 1, 254).to_bytes() == bytes.fromhex("020001feff")
+    counter, results = decode_credit_buffer(bytes([7, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0]))
+    assert counter == 7 and results[:2] == [(1, 0), (0, 2)]
+    with pytest.raises(ValueError, match="11 bytes"):
+        decode_credit_buffer(b"\x01")
+
+
+controller_messages: st.SearchStrategy[Message] = st.one_of(
+    st.builds(pp.ControllerStatus, st.booleans(), st.integers(0, 127), st.booleans(), st.booleans(),
+              st.integers(0, 2**32 - 1)),
+    st.builds(pp.ButtonPressed, st.sampled_from(pp.Button)),
+    st.builds(pp.LightsState, st.integers(0, 127)),
+    st.builds(pp.KeySwitch, st.booleans()),
+    st.builds(pp.DoorChanged, st.booleans()),
+    st.builds(pp.SetLights, st.integers(0, 127)),
+    st.builds(pp.SetMeter, st.integers(0, 2**32 - 1)),
+)  # fmt: skip
+
+
+@given(controller_messages, st.integers(0, 255))
+def test_every_controller_message_round_trips(message: Message, seq: int) -> None:
+    frame = Frame.from_bytes(pp.PROTOCOL.encode(message, seq).to_bytes())
+    assert pp.PROTOCOL.decode(frame) == message
+
+
+def kind_is(name: str, **data: Any) -> Predicate:
+    return lambda m: (
+        m.kind == "event" and m.payload["event"] == name
+        and all(m.payload["data"].get(k) == v for k, v in data.items())
+    )  # fmt: skip
+
+
+SEATS = {1: 3, 2: 4, 3: 5}
+
+
+async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    controller, bus = progressive_table(
+        SEATS,
+        ["jam@2", "late_wager@3", "ignore_inhibit@1", "bad_checksum@3", "stuck_light@1",
+         "no_reply=2@1", "power_cycle=3@2"],
+        interval=0.9, heartbeat=0.2, betting_time=0.3, players=(1, 2, 3),
+    )  # fmt: skip
+    controller_url, controller_task = await start_simulator(controller, "socket")
+    bus_url, bus_task = await start_simulator(bus, "socket")  # type: ignore[arg-type]
+    config = Config(
+        table=TableConfig(id="prog-1", game=Game.CARIBBEAN_STUD, state_dir=tmp_path),
+        broker=BrokerConfig(url=mosquitto.url),
+        devices={
+            "progressive": DeviceConfig(
+                driver="tableside.progressive_controller", url=controller_url, heartbeat_timeout_s=1
+            ),
+            "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
+                                      poll_interval_s=0.05, retries=2),
+        },
+    )  # fmt: skip
+    sub = Subscriber(mosquitto.url, "tableside/prog-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    await asyncio.wait_for(sub.connected.wait(), 10)
+    daemon = TableDaemon(config)
+    task = asyncio.create_task(daemon.run())
+    try:
+        identities = await sub.wait_for(event("acceptor_identity"), count=3)
+        assert {i.payload["data"]["seat"] for i in identities} == {1, 2, 3}
+        assert identities[0].payload["data"]["rom_checksum"].startswith("5ea7")
+        # Round 1: seats 1 and 3 wager, seat 2's acceptor is jammed; then no more bets.
+        lockouts = await sub.wait_for(event("lockout_applied"))
+        lockout = lockouts[0]
+        assert lockout.payload["data"]["seats"] == [1, 2, 3]
+        assert lockout.payload["data"]["unconfirmed"] == []
+        await sub.wait_for(kind_is("acceptor_error", seat=2, error="jam"))
+        # The late wager at seat 3 is refused by its inhibited acceptor; seat 1's acceptor
+        # ignores the inhibit, so its late wager is credited: seen late, never counted.
+        await sub.wait_for(kind_is("wager_refused", seat=3))
+        late = await sub.wait_for(kind_is("wager_late", seat=1))
+        assert late[0].payload["seq"] > lockout.payload["seq"]
+        counted = [
+            m
+            for m in sub.matching(event("wager_accepted"))
+            if m.payload["seq"] < late[0].payload["seq"]
+        ]
+        assert sorted(m.payload["data"]["seat"] for m in counted) == [1, 3]
+        # The stuck lamp: light seats 1 and 2, the controller senses only 2.
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            await client.publish(
+                "tableside/prog-1/device/progressive/command",
+                json.dumps({"command": "set_lights", "args": {"seats": [1, 2]}}),
+                qos=1,
+            )
+        mismatch = await sub.wait_for(event("light_mismatch"))
+        assert mismatch[0].payload["data"] == {"seats": [1], "commanded": [1, 2], "lit": [2]}
+        # Round 2: seat 1 stops answering, and answers again in round 3.
+        await sub.wait_for(kind_is("acceptor_offline", seat=1), within=30)
+        await sub.wait_for(kind_is("acceptor_online", seat=1), within=30)
+        # Round 3: seat 2 was power-cycled; its event counter went back to 0.
+        await sub.wait_for(kind_is("counter_reset", seat=2), within=30)
+        assert sub.matching(event("lockout_released"))
+        assert lockout.payload["data"]["confirmed_ms"] > 0
+        assert not task.done()
+    finally:
+        await stop(task, controller_task, bus_task, sub_task)
+    assert daemon.handling_errors == 0
+
+
+def test_progressive_faults_are_checked() -> None:
+    with pytest.raises(ValueError, match="no acceptor at seat 6"):
+        progressive_table(SEATS, ["jam@6"])
+    with pytest.raises(ValueError, match="unknown fault 'explode'"):
+        progressive_table(SEATS, ["explode@1"])
+    with pytest.raises(ValueError, match="VALUE is the round number"):
+        progressive_table(SEATS, ["jam=x@1"])
