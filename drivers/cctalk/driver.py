@@ -84,6 +84,10 @@ class _Bus:
         self.retries = retries
         self.decoder = CcTalkDecoder()
         self.lock = asyncio.Lock()
+        # Urgent requests (the lock-out) go before any routine request not yet on the wire.
+        self._urgent = 0
+        self._no_urgent = asyncio.Event()
+        self._no_urgent.set()
         self.bad_checksums = 0
         self.echo_mismatches = 0
         self.timeouts = 0
@@ -123,9 +127,25 @@ class _Bus:
             except TimeoutError:
                 return None
 
-    async def request(self, address: int, header: int, data: bytes = b"") -> bytes:
+    async def request(
+        self, address: int, header: int, data: bytes = b"", *, urgent: bool = False
+    ) -> bytes:
         """Send and return the reply's data (b"" for a broadcast); raise NoReply or
         DeviceRejected (NAK)."""
+        if not urgent:
+            while self._urgent:
+                await self._no_urgent.wait()
+            return await self._transact(address, header, data)
+        self._urgent += 1
+        self._no_urgent.clear()
+        try:
+            return await self._transact(address, header, data)
+        finally:
+            self._urgent -= 1
+            if not self._urgent:
+                self._no_urgent.set()
+
+    async def _transact(self, address: int, header: int, data: bytes) -> bytes:
         frame = CcTalkFrame(address, HOST, header, data).to_bytes()
         async with self.lock:
             for _ in range(1 + self.retries):
@@ -292,8 +312,7 @@ class CcTalkAcceptorsDriver(Driver):
                 self.emit(ev.WagerAccepted(device=d, seat=seat, credit=a, event_counter=number,
                                            during_lockout=during))  # fmt: skip
             else:
-                assert self.lockout_at is not None
-                late = (time.monotonic() - self.lockout_at) * 1000
+                late = (time.monotonic() - (self.lockout_at or time.monotonic())) * 1000
                 self.emit(ev.WagerLate(device=d, seat=seat, credit=a, event_counter=number,
                                        after_lockout_ms=round(late, 1)))  # fmt: skip
         elif b == INHIBITED:
@@ -306,12 +325,19 @@ class CcTalkAcceptorsDriver(Driver):
 
     # -- lock-out ---------------------------------------------------------------------------
 
-    async def _apply_inhibit(self, bus: _Bus, seats: list[int]) -> tuple[list[int], list[int]]:
-        value = b"\x00" if self.locked_out else b"\x01"  # bit 0 set: accept
+    async def _apply_inhibit(
+        self, bus: _Bus, seats: list[int], *, urgent: bool = False
+    ) -> tuple[list[int], list[int]]:
+        locked = self.locked_out
+        value = b"\x00" if locked else b"\x01"  # bit 0 set: accept
         confirmed, unconfirmed = [], []
         for seat in seats:
+            if self.locked_out != locked:
+                break  # a lock-out overtook this release (or the reverse): stop here
             try:
-                await bus.request(self.seats[seat], Header.MODIFY_MASTER_INHIBIT, value)
+                await bus.request(
+                    self.seats[seat], Header.MODIFY_MASTER_INHIBIT, value, urgent=urgent
+                )
                 confirmed.append(seat)
             except (NoReply, DeviceRejected):
                 unconfirmed.append(seat)
@@ -324,21 +350,23 @@ class CcTalkAcceptorsDriver(Driver):
         if bus is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
             raise DeviceUnavailable(f"{self.name}: bus is {self.state.value}")
         if name == "lock_out":
+            # Never waits for a release in progress: the lock-out overtakes it.
             await self.lock_out(bus)
         elif name == "release":
             self.locked_out, self.lockout_at, self.lockout_effective = False, None, False
             confirmed, _ = await self._apply_inhibit(bus, list(self.seats))
-            self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed)))
-            self._status()
+            if not self.locked_out:
+                self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed)))
+                self._status()
         else:
             self._status()
 
     async def lock_out(self, bus: _Bus) -> None:
         started = time.monotonic()
-        self.locked_out, self.lockout_at = True, started
-        await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00")
+        self.locked_out, self.lockout_at, self.lockout_effective = True, started, False
+        await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00", urgent=True)
         broadcast = time.monotonic()
-        confirmed, unconfirmed = await self._apply_inhibit(bus, list(self.seats))
+        confirmed, unconfirmed = await self._apply_inhibit(bus, list(self.seats), urgent=True)
         done = time.monotonic()
         self.emit(
             ev.LockoutApplied(
@@ -352,7 +380,8 @@ class CcTalkAcceptorsDriver(Driver):
         # What the acceptors took before the inhibit reached them is read now, and counts;
         # from here on the lock-out is in effect.
         await self._poll_all(bus)
-        self.lockout_effective = True
+        if self.lockout_at == started:  # not released meanwhile
+            self.lockout_effective = True
         self._status()
 
 
