@@ -76,7 +76,9 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
         table=TableConfig(id="bench-lockout", game=Game.CARIBBEAN_STUD, state_dir=state),
         broker=BrokerConfig(url=broker),
         devices={
-            "progressive": DeviceConfig(driver="tableside.progressive_controller", url=controller_url),
+            "progressive": DeviceConfig(
+                driver="tableside.progressive_controller", url=controller_url
+            ),
             "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=seat_map,
                                       poll_interval_s=0.05),
         },
@@ -151,7 +153,8 @@ async def main() -> None:
     for key in ("effective", "confirmed_and_published", "driver_lockout_call"):
         r = result[key]
         print(
-            f"{key:<24} p50 {r['p50_ms']:>7.2f} ms  p99 {r['p99_ms']:>7.2f} ms  max {r['max_ms']:>7.2f} ms"
+            f"{key:<24} p50 {r['p50_ms']:>7.2f} ms  p99 {r['p99_ms']:>7.2f} ms  "
+            f"max {r['max_ms']:>7.2f} ms"
         )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
