@@ -67,7 +67,7 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
     seat_map = {seat: seat + 1 for seat in range(1, seats + 1)}
     controller, bus = progressive_table(
         seat_map, [], baud=baud, interval=0.8, heartbeat=0.5, betting_time=0.3,
-        players=tuple(seat_map), max_cycles=rounds + 1,
+        players=tuple(seat_map), max_cycles=rounds + 5,
     )  # fmt: skip
     controller_url, controller_task = await serve(controller)
     bus_url, bus_task = await serve(bus)
@@ -83,6 +83,7 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
                                       poll_interval_s=0.05),
         },
     )  # fmt: skip
+    skipped = 0
     effective: list[float] = []
     confirmed: list[float] = []
     host_side: list[float] = []
@@ -90,7 +91,10 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
     daemon = TableDaemon(config)
     daemon_task = asyncio.create_task(daemon.run())
     try:
-        async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
+        async with (
+            aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client,
+            asyncio.timeout(rounds * 0.8 + 60),
+        ):
             await client.subscribe("tableside/bench-lockout/device/acceptors/event", qos=1)
             async for message in client.messages:
                 now = time.monotonic()
@@ -103,6 +107,8 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
                     effective.append((max(bus.inhibited_at.values()) - pressed) * 1000)
                     confirmed.append((now - pressed) * 1000)
                     host_side.append(payload["data"]["confirmed_ms"])
+                else:
+                    skipped += 1  # e.g. the first round, before every seat was identified
                 if len(confirmed) >= rounds:
                     break
     finally:
@@ -112,6 +118,7 @@ async def run(rounds: int, seats: int, baud: int, broker: str) -> dict[str, Any]
         shutil.rmtree(state, ignore_errors=True)
     return {
         "rounds": len(confirmed),
+        "rounds_not_measured": skipped,
         "seats": seats,
         "baud": baud,
         "effective": summary(effective),

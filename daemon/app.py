@@ -249,6 +249,8 @@ class TableDaemon:
     async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
         try:
             await rt.driver.command(action, {})
+        except TablesideDriverError as exc:  # e.g. the bus is down: applied when it is back
+            log.warning("table_action_failed", device=rt.name, action=action, why=str(exc))
         except Exception:  # reported; the daemon goes on
             log.exception("table_action_failed", device=rt.name, action=action)
 

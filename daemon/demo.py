@@ -1,8 +1,10 @@
 """``tableside demo``: a whole simulated table in one command.
 
-A shuffler simulator on a real pseudo-terminal, the daemon reading it as a serial port, the
-configured broker if one answers (otherwise an embedded loopback-only broker), and a live
-monitor printing what a subscriber sees, with faults injected along the way.
+Every device the game has (shuffler; dealing shoe; progressive or bonus wager system with its
+ccTalk seat acceptors; Spanish 21's card reader on a simulated USB bus), each simulator on a
+real pseudo-terminal (or the simulated USB bus), the daemon reading them as it reads real
+devices, the configured broker if one answers (otherwise an embedded loopback-only broker), and
+a live monitor printing what a subscriber sees, with faults injected along the way.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import contextlib
 import sys
 import tempfile
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -20,17 +24,105 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.broker import broker_answers, embedded_broker
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
+from tableside.drivers import usb as usb_transport
 from tableside.rules.model import Game
-from tableside.simulators.faults import parse_fault
+from tableside.rules.patterns import dispense_pattern
+from tableside.simulators.card_reader import CardReaderSimulator
 from tableside.simulators.listen import serve_pty
-from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
+from tableside.simulators.progressive import progressive_table
+from tableside.simulators.registry import build_simulator
+from tableside.simulators.shoe import parse_plan_spec
+from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
 
-__all__ = ["DEFAULT_FAULTS", "run_demo"]
+__all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "run_demo"]
 
 log = structlog.get_logger("tableside.demo")
 
 #: one of each shuffler fault, early enough to be seen in a short demo
 DEFAULT_FAULTS = ("count=51@2", "jam@3", "noise@4", "stop@5", "incomplete@6", "disconnect=4@7")
+SHOE_FAULTS = ("jam@2", "short=4@3", "faceup@4", "faceup=2@5", "extra=1@6")
+READER_FAULTS = ("blackjack@1", "stall@2", "unplug=1@3", "tamper@4", "malfunction@9")
+PROGRESSIVE_FAULTS = ("jam@2", "late_wager@3", "stuck_light@1", "power_cycle=2@1")
+
+#: what each game has on the table (issue: the devices named in the rules)
+DEVICES_BY_GAME: dict[Game, tuple[str, ...]] = {
+    Game.CARIBBEAN_STUD: ("shuffler", "shoe", "progressive"),
+    Game.FOUR_CARD_POKER: ("shuffler", "shoe"),
+    Game.LET_IT_RIDE: ("shuffler", "shoe", "progressive"),
+    Game.SPANISH_21: ("shuffler", "card_reader"),
+}
+SEATS = {1: 3, 2: 4, 3: 5}
+READER_USB = (0x1209, 0x7AB1, "DEMO0001")
+
+
+@dataclass
+class _Device:
+    name: str
+    config: dict[str, Any]
+    serve: Callable[..., Coroutine[Any, Any, None]] | None  # served on a pty; None: on USB
+
+
+def _plan(game: Game) -> str:
+    codes = {"dealer": "D", "dealer_extra": "X", "community": "C"}
+    stacks = dispense_pattern(game, sorted(SEATS))
+    return ",".join(
+        f"{codes.get(str(s['target']), str(s['target']).removeprefix('seat'))}:{s['size']}"
+        for s in stacks
+    )
+
+
+def _devices(
+    game: Game, rounds: int | None, interval: float, faults: tuple[str, ...], with_faults: bool
+) -> tuple[list[_Device], Any, CardReaderSimulator | None]:
+    decks = 6 if game is Game.SPANISH_21 else None
+    shuffler = build_simulator(
+        "shuffler",
+        {"interval": interval, "cards": 48 * decks if decks else 52, "max_cycles": rounds,
+         "heartbeat": 0.5},
+        faults,
+        silent_disconnect=True,  # a pty cannot be unplugged: it goes quiet instead
+    )  # fmt: skip
+    devices = [_Device("shuffler", {"driver": "tableside.shuffler", "heartbeat_timeout_s": 1.0},
+                       shuffler.serve)]  # fmt: skip
+    reader: CardReaderSimulator | None = None
+    wanted = DEVICES_BY_GAME[game]
+    if "shoe" in wanted:
+        shoe = build_simulator(
+            "shoe",
+            {"interval": interval, "plan": parse_plan_spec(_plan(game)), "heartbeat": 0.5,
+             "stack_time": 0.02},
+            SHOE_FAULTS if with_faults else (),
+            silent_disconnect=True,
+        )  # fmt: skip
+        devices.append(_Device("shoe", {"driver": "tableside.shoe", "heartbeat_timeout_s": 1.0},
+                               shoe.serve))  # fmt: skip
+    if "progressive" in wanted:
+        controller, bus = progressive_table(
+            SEATS, list(PROGRESSIVE_FAULTS) if with_faults else [],
+            interval=max(interval, 1.0), heartbeat=0.5, betting_time=0.4,
+        )  # fmt: skip
+        devices.append(
+            _Device(
+                "progressive",
+                {"driver": "tableside.progressive_controller", "heartbeat_timeout_s": 1.5},
+                controller.serve,
+            )
+        )
+        devices.append(_Device("acceptors", {"driver": "tableside.acceptors", "seats": SEATS},
+                               bus.serve))  # fmt: skip
+    if "card_reader" in wanted:
+        built = build_simulator(
+            "card_reader",
+            {"interval": interval, "heartbeat": 0.5, "read_time": 0.02},
+            READER_FAULTS if with_faults else (),
+        )
+        assert isinstance(built, CardReaderSimulator)
+        reader = built
+        vid, pid, serial = READER_USB
+        devices.append(_Device("card_reader", {"driver": "tableside.card_reader",
+                                               "url": f"usb://{vid:04x}:{pid:04x}?serial={serial}",
+                                               "heartbeat_timeout_s": 1.5}, None))  # fmt: skip
+    return devices, shuffler, reader
 
 
 async def run_demo(
@@ -43,16 +135,8 @@ async def run_demo(
     out: TextIO = sys.stdout,
 ) -> int:
     """Run until ``rounds`` shuffles are done (or forever); return the exit status."""
-    specs = [parse_fault(f, FAULTS) for f in faults]
     decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
-    sim = ShufflerSimulator(
-        interval=interval,
-        faults=specs,
-        cards=48 * decks if decks else 52,
-        silent_disconnect=True,  # a pty cannot be unplugged: it goes quiet instead
-        max_cycles=rounds,
-        heartbeat=0.5,
-    )
+    devices, shuffler, reader = _devices(game, rounds, interval, faults, bool(faults))
     async with contextlib.AsyncExitStack() as stack:
         if await broker_answers(broker_url):
             print(f"-- broker: {broker_url} answers; using it", file=out)
@@ -63,32 +147,54 @@ async def run_demo(
             )
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tableside-demo-")))
         async with asyncio.TaskGroup() as tg:
-            pty_path: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            simulator = tg.create_task(serve_pty(sim.serve, pty_path.set_result), name="demo.sim")
-            path = await pty_path
+            sims: list[asyncio.Task[None]] = []
+            urls: dict[str, str] = {}
+            for device in devices:
+                if device.serve is None:
+                    continue
+                where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+                sims.append(tg.create_task(serve_pty(device.serve, where.set_result)))
+                urls[device.name] = await where
+            usb_device = None
+            if reader is not None:
+                vid, pid, serial = READER_USB
+                usb_device = SimulatedUsbDevice(
+                    vid, pid, serial, reader.serve, asyncio.get_running_loop(),
+                    product_name="SIM card reader",
+                )  # fmt: skip
+                reader.usb_hooks.update(
+                    unplug=lambda v: usb_device.unplug(float(v or 1)),
+                    stall=lambda v: usb_device.stall(int(v or 1)),
+                    usb_timeout=lambda v: usb_device.time_out_writes(int(v or 1)),
+                )
+                usb_transport.set_backend(SimulatedUsbBackend(usb_device))
             table_id = f"demo-{game.value.replace('_', '-')}"
             config = Config(
                 table=TableConfig(id=table_id, game=game, decks=decks, state_dir=state_dir),
                 broker=BrokerConfig(url=broker_url),
                 devices={
-                    "shuffler": DeviceConfig(
-                        driver="tableside.shuffler", url=path, heartbeat_timeout_s=1.0
-                    )
+                    d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
+                    for d in devices
                 },
             )
+            where_list = ", ".join(f"{name} on {url}" for name, url in urls.items())
+            if reader is not None:
+                where_list += (
+                    f", card_reader on {config.devices['card_reader'].url} (simulated USB)"
+                )
             print(
-                f"-- table {table_id} ({game.value}); shuffler simulator on {path}; faults: "
+                f"-- table {table_id} ({game.value}): {where_list}; shuffler faults: "
                 f"{', '.join(faults) or 'none'}; "
                 + (f"{rounds} shuffles" if rounds else "until Ctrl-C"),
                 file=out,
             )
             last_outcome = asyncio.Event()
-            if rounds is not None and "disconnect" in sim.faults_at(rounds):
+            if rounds is not None and "disconnect" in shuffler.faults_at(rounds):
                 last_outcome.set()  # the last shuffle is cut off: it has no outcome to wait for
 
             def seen(topic: str, msg: dict[str, Any]) -> None:
                 if (
-                    topic.endswith("/event")
+                    topic.endswith("/shuffler/event")
                     and msg.get("event") in ("shuffle_complete", "fault")
                     and msg["data"].get("shuffle_id") == rounds
                 ):
@@ -98,18 +204,24 @@ async def run_demo(
             watcher = tg.create_task(monitor.run(), name="demo.monitor")
             daemon = TableDaemon(config)
             running = tg.create_task(daemon.run(), name="demo.daemon")
-            await sim.done.wait()
-            # The last shuffle's outcome (if it has one) must reach the subscriber first.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5):
-                    await last_outcome.wait()
-            running.cancel()
-            await asyncio.wait({running})
-            await asyncio.sleep(0.3)  # let the monitor print the offline status
-            watcher.cancel()
-            simulator.cancel()
+            try:
+                await shuffler.done.wait()
+                # The last shuffle's outcome (if it has one) must reach the subscriber first.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(5):
+                        await last_outcome.wait()
+            finally:
+                running.cancel()
+                await asyncio.wait({running})
+                await asyncio.sleep(0.3)  # let the monitor print the offline status
+                watcher.cancel()
+                for task in sims:
+                    task.cancel()
+                if usb_device is not None:
+                    usb_transport.set_backend(None)
+                    await usb_device.aclose()
         print(
-            f"-- done: {sim.shuffles} shuffles, {daemon.rulings} rulings, "
+            f"-- done: {shuffler.cycles} shuffles, {daemon.rulings} rulings, "
             f"{len(monitor.seen)} messages seen by the monitor, "
             f"{len(monitor.gaps)} seq gaps",
             file=out,

@@ -347,6 +347,10 @@ class CcTalkAcceptorsDriver(Driver):
         bus = self._bus
         if name not in self.commands:
             raise self.unknown_command(name)
+        if name in ("lock_out", "release") and bus is None:
+            # Remember what the table wants: it is applied as soon as the bus is back.
+            self.locked_out = name == "lock_out"
+            self.lockout_at = time.monotonic() if self.locked_out else None
         if bus is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
             raise DeviceUnavailable(f"{self.name}: bus is {self.state.value}")
         if name == "lock_out":

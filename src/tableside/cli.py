@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", type=Path)
 
     sim = sub.add_parser("simulate", help="run a device simulator")
-    sim.add_argument("device_class", choices=["shuffler", "shoe"])
+    sim.add_argument("device_class", choices=["shuffler", "shoe", "card_reader", "progressive"])
     where = sim.add_mutually_exclusive_group(required=True)
     where.add_argument("--listen", help="socket://host:port to listen on")
     where.add_argument("--pty", action="store_true", help="create a pty and print its path")
@@ -69,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--plan", help="shoe: stacks dealt on its own, e.g. 1:5,2:5,D:5")
     sim.add_argument("--deck-size", type=int, help="shoe: cards loaded per round (default 52)")
     sim.add_argument("--reads-cards", action="store_true", default=None, help="shoe")
+    sim.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any simulator setting (a TOML value), e.g. --set reveals_hole_card=true",
+    )
+    sim.add_argument(
+        "--seats", default="1=3,2=4,3=5", help="progressive: SEAT=ccTalk address, comma-separated"
+    )
+    sim.add_argument("--bus-listen", help="progressive: socket://host:port for the acceptor bus")
     sim.add_argument("--heartbeat", type=float, help="seconds between heartbeats (default 1)")
 
     mon = sub.add_parser("monitor", help="subscribe to a table and print its life")
@@ -159,53 +170,85 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
+def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    import tomllib
+
+    flags = {
+        "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
+        "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
+        "deck_size": args.deck_size, "identifies_cards": args.identifies_cards,
+        "two_deck": args.two_deck, "reads_cards": args.reads_cards,
+    }  # fmt: skip
+    settings = {k: v for k, v in flags.items() if v is not None}
+    for item in args.set:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            settings[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            settings[key] = text  # a bare word is a string
+    return settings
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from tableside.simulators.listen import serve_pty, serve_socket
+    from tableside.simulators.progressive import progressive_table
     from tableside.simulators.registry import build_simulator
     from tableside.simulators.scenario import load_scenario
 
     scenario: dict[str, Any] = {}
+    serves: list[tuple[str, Any]] = []  # (label, serve) per endpoint
+    done_event: asyncio.Event
     try:
         if args.scenario:
             scenario = load_scenario(args.scenario)
         settings = {k: v for k, v in scenario.items() if k not in ("faults", "identity")}
-        flags = {
-            "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
-            "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
-            "deck_size": args.deck_size,
-            "identifies_cards": args.identifies_cards, "two_deck": args.two_deck,
-            "reads_cards": args.reads_cards,
-        }  # fmt: skip
-        settings.update({k: v for k, v in flags.items() if v is not None})
-        sim = build_simulator(
-            args.device_class,
-            settings,
-            [*scenario.get("faults", []), *args.fault],
-            scenario.get("identity"),
-            silent_disconnect=args.pty,
-        )
+        settings.update(_settings_from_flags(args))
+        faults = [*scenario.get("faults", []), *args.fault]
+        if args.device_class == "progressive":
+            seats = dict(
+                (int(a), int(b)) for a, _, b in (x.partition("=") for x in args.seats.split(","))
+            )
+            controller, bus = progressive_table(seats, faults, **settings)
+            if not args.pty and not args.bus_listen:
+                raise ValueError("progressive: give --pty, or --listen and --bus-listen")
+            serves = [("controller", controller.serve), ("acceptors", bus.serve)]
+            done_event = controller.done
+        else:
+            sim = build_simulator(
+                args.device_class, settings, faults, scenario.get("identity"),
+                silent_disconnect=args.pty,
+            )  # fmt: skip
+            serves = [("", sim.serve)]
+            done_event = sim.done
     except ValueError as exc:
         print(f"tableside simulate: {exc}", file=sys.stderr)
         return 2
 
-    def ready(where: str) -> None:
-        print(where, flush=True)
-
     async def go() -> int:
-        if args.pty:
-            serving = asyncio.create_task(serve_pty(sim.serve, ready))
-        else:
-            serving = asyncio.create_task(serve_socket(args.listen, sim.serve, ready))
-        done = asyncio.create_task(sim.done.wait())
+        tasks = []
+        for label, serve in serves:
+
+            def ready(where: str, label: str = label) -> None:
+                print(f"{label}={where}" if label else where, flush=True)
+
+            if args.pty:
+                tasks.append(asyncio.create_task(serve_pty(serve, ready)))
+            else:
+                url = args.bus_listen if label == "acceptors" else args.listen
+                tasks.append(asyncio.create_task(serve_socket(url, serve, ready)))
+        done = asyncio.create_task(done_event.wait())
         try:
-            await asyncio.wait({serving, done}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({*tasks, done}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            serving.cancel()
-            done.cancel()
-            await asyncio.wait({serving, done})
-        if not serving.cancelled() and serving.exception() is not None:
-            print(f"tableside simulate: {serving.exception()}", file=sys.stderr)
-            return 1
+            for task in (*tasks, done):
+                task.cancel()
+            await asyncio.wait({*tasks, done})
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                print(f"tableside simulate: {task.exception()}", file=sys.stderr)
+                return 1
         return 0
 
     return _run_async(go())
