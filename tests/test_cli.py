@@ -126,6 +126,30 @@ def test_demo_with_embedded_broker() -> None:
     assert "0 seq gaps" in out
 
 
+@pytest.mark.parametrize(
+    ("game", "shown"),
+    [
+        ("let_it_ride", ["shoe       deal_started", "acceptors  lockout_applied", "wager_"]),
+        ("four_card_poker", ["target=dealer_extra", "shoe       fault: round=2 fault=jam"]),
+    ],
+)
+def test_demo_runs_every_device_of_the_game(
+    mosquitto: Mosquitto, game: str, shown: list[str]
+) -> None:
+    command = [*CMD, "demo", "--game", game, "--rounds", "4", "--interval", "0.6"]
+    result = subprocess.run(
+        [*command, "--broker", mosquitto.url],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    for text in shown:
+        assert text in result.stdout, text
+    assert "0 seq gaps" in result.stdout
+
+
 def test_demo_uses_a_broker_that_answers(mosquitto: Mosquitto) -> None:
     result = subprocess.run(
         [*CMD, "demo", "--game", "spanish_21", "--rounds", "2", "--interval", "0.2",
@@ -135,6 +159,8 @@ def test_demo_uses_a_broker_that_answers(mosquitto: Mosquitto) -> None:
     assert result.returncode == 0, result.stderr
     assert f"{mosquitto.url} answers; using it" in result.stdout
     assert "RULING  58 Pa. Code § 551.3(a) → remove_deck" in result.stdout
+    assert "card_reader on usb://1209:7ab1" in result.stdout  # the reader, on the simulated bus
+    assert "card_reader hole_card_checked" in result.stdout
 
 
 def test_bad_fault_is_refused_clearly(capsys: pytest.CaptureFixture[str]) -> None:
