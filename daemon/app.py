@@ -58,6 +58,8 @@ class DeviceRuntime:
     device_state: str | None = None
     fault: str | None = None
     events: int = 0
+    #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def apply(self, event: DeviceEvent, ts: str) -> bool:
         """Update from an event; True when the retained state changed."""
@@ -70,6 +72,12 @@ class DeviceRuntime:
                 changed = identity != self.identity
                 self.identity = identity
                 return changed
+        if event.kind == "acceptor_identity":
+            data = event.data()
+            part = {k: v for k, v in data.items() if k != "seat"}
+            changed = self.parts.get(f"seat{data['seat']}") != part
+            self.parts[f"seat{data['seat']}"] = part
+            return changed
         # Every device class reports itself with a "status" event (state, fault) and its
         # faults with a "fault" event (fault).
         before = (self.device_state, self.fault)
@@ -187,6 +195,7 @@ class TableDaemon:
             device_state=rt.device_state,
             fault=rt.fault,
             connects=rt.driver.connects,
+            parts=rt.parts,
         )
         self.publisher.publish(self.topics.device_state(rt.name), state, retain=True)
 

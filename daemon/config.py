@@ -105,8 +105,8 @@ class DeviceConfig(_Strict):
     )
     #: ccTalk: the host hears its own bytes (single-wire bus)
     echo: bool = True
-    #: ccTalk: seconds between polls of each acceptor
-    poll_interval_s: Annotated[float, Field(gt=0, le=10)] = 0.2
+    #: ccTalk: seconds between polls of the acceptors (unset: as the acceptors ask, header 249)
+    poll_interval_s: Annotated[float, Field(gt=0, le=10)] | None = None
     #: ccTalk: how long an acceptor may take to start its reply
     reply_timeout_s: Annotated[float, Field(gt=0, le=5)] = 0.1
 

@@ -89,6 +89,11 @@ class DeviceStatePayload(Envelope):
     )
     fault: str | None = Field(default=None, description="the fault the device reports, if any")
     connects: int = Field(description="links opened since the daemon started")
+    parts: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="identities of the device's parts: the acceptor at each seat of a ccTalk "
+        "bus (manufacturer, product, serial, software, rom_checksum, address)",
+    )
     last_event: str | None = None
 
 

@@ -163,6 +163,13 @@ async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Pat
         await sub.wait_for(kind_is("counter_reset", seat=2), within=30)
         assert sub.matching(event("lockout_released"))
         assert lockout.payload["data"]["confirmed_ms"] > 0
+        # The bad checksum in round 1 was retried and reported as line noise, not lost.
+        noise = [m for m in sub.matching(event("line_noise")) if "/acceptors/" in m.topic]
+        assert noise and noise[0].payload["data"]["crc_errors"] >= 1
+        # Each seat's acceptor identity is part of the bus's retained state.
+        states = [m for m in sub.matching(lambda m: m.kind == "state" and "/acceptors/" in m.topic)]
+        assert set(states[-1].payload["parts"]) == {"seat1", "seat2", "seat3"}
+        assert states[-1].payload["parts"]["seat2"]["serial"] == "100002"
         assert not task.done()
     finally:
         await stop(task, controller_task, bus_task, sub_task)

@@ -43,7 +43,12 @@ from tableside.drivers.cctalk.protocol import (
 )
 from tableside.drivers.cctalk.status import AcceptorBusStatus
 from tableside.drivers.errors import DeviceRejected, DeviceUnavailable, LinkLost, LinkTimeout
-from tableside.drivers.events import ConnectionState, DeviceEvent, ProtocolErrorEvent
+from tableside.drivers.events import (
+    ConnectionState,
+    DeviceEvent,
+    LineNoiseEvent,
+    ProtocolErrorEvent,
+)
 
 __all__ = ["CcTalkAcceptorsDriver", "NoReply"]
 
@@ -59,6 +64,9 @@ ERRORS = {
     255: "unspecified_alarm",
 }
 INHIBITED = 2
+DEFAULT_POLL_INTERVAL = 0.2
+#: header 249's units byte → seconds (0 means "special": use the default)
+_POLL_UNITS = {1: 0.001, 2: 0.01, 3: 1.0, 4: 60.0}
 
 
 class NoReply(LinkTimeout):
@@ -186,7 +194,13 @@ class CcTalkAcceptorsDriver(Driver):
         self.seats = {int(seat): int(addr) for seat, addr in raw_seats.items()}
         self.echo = bool(options.get("echo", True))
         self.reply_timeout = float(options.get("reply_timeout_s", 0.1))
-        self.poll_interval = float(options.get("poll_interval_s", 0.2))
+        configured = options.get("poll_interval_s")
+        #: None: poll at the interval the acceptors ask for (header 249), 0.2 s if they do not say
+        self.configured_poll_interval = None if configured is None else float(configured)
+        self.poll_interval = self.configured_poll_interval or DEFAULT_POLL_INTERVAL
+        self._noise_reported = (0, 0)
+        self._noise_at = 0.0
+        self._asked: list[float] = []
         self.locked_out = False
         self.lockout_at: float | None = None
         self.lockout_effective = False
@@ -202,7 +216,11 @@ class CcTalkAcceptorsDriver(Driver):
         self._bus = bus
         self._counters.clear()
         try:
+            self._asked = []
             answered = [seat for seat in self.seats if await self._identify(bus, seat)]
+            if self.configured_poll_interval is None:
+                # Poll as often as the most demanding acceptor asks.
+                self.poll_interval = min(self._asked, default=DEFAULT_POLL_INTERVAL)
             if not answered:
                 raise LinkTimeout(f"{self.name}: no acceptor answers on the bus")
             self.connected()
@@ -225,6 +243,10 @@ class CcTalkAcceptorsDriver(Driver):
             }  # fmt: skip
             serial = await bus.request(address, Header.REQUEST_SERIAL_NUMBER)
             rom = await bus.request(address, Header.CALCULATE_ROM_CHECKSUM)
+            if self.configured_poll_interval is None:
+                units, value = (await bus.request(address, Header.REQUEST_POLLING_PRIORITY))[:2]
+                if units in _POLL_UNITS and value:
+                    self._asked.append(min(2.0, max(0.02, _POLL_UNITS[units] * value)))
         except (NoReply, DeviceRejected) as exc:
             self._go_offline(seat, str(exc))
             return False
@@ -273,11 +295,21 @@ class CcTalkAcceptorsDriver(Driver):
                 self.emit(ev.AcceptorOnline(device=self.name, seat=seat))
                 self._status()
             await self._process(bus, seat, data)
+        self._report_noise(bus)
         everyone_gone = self._offline == set(self.seats)
         if everyone_gone and self.state == ConnectionState.CONNECTED:
             self._set_state(ConnectionState.STALE, "no acceptor answers")
         elif not everyone_gone and self.state == ConnectionState.STALE:
             self._set_state(ConnectionState.CONNECTED, "acceptors answer again")
+
+    def _report_noise(self, bus: _Bus) -> None:
+        """Bad checksums and garbled echoes, as a line_noise event (at most once a second)."""
+        totals = (bus.bad_checksums + bus.echo_mismatches, bus.decoder.discarded_bytes)
+        now = time.monotonic()
+        if totals[0] == self._noise_reported[0] or now - self._noise_at < 1.0:
+            return
+        self._noise_reported, self._noise_at = totals, now
+        self.emit(LineNoiseEvent(device=self.name, crc_errors=totals[0], discarded_bytes=totals[1]))
 
     async def _process(self, bus: _Bus, seat: int, data: bytes) -> None:
         try:
