@@ -20,6 +20,7 @@ from typing import Any, ClassVar, NoReturn
 import structlog
 
 from tableside.drivers.backoff import Backoff
+from tableside.drivers.common import HOST_TO_DEVICE, Heartbeat, Identity
 from tableside.drivers.errors import (
     DeviceRejected,
     DeviceUnavailable,
@@ -30,6 +31,7 @@ from tableside.drivers.events import (
     ConnectionEvent,
     ConnectionState,
     DeviceEvent,
+    IdentityEvent,
     LineNoiseEvent,
     ProtocolErrorEvent,
 )
@@ -163,7 +165,10 @@ class FramedDriver(Driver):
 
     @abc.abstractmethod
     def translate(self, message: Message) -> DeviceEvent | None:
-        """Turn one message from the device into an event (None: nothing to report)."""
+        """Turn one of the device's own messages into an event (None: nothing to report).
+
+        Identity, Heartbeat and host-to-device types arriving from the device are handled
+        before this is called."""
 
     def refuse(self, message: Message) -> NakReason | None:
         """A reason to NAK an intact message instead of ACKing it (default: accept all)."""
@@ -210,6 +215,24 @@ class FramedDriver(Driver):
                 frame_type=message.type,
                 reason=message.reason.name.lower(),
                 detail=message.detail,
+            )
+        elif isinstance(message, Heartbeat):
+            event = None  # liveness only: it keeps the device from going stale
+        elif isinstance(message, Identity):
+            event = IdentityEvent(
+                device=self.name,
+                vendor=message.vendor,
+                model=message.model,
+                serial=message.serial,
+                firmware_version=message.firmware_version,
+                firmware_sha256=message.firmware_sha256.hex(),
+            )
+        elif message.TYPE >= HOST_TO_DEVICE:
+            event = ProtocolErrorEvent(
+                device=self.name,
+                frame_type=message.TYPE,
+                reason="unexpected_direction",
+                detail=f"{type(message).__name__} is a host-to-device message",
             )
         else:
             verdict = self.refuse(message)

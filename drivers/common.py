@@ -14,6 +14,7 @@ from tableside.drivers.cards import is_card_code
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
 __all__ = [
+    "HOST_TO_DEVICE",
     "Empty",
     "Heartbeat",
     "Identity",
@@ -22,6 +23,9 @@ __all__ = [
     "check_cards",
     "decode_enum",
 ]
+
+#: message types from here up go host → device, below device → host, in every tableside protocol
+HOST_TO_DEVICE = 0x40
 
 _E = TypeVar("_E", bound=enum.IntEnum)
 

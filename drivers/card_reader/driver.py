@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.card_reader import events as ev
 from tableside.drivers.card_reader import protocol as p
-from tableside.drivers.common import Heartbeat
-from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 
@@ -38,17 +37,6 @@ class CardReaderDriver(FramedDriver):
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
         match message:
-            case Heartbeat():
-                return None
-            case p.Identity():
-                return IdentityEvent(
-                    device=d,
-                    vendor=message.vendor,
-                    model=message.model,
-                    serial=message.serial,
-                    firmware_version=message.firmware_version,
-                    firmware_sha256=message.firmware_sha256.hex(),
-                )
             case p.ReaderStatus():
                 configured = self.settings.options.get("reveals_hole_card")
                 return ev.ReaderStatus(
@@ -73,9 +61,4 @@ class CardReaderDriver(FramedDriver):
                 return ev.ReaderFault(
                     device=d, fault=message.code.name.lower(), detail=message.detail
                 )
-        return ProtocolErrorEvent(
-            device=d,
-            frame_type=message.TYPE,
-            reason="unexpected_direction",
-            detail=f"{type(message).__name__} is a host-to-device message",
-        )
+        return None  # a message of the protocol this driver does not report

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
-from tableside.drivers.common import Heartbeat
-from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.progressive import protocol as p
@@ -100,17 +99,6 @@ class ProgressiveControllerDriver(FramedDriver):
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
         match message:
-            case Heartbeat():
-                return None
-            case p.Identity():
-                return IdentityEvent(
-                    device=d,
-                    vendor=message.vendor,
-                    model=message.model,
-                    serial=message.serial,
-                    firmware_version=message.firmware_version,
-                    firmware_sha256=message.firmware_sha256.hex(),
-                )
             case p.ControllerStatus():
                 return ControllerStatus(
                     device=d,
@@ -141,9 +129,4 @@ class ProgressiveControllerDriver(FramedDriver):
                 return KeySwitchMoved(device=d, reset=message.reset)
             case p.DoorChanged():
                 return DoorChanged(device=d, open=message.open)
-        return ProtocolErrorEvent(
-            device=d,
-            frame_type=message.TYPE,
-            reason="unexpected_direction",
-            detail=f"{type(message).__name__} is a host-to-device message",
-        )
+        return None  # a message of the protocol this driver does not report

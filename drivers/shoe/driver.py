@@ -7,8 +7,7 @@ from typing import Any, ClassVar
 
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
-from tableside.drivers.common import Heartbeat
-from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import events as ev
@@ -76,17 +75,6 @@ class ShoeDriver(FramedDriver):
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
         match message:
-            case Heartbeat():
-                return None
-            case p.Identity():
-                return IdentityEvent(
-                    device=d,
-                    vendor=message.vendor,
-                    model=message.model,
-                    serial=message.serial,
-                    firmware_version=message.firmware_version,
-                    firmware_sha256=message.firmware_sha256.hex(),
-                )
             case p.ShoeStatus():
                 return ev.ShoeStatus(
                     device=d,
@@ -153,9 +141,4 @@ class ShoeDriver(FramedDriver):
                     expected_stacks=None if plan is None else len(plan),
                     expected_cards=None if plan is None else sum(s.size for s in plan),
                 )
-        return ProtocolErrorEvent(
-            device=d,
-            frame_type=message.TYPE,
-            reason="unexpected_direction",
-            detail=f"{type(message).__name__} is a host-to-device message",
-        )
+        return None  # a message of the protocol this driver does not report

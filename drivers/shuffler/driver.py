@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
-from tableside.drivers.events import DeviceEvent, IdentityEvent, ProtocolErrorEvent
+from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
@@ -47,17 +47,6 @@ class ShufflerDriver(FramedDriver):
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
         match message:
-            case p.Heartbeat():
-                return None  # liveness only: it keeps the device from going stale
-            case p.Identity():
-                return IdentityEvent(
-                    device=d,
-                    vendor=message.vendor,
-                    model=message.model,
-                    serial=message.serial,
-                    firmware_version=message.firmware_version,
-                    firmware_sha256=message.firmware_sha256.hex(),
-                )
             case p.Status():
                 return ShufflerStatus(
                     device=d,
@@ -87,10 +76,4 @@ class ShufflerDriver(FramedDriver):
                     fault=message.code.name.lower(),
                     detail=message.detail,
                 )
-        # Host-to-device messages arriving from the device break the protocol; say so.
-        return ProtocolErrorEvent(
-            device=d,
-            frame_type=message.TYPE,
-            reason="unexpected_direction",
-            detail=f"{type(message).__name__} is a host-to-device message",
-        )
+        return None  # a message of the protocol this driver does not report
