@@ -269,6 +269,7 @@ class ProgressiveControllerSimulator(FramedSimulator):
         self.stuck |= seat_faults.get("stuck_light", set())
         self.locked = False
         await link.send(p.ButtonPressed(p.Button.BETS_OPEN))
+        self.disconnect_now(faults)
         await link.send(self.status())
         await asyncio.sleep(0.05)  # the host releases the lock-out
         moments = sorted((self.rng.uniform(0.05, self.betting_time), seat) for seat in self.players)
