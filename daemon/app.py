@@ -12,7 +12,7 @@ import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from pydantic import ValidationError
@@ -41,6 +41,15 @@ from tableside.rules.patterns import dispense_pattern
 __all__ = ["DeviceRuntime", "TableDaemon"]
 
 log = structlog.get_logger("tableside.daemon")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableActionFailed(DeviceEvent):
+    """Something the table does by itself (the lock-out on "no more bets") did not happen."""
+
+    kind: ClassVar[str] = "table_action_failed"
+    action: str
+    detail: str
 
 
 @dataclass
@@ -258,10 +267,12 @@ class TableDaemon:
     async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
         try:
             await rt.driver.command(action, {})
-        except TablesideDriverError as exc:  # e.g. the bus is down: applied when it is back
-            log.warning("table_action_failed", device=rt.name, action=action, why=str(exc))
-        except Exception:  # reported; the daemon goes on
-            log.exception("table_action_failed", device=rt.name, action=action)
+        except Exception as exc:  # e.g. the bus is down: applied when it is back; said now
+            if isinstance(exc, TablesideDriverError):
+                log.warning("table_action_failed", device=rt.name, action=action, why=str(exc))
+            else:
+                log.exception("table_action_failed", device=rt.name, action=action)
+            self._sink(rt.name)(TableActionFailed(device=rt.name, action=action, detail=str(exc)))
 
     # -- commands -------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from tableside.simulators.registry import build_simulator
 
 from .hil import start_simulator, stop
 
-QUICK = {"interval": 0.15, "heartbeat": 0.2}
+QUICK: dict[str, Any] = {"interval": 0.15, "heartbeat": 0.2}
 
 
 def framed(device_class: str) -> FramedSimulator:

@@ -183,3 +183,32 @@ def test_progressive_faults_are_checked() -> None:
         progressive_table(SEATS, ["explode@1"])
     with pytest.raises(ValueError, match="VALUE is the round number"):
         progressive_table(SEATS, ["jam=x@1"])
+
+
+async def test_a_lockout_that_cannot_happen_is_said(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    from .conftest import free_port
+
+    controller, _bus = progressive_table(SEATS, [], interval=0.3, heartbeat=0.2, betting_time=0.05)
+    controller_url, controller_task = await start_simulator(controller, "socket")
+    config = Config(
+        table=TableConfig(id="prog-2", game=Game.LET_IT_RIDE, state_dir=tmp_path),
+        broker=BrokerConfig(url=mosquitto.url),
+        devices={
+            "progressive": DeviceConfig(
+                driver="tableside.progressive_controller", url=controller_url
+            ),
+            # nothing listens here: the acceptor bus is down
+            "acceptors": DeviceConfig(
+                driver="tableside.acceptors", url=f"socket://127.0.0.1:{free_port()}", seats=SEATS
+            ),
+        },
+    )
+    sub = Subscriber(mosquitto.url, "tableside/prog-2/#")
+    sub_task = asyncio.create_task(sub.run())
+    await asyncio.wait_for(sub.connected.wait(), 10)
+    task = asyncio.create_task(TableDaemon(config).run())
+    try:
+        failed = await sub.wait_for(kind_is("table_action_failed", action="lock_out"))
+        assert "acceptors: bus is" in failed[0].payload["data"]["detail"]
+    finally:
+        await stop(task, controller_task, sub_task)
