@@ -20,7 +20,13 @@ from typing import Any, ClassVar, NoReturn
 import structlog
 
 from tableside.drivers.backoff import Backoff
-from tableside.drivers.common import HOST_TO_DEVICE, Heartbeat, Identity
+from tableside.drivers.common import (
+    HOST_TO_DEVICE,
+    Heartbeat,
+    Identity,
+    QueryIdentity,
+    QueryStatus,
+)
 from tableside.drivers.errors import (
     DeviceRejected,
     DeviceUnavailable,
@@ -154,14 +160,26 @@ class FramedDriver(Driver):
     """A driver for a device speaking a tableside-framed protocol (docs/protocols/)."""
 
     protocol: ClassVar[MessageSet]
+    #: commands that are one argument-less message each: name → message class
+    simple_commands: ClassVar[Mapping[str, type[Message]]] = {
+        "query_status": QueryStatus,
+        "query_identity": QueryIdentity,
+    }
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         super().__init__(name, settings, sink)
         self._link: FramedLink | None = None
 
-    @abc.abstractmethod
     async def on_link_up(self, link: FramedLink) -> None:
-        """Called once per connection, before messages are awaited (e.g. ask for identity)."""
+        """Called once per connection: ask who the device is and how it stands. A device that
+        refuses a query is reported, not disconnected."""
+        await self.query(QueryIdentity(), QueryStatus())
+
+    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+        message_class = self.simple_commands.get(name)
+        if message_class is None:
+            raise self.unknown_command(name)
+        await self.send(message_class())
 
     @abc.abstractmethod
     def translate(self, message: Message) -> DeviceEvent | None:

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.card_reader import events as ev
 from tableside.drivers.card_reader import protocol as p
 from tableside.drivers.events import DeviceEvent
-from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 
 __all__ = ["CardReaderDriver"]
@@ -19,20 +18,11 @@ __all__ = ["CardReaderDriver"]
 class CardReaderDriver(FramedDriver):
     device_class: ClassVar[str] = "card_reader"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
+    simple_commands: ClassVar[Mapping[str, type[Message]]] = {
+        **FramedDriver.simple_commands,
+        "self_test": p.RunSelfTest,
+    }
     commands: ClassVar[frozenset[str]] = frozenset({"self_test", "query_status", "query_identity"})
-
-    async def on_link_up(self, link: FramedLink) -> None:
-        await self.query(p.QueryIdentity(), p.QueryStatus())
-
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
-        messages: dict[str, Message] = {
-            "self_test": p.RunSelfTest(),
-            "query_status": p.QueryStatus(),
-            "query_identity": p.QueryIdentity(),
-        }
-        if name not in messages:
-            raise self.unknown_command(name)
-        await self.send(messages[name])
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name

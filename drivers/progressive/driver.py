@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
 from tableside.drivers.events import DeviceEvent
-from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.progressive import protocol as p
 
@@ -71,9 +70,6 @@ class ProgressiveControllerDriver(FramedDriver):
         super().__init__(name, settings, sink)
         self._commanded: int | None = None
 
-    async def on_link_up(self, link: FramedLink) -> None:
-        await self.query(p.QueryIdentity(), p.QueryStatus())
-
     async def command(self, name: str, args: Mapping[str, Any]) -> None:
         if name == "set_lights":
             seats = args.get("seats")
@@ -89,12 +85,8 @@ class ProgressiveControllerDriver(FramedDriver):
             if not isinstance(cents, int) or not 0 <= cents < 2**32:
                 raise ValueError("set_meter: cents must be a whole number of cents")
             await self.send(p.SetMeter(cents))
-        elif name == "query_status":
-            await self.send(p.QueryStatus())
-        elif name == "query_identity":
-            await self.send(p.QueryIdentity())
         else:
-            raise self.unknown_command(name)
+            await super().command(name, args)
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
 from tableside.drivers.events import DeviceEvent
-from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import events as ev
 from tableside.drivers.shoe import protocol as p
@@ -50,9 +49,6 @@ class ShoeDriver(FramedDriver):
         super().__init__(*args, **kwargs)
         self._plans: dict[int, tuple[p.Stack, ...]] = {}
 
-    async def on_link_up(self, link: FramedLink) -> None:
-        await self.query(p.QueryIdentity(), p.QueryStatus())
-
     async def command(self, name: str, args: Mapping[str, Any]) -> None:
         if name == "deal":
             round_ = args.get("round")
@@ -61,12 +57,8 @@ class ShoeDriver(FramedDriver):
             plan = parse_plan(args.get("stacks"))
             self._plans[round_] = plan
             await self.send(p.DealRound(round_, plan))
-        elif name == "query_status":
-            await self.send(p.QueryStatus())
-        elif name == "query_identity":
-            await self.send(p.QueryIdentity())
         else:
-            raise self.unknown_command(name)
+            await super().command(name, args)
 
     def _expected(self, round_: int, index: int) -> int | None:
         plan = self._plans.get(round_)

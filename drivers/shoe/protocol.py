@@ -149,10 +149,10 @@ def _read_plan(r: PayloadReader, what: str) -> tuple[Stack, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class DealStarted:
-    """The shoe began a round: ``round`` u32, then its plan: ``u8 n``, n x (``target, size``)."""
+class _RoundPlan:
+    """``round`` u32, then the plan: ``u8 n``, n x (``target, size``)."""
 
-    TYPE: ClassVar[int] = 0x23
+    TYPE: ClassVar[int] = 0
     round: int
     stacks: tuple[Stack, ...]
 
@@ -161,10 +161,21 @@ class DealStarted:
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "DealStarted")
-        msg = cls(r.u32(), _read_plan(r, "DealStarted"))
+        r = PayloadReader(payload, cls.__name__)
+        msg = cls(r.u32(), _read_plan(r, cls.__name__))
         r.end()
+        msg._check()
         return msg
+
+    def _check(self) -> None:
+        """What a message of this type must also satisfy (raise MalformedPayload)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DealStarted(_RoundPlan):
+    """The shoe began a round, following this plan."""
+
+    TYPE: ClassVar[int] = 0x23
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,25 +292,15 @@ class DealComplete:
 
 
 @dataclass(frozen=True, slots=True)
-class DealRound:
-    """Host → device: deal this round: ``round`` u32, plan (``u8 n``, n x ``target, size``).
+class DealRound(_RoundPlan):
+    """Host → device: deal this round with this plan.
     NAK BUSY while dealing; NAK MALFORMED for an empty plan or a stack of 0 cards."""
 
     TYPE: ClassVar[int] = 0x40
-    round: int
-    stacks: tuple[Stack, ...]
 
-    def to_payload(self) -> bytes:
-        return _write_plan(PayloadWriter().u32(self.round), self.stacks).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "DealRound")
-        msg = cls(r.u32(), _read_plan(r, "DealRound"))
-        r.end()
-        if not msg.stacks or any(s.size == 0 for s in msg.stacks):
+    def _check(self) -> None:
+        if not self.stacks or any(s.size == 0 for s in self.stacks):
             raise MalformedPayload("DealRound: empty plan or a stack of 0 cards")
-        return msg
 
 
 PROTOCOL = MessageSet(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
 from tableside.drivers.events import DeviceEvent
-from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
 from tableside.drivers.shuffler.events import (
@@ -26,23 +25,13 @@ _DECK_NAMES = {p.Deck.SINGLE: "single", p.Deck.A: "A", p.Deck.B: "B"}
 class ShufflerDriver(FramedDriver):
     device_class: ClassVar[str] = "shuffler"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
+    simple_commands: ClassVar[Mapping[str, type[Message]]] = {
+        **FramedDriver.simple_commands,
+        "start_shuffle": p.StartShuffle,
+    }
     commands: ClassVar[frozenset[str]] = frozenset(
         {"start_shuffle", "query_status", "query_identity"}
     )
-
-    async def on_link_up(self, link: FramedLink) -> None:
-        # A device that will not say who it is still shuffles: a refusal is reported, not fatal.
-        await self.query(p.QueryIdentity(), p.QueryStatus())
-
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
-        messages: dict[str, Message] = {
-            "start_shuffle": p.StartShuffle(),
-            "query_status": p.QueryStatus(),
-            "query_identity": p.QueryIdentity(),
-        }
-        if name not in messages:
-            raise self.unknown_command(name)
-        await self.send(messages[name])
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
