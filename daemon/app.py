@@ -250,6 +250,7 @@ class TableDaemon:
                     words=rule.words,
                     summary=rule.summary,
                     actions=list(rule.actions),
+                    affected=rule.affected(observation),
                     event=SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data),
                 ),
             )

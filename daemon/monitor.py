@@ -37,7 +37,13 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         actions = ", ".join(msg.get("actions", []))
         event = msg.get("event", {})
         return (
-            f"{head} RULING  {msg.get('clause')} → {actions}\n"
+            f"{head} RULING  {msg.get('clause')} → {actions}"
+            + (
+                f" [{', '.join(msg.get('affected', []))}]"
+                if msg.get("affected") not in (None, ["all"])
+                else ""
+            )
+            + "\n"
             f"{'':>20}{msg.get('summary')} (from {event.get('device')} "
             f"{event.get('event')} #{event.get('seq')})"
         )

@@ -123,6 +123,9 @@ class RulingPayload(Envelope):
     words: str = Field(description="the clause's own words")
     summary: str
     actions: list[Action]
+    affected: list[str] = Field(
+        description='the hands it affects: ["all"], ["dealer"] or a seat, e.g. ["seat3"]'
+    )
     event: SourceEvent
 
 

@@ -10,6 +10,7 @@ from typing import Any
 __all__ = [
     "Action",
     "FactRef",
+    "FieldRef",
     "Game",
     "Observation",
     "Rule",
@@ -48,6 +49,13 @@ class FactRef(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class FieldRef:
+    """A value taken from another field of the same observation."""
+
+    field: str
+
+
+@dataclass(frozen=True, slots=True)
 class TableFacts:
     """What the engine knows of the table from its configuration."""
 
@@ -79,7 +87,8 @@ class Observation:
 class When:
     """One condition on an observation field: ``field op value``.
 
-    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``; ``value`` may be a FactRef.
+    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``, ``startswith``; ``value`` may be a
+    FactRef (from the table's config) or a FieldRef (another field of the observation).
     """
 
     field: str
@@ -90,7 +99,14 @@ class When:
         if self.field not in data:
             return False
         actual = data[self.field]
-        expected = facts.resolve(self.value) if isinstance(self.value, FactRef) else self.value
+        if isinstance(self.value, FactRef):
+            expected = facts.resolve(self.value)
+        elif isinstance(self.value, FieldRef):
+            if data.get(self.value.field) is None:
+                return False  # nothing to compare with
+            expected = data[self.value.field]
+        else:
+            expected = self.value
         match self.op:
             case "==":
                 return bool(actual == expected)
@@ -100,6 +116,8 @@ class When:
                 return actual in expected
             case "not in":
                 return actual not in expected
+            case "startswith":
+                return isinstance(actual, str) and actual.startswith(expected)
         raise ValueError(f"unknown operator {self.op!r}")
 
 
@@ -117,6 +135,14 @@ class Rule:
     summary: str  # the ruling in one plain sentence
     #: the rule applies only when the table's shuffler counts cards
     needs_counting_shuffler: bool = False
+    #: the hands it affects: "all", "dealer", or "target" (the observation's ``target`` field,
+    #: e.g. seat3)
+    affects: str = "all"
+
+    def affected(self, observation: Observation) -> list[str]:
+        if self.affects == "target":
+            return [str(observation.data.get("target"))]
+        return [self.affects]
 
     def applies(self, facts: TableFacts, observation: Observation) -> bool:
         return (

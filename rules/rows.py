@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from tableside.rules.model import Action, FactRef, Game, Rule, When
+from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "SHOE_RULES", "SHUFFLER_RULES"]
 
 _CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21
 
@@ -62,7 +62,7 @@ def _jam_rule(game: Game, section: str) -> Rule:
     )
 
 
-RULES: tuple[Rule, ...] = (
+SHUFFLER_RULES: tuple[Rule, ...] = (
     _count_rule(_CS, "555.5(b)"),
     _count_rule(_FCP, "557.5(b)"),
     _count_rule(_LIR, "559.5(b)"),
@@ -85,3 +85,151 @@ RULES: tuple[Rule, ...] = (
     _jam_rule(_LIR, "559.15(d)"),
     _jam_rule(_S21, "551.16(j)"),
 )
+
+
+# -- automated dealing shoe ------------------------------------------------------------------
+# The clauses' own words, per citation (tests/test_rules.py checks them against the text).
+_WORDS = {
+    "555.14(b)": (
+        "A card that is found face up in the shoe or the deck while the cards are being dealt "
+        "may not be used in the game and shall be placed in the discard rack. If more than one "
+        "card is found face up in the shoe or the deck during the dealing of the cards, all "
+        "hands shall be void, all wagers being returned to the players and the cards shall be "
+        "reshuffled."
+    ),
+    "557.13(a)": (
+        "A card that is found face up in the shoe or the deck while the cards are being dealt "
+        "shall not be used in the game and shall be placed in the discard rack. If more than "
+        "one card is found face up in the shoe or the deck during the dealing of the cards, all "
+        "hands shall be void, all wagers shall be returned to the players and the cards shall "
+        "be reshuffled."
+    ),
+    "555.14(d)": (
+        "If a player is dealt an incorrect number of cards, that player's hand shall be void. "
+        "If the dealer is dealt four cards of the five card hand, the dealer shall deal an "
+        "additional card to complete the hand. Any other misdeal to the dealer shall result in "
+        "all hands being void, all wagers being returned to the players and the cards shall be "
+        "reshuffled."
+    ),
+    "557.13(c)": (
+        "If any player or the dealer is dealt an incorrect number of cards, all hands shall be "
+        "void, all wagers shall be returned to the players and the cards shall be reshuffled."
+    ),
+    "559.15(c)": (
+        "If any player or the area designated for the placement of the community cards is dealt "
+        "an incorrect number of cards, all hands shall be void, all wagers shall be returned to "
+        "the players and the cards shall be reshuffled."
+    ),
+    "555.14(f)": (
+        "If an automated dealing shoe is being used and the device jams, stops dealing cards, or "
+        "fails to deal all cards during a round of play, the round of play shall be void, all "
+        "wagers being returned to the players and the cards shall be removed from the device and "
+        "reshuffled with any cards already dealt."
+    ),
+    "557.13(f)": (
+        "If an automated dealing shoe is being used and the device jams, stops dealing cards, or "
+        "fails to deal all cards during a round of play, the round of play shall be void, all "
+        "wagers shall be returned to the players and the cards shall be removed from the device "
+        "and reshuffled with any cards already dealt."
+    ),
+    "551.16(m)": (
+        "If a card reader device malfunctions, the dealer may not continue dealing the game of "
+        "Spanish 21 at that table until the card reader device is repaired or replaced."
+    ),
+}
+_WORDS["559.15(a)"] = _WORDS["557.13(a)"]
+_WORDS["559.15(e)"] = _WORDS["557.13(f)"]
+
+_VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
+_MISCOUNT = (When("count", "!=", FieldRef("expected")),)
+
+
+def _row(
+    section: str,
+    game: Game,
+    name: str,
+    trigger: str,
+    when: tuple[When, ...],
+    actions: tuple[Action, ...],
+    summary: str,
+    affects: str = "all",
+) -> Rule:
+    return Rule(
+        id=f"{section}.{name}",
+        games=frozenset({game}),
+        trigger=trigger,
+        when=when,
+        actions=actions,
+        citation=f"58 Pa. Code § {section}",
+        words=_WORDS[section],
+        summary=summary,
+        affects=affects,
+    )
+
+
+_SHOE_SECTIONS = ((_CS, "555.14(f)", "555.14(b)"), (_FCP, "557.13(f)", "557.13(a)"),
+                  (_LIR, "559.15(e)", "559.15(a)"))  # fmt: skip
+
+_SHOE_BY_GAME: tuple[Rule, ...] = tuple(
+    rule
+    for game, stopped, face_up in _SHOE_SECTIONS
+    for rule in (
+        _row(
+            stopped,
+            game,
+            "shoe-fault",
+            "shoe.fault",
+            (When("fault", "in", ("jam", "stopped", "short_deal")),),
+            _VOID,
+            "The shoe jammed, stopped or could not deal every card: the round is void, wagers "
+            "go back, and the cards come out of the shoe to be reshuffled with those dealt.",
+        ),
+        _row(
+            face_up,
+            game,
+            "face-up-one",
+            "shoe.card_face_up",
+            (When("total", "==", 1),),
+            (Action.DISCARD_CARD,),
+            "A card was found face up: it is not used; discard it.",
+        ),
+        _row(
+            face_up,
+            game,
+            "face-up-more",
+            "shoe.card_face_up",
+            (When("total", "not in", (0, 1)),),
+            _VOID,
+            "More than one card was found face up in the deal: all hands void, reshuffle.",
+        ),
+    )
+)
+
+SHOE_RULES: tuple[Rule, ...] = (
+    *_SHOE_BY_GAME,
+    # 555.14(d): a player's wrong count voids that hand; the dealer with four of five gets one
+    # more card; any other misdeal to the dealer voids the round.
+    _row("555.14(d)", _CS, "player-misdeal", "shoe.stack_dispensed",
+         (*_MISCOUNT, When("target", "startswith", "seat")), (Action.VOID_HAND,),
+         "A player's stack has the wrong number of cards: that player's hand is void.",
+         affects="target"),
+    _row("555.14(d)", _CS, "dealer-four-cards", "shoe.stack_dispensed",
+         (*_MISCOUNT, When("target", "==", "dealer"), When("count", "==", 4)),
+         (Action.DEAL_ADDITIONAL_CARD,),
+         "The dealer's stack has four cards: deal the dealer one more card.", affects="dealer"),
+    _row("555.14(d)", _CS, "dealer-misdeal", "shoe.stack_dispensed",
+         (*_MISCOUNT, When("target", "==", "dealer"), When("count", "!=", 4)), _VOID,
+         "The dealer's stack has the wrong number of cards: all hands void, reshuffle."),
+    _row("557.13(c)", _FCP, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
+         "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
+    _row("559.15(c)", _LIR, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
+         "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
+    # -- card reader device ------------------------------------------------------------------
+    _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
+         (When("fault", "==", "malfunction"),), (Action.HALT_DEALING, Action.ALERT),
+         "The card reader malfunctioned: no more dealing at this table until it is repaired "
+         "or replaced."),
+)  # fmt: skip
+
+#: every rule, in the order rulings are given
+RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES)

@@ -169,6 +169,9 @@ async def test_usb_reader_end_to_end_with_bus_faults(
                 and m.payload["data"]["fault"] == "malfunction", within=30,
             )  # fmt: skip
             assert malfunction
+            halt = await sub.wait_for(lambda m: m.kind == "ruling")
+            assert halt[0].payload["clause"] == "58 Pa. Code § 551.16(m)"
+            assert halt[0].payload["actions"] == ["halt_dealing", "alert"]
             # The dealer runs the self-test: it fails (scripted at cycle 7), the fault stays.
             async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
                 await client.publish(

@@ -117,3 +117,71 @@ def test_words_are_the_clause_verbatim(rule: object) -> None:
 
     assert isinstance(rule, Rule)
     assert _clause_text(rule.citation) == rule.words
+
+
+SHOE_STOP = {Game.CARIBBEAN_STUD: "555.14(f)", Game.FOUR_CARD_POKER: "557.13(f)",
+             Game.LET_IT_RIDE: "559.15(e)"}  # fmt: skip
+FACE_UP = {Game.CARIBBEAN_STUD: "555.14(b)", Game.FOUR_CARD_POKER: "557.13(a)",
+           Game.LET_IT_RIDE: "559.15(a)"}  # fmt: skip
+VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
+
+
+def shoe(kind: str, **data: object) -> Observation:
+    return Observation(f"shoe.{kind}", "shoe", data)
+
+
+@pytest.mark.parametrize("game", list(SHOE_STOP))
+@pytest.mark.parametrize("fault_name", ["jam", "stopped", "short_deal"])
+def test_shoe_that_cannot_finish_voids_the_round(game: Game, fault_name: str) -> None:
+    (ruling,) = evaluate(TableFacts(game), shoe("fault", fault=fault_name, round=1, index=1))
+    assert ruling.rule.citation == f"58 Pa. Code § {SHOE_STOP[game]}"
+    assert ruling.rule.actions == VOID
+    assert evaluate(TableFacts(game), shoe("fault", fault="door_open", round=1, index=1)) == []
+
+
+@pytest.mark.parametrize("game", list(FACE_UP))
+def test_one_card_face_up_is_discarded_more_voids(game: Game) -> None:
+    (one,) = evaluate(TableFacts(game), shoe("card_face_up", round=1, index=0, total=1))
+    (two,) = evaluate(TableFacts(game), shoe("card_face_up", round=1, index=2, total=2))
+    assert one.rule.citation == two.rule.citation == f"58 Pa. Code § {FACE_UP[game]}"
+    assert one.rule.actions == (Action.DISCARD_CARD,)
+    assert two.rule.actions == VOID
+
+
+def test_caribbean_stud_misdeals_555_14_d() -> None:
+    facts = TableFacts(Game.CARIBBEAN_STUD)
+
+    def stack(target: str, count: int, expected: int | None = 5) -> list[object]:
+        found = evaluate(facts, shoe("stack_dispensed", round=1, index=0, target=target,
+                                     count=count, expected=expected))  # fmt: skip
+        return [(r.rule.actions, r.rule.affected(r.observation)) for r in found]
+
+    assert stack("seat3", 4) == [((Action.VOID_HAND,), ["seat3"])]
+    assert stack("seat3", 6) == [((Action.VOID_HAND,), ["seat3"])]
+    assert stack("dealer", 4) == [((Action.DEAL_ADDITIONAL_CARD,), ["dealer"])]
+    assert stack("dealer", 6) == [(VOID, ["all"])]
+    assert stack("seat1", 5) == []
+    assert stack("seat1", 4, expected=None) == []  # no plan known: nothing to compare with
+
+
+@pytest.mark.parametrize(("game", "section"), [(Game.FOUR_CARD_POKER, "557.13(c)"),
+                                               (Game.LET_IT_RIDE, "559.15(c)")])  # fmt: skip
+@pytest.mark.parametrize("target", ["seat2", "dealer", "dealer_extra", "community"])
+def test_other_games_void_every_misdeal(game: Game, section: str, target: str) -> None:
+    (ruling,) = evaluate(TableFacts(game), shoe("stack_dispensed", round=1, index=0,
+                                                target=target, count=2, expected=3))  # fmt: skip
+    assert ruling.rule.citation == f"58 Pa. Code § {section}"
+    assert ruling.rule.actions == VOID
+
+
+def test_card_reader_malfunction_halts_dealing() -> None:
+    facts = TableFacts(Game.SPANISH_21)
+    (ruling,) = evaluate(
+        facts, Observation("card_reader.fault", "reader", {"fault": "malfunction"})
+    )
+    assert ruling.rule.citation == "58 Pa. Code § 551.16(m)"
+    assert ruling.rule.actions == (Action.HALT_DEALING, Action.ALERT)
+    assert evaluate(facts, Observation("card_reader.fault", "reader", {"fault": "tamper"})) == []
+    # a poker table has no card reader rule
+    malfunction = Observation("card_reader.fault", "r", {"fault": "malfunction"})
+    assert evaluate(TableFacts(Game.LET_IT_RIDE), malfunction) == []

@@ -22,7 +22,7 @@ from tableside.simulators.registry import build_simulator
 from tableside.simulators.shoe import parse_plan_spec
 
 from .conftest import Mosquitto
-from .hil import Predicate, Received, event, simulated_table
+from .hil import Predicate, Received, event, ruling, simulated_table
 
 u8, u16, u32 = st.integers(0, 255), st.integers(0, 65535), st.integers(0, 2**32 - 1)
 faults = st.none() | st.sampled_from(p.ShoeFaultCode)
@@ -165,6 +165,22 @@ async def test_every_shoe_fault_reaches_the_daemon(
         # Card identities stay on the table: the shoe read them, the subscriber does not see them.
         assert all("cards" not in d for d in data("stack_dispensed", 8))
         assert all("card" not in d for d in data("card_face_up", 5))
+        # And each becomes the ruling its clause requires (Caribbean Stud, 555.14).
+        rulings = [
+            (r.payload["clause"], r.payload["actions"], r.payload["affected"],
+             r.payload["event"]["data"].get("round"))
+            for r in sub.matching(ruling())
+        ]  # fmt: skip
+        void = ["void_all_hands", "return_wagers", "reshuffle"]
+        for expected in [
+            ("58 Pa. Code § 555.14(f)", void, ["all"], 1),  # jam
+            ("58 Pa. Code § 555.14(f)", void, ["all"], 2),  # stopped
+            ("58 Pa. Code § 555.14(d)", ["void_hand"], ["seat1"], 3),  # short stack
+            ("58 Pa. Code § 555.14(b)", ["discard_card"], ["all"], 4),  # one face up
+            ("58 Pa. Code § 555.14(b)", void, ["all"], 5),  # two face up
+            ("58 Pa. Code § 555.14(d)", ["void_hand"], ["seat1"], 6),  # extra card
+        ]:
+            assert expected in rulings, expected
         state = [
             m for m in sub.matching(lambda m: m.kind == "state" and m.topic.endswith("/shoe/state"))
         ]
