@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,8 +123,12 @@ def test_demo_with_embedded_broker() -> None:
     assert "embedded broker on mqtt://127.0.0.1:" in out
     assert "RULING  58 Pa. Code § 555.5(b) → remove_deck" in out
     assert "RULING  58 Pa. Code § 555.14(e) → reshuffle" in out
-    assert "done: 3 shuffles, 2 rulings" in out
-    assert "0 seq gaps" in out
+    done = re.search(
+        r"done: 3 shuffles, (\d+) rulings, \d+ messages seen by the monitor, 0 seq gaps", out
+    )
+    assert done, out[-300:]
+    # the shuffler's two (count 51, jam) and whatever the shoe's faults brought by then
+    assert int(done.group(1)) >= 2
 
 
 @pytest.mark.parametrize(
