@@ -29,6 +29,7 @@ from tableside.daemon.payloads import (
     utc_ms,
 )
 from tableside.daemon.publisher import Publisher
+from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.daemon.seq import SeqCounter
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.errors import TablesideDriverError
@@ -101,8 +102,11 @@ class DeviceRuntime:
 class TableDaemon:
     """Everything one table needs; ``run()`` until cancelled."""
 
-    def __init__(self, config: Config, *, shutdown_grace: float = 5.0) -> None:
+    def __init__(
+        self, config: Config, *, shutdown_grace: float = 5.0, notifier: Notifier | None = None
+    ) -> None:
         self.config = config
+        self.notifier = notifier or Notifier()
         self.table = config.table.id
         self.shutdown_grace = shutdown_grace
         self.seq = SeqCounter(config.table.state_dir / config.table.id / "seq.json")
@@ -154,11 +158,16 @@ class TableDaemon:
                     tg.create_task(rt.driver.run(), name=f"device.{name}")
                     for name, rt in self.devices.items()
                 ]
+                if self.notifier.watchdog_interval:
+                    tg.create_task(self._watchdog(self.notifier.watchdog_interval), name="watchdog")
+                await asyncio.sleep(0)  # the device and broker tasks have started
                 self.ready.set()
+                self._notify(self.notifier.ready, f"table {self.table}: started")
                 log.info("daemon_started", table=self.table, devices=list(self.devices))
                 try:
                     await asyncio.Future()  # until cancelled
                 except asyncio.CancelledError:
+                    self._notify(self.notifier.stopping)
                     for task in drivers:
                         task.cancel()
                     self.publisher.stop()
@@ -175,6 +184,25 @@ class TableDaemon:
             log.info(
                 "daemon_stopped", table=self.table, clean=clean, pending=self.publisher.pending
             )
+
+    def _notify(self, send: Any, *args: Any) -> None:
+        try:
+            send(*args)
+        except NotifyError as exc:  # said, never swallowed; the daemon goes on
+            log.error("sd_notify_failed", error=str(exc))
+
+    async def _watchdog(self, interval: float) -> None:
+        """Ping systemd from the event loop itself: if the loop hangs, the pings stop."""
+        while True:
+            self._notify(self.notifier.watchdog)
+            connected = sum(rt.connection.value == "connected" for rt in self.devices.values())
+            broker = "up" if self.publisher.connected.is_set() else "down"
+            self._notify(
+                self.notifier.status,
+                f"table {self.table}: {connected}/{len(self.devices)} devices connected, "
+                f"broker {broker}, {self.publisher.pending} queued",
+            )
+            await asyncio.sleep(interval)
 
     # -- device events --------------------------------------------------------------------
 
