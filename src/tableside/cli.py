@@ -107,6 +107,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-faults", action="store_true")
 
+    verify = sub.add_parser("verify-install", help="hash the installed software (self-check)")
+    verify.add_argument("--files", action="store_true", help="list every file and its hash")
+    verify.add_argument("--expect", help="exit 1 unless the overall SHA-256 is this one")
+
     schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
     return parser
@@ -315,6 +319,29 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify_install(args: argparse.Namespace) -> int:
+    from tableside.daemon.integrity import verify_install
+
+    report = verify_install()
+    if args.files:
+        for path, digest in sorted(report.files.items()):
+            print(f"{digest}  {path}")
+    print(f"tableside {__version__} at {report.root}")
+    print(f"files: {len(report.files)}  sha256: {report.digest}")
+    if report.checked_against_record:
+        for label, paths in (("changed", report.changed), ("missing", report.missing),
+                             ("not in RECORD", report.unrecorded)):  # fmt: skip
+            for path in paths:
+                print(f"{label}: {path}")
+        print("RECORD: every file matches" if report.ok else "RECORD: MISMATCH")
+    else:
+        print("RECORD: none (an editable install); compare the sha256 with the release's")
+    if args.expect and args.expect != report.digest:
+        print(f"EXPECTED {args.expect}: MISMATCH")
+        return 1
+    return 0 if report.ok else 1
+
+
 _COMMANDS = {
     "run": _cmd_run,
     "check-config": _cmd_check,
@@ -322,6 +349,7 @@ _COMMANDS = {
     "monitor": _cmd_monitor,
     "demo": _cmd_demo,
     "schemas": _cmd_schemas,
+    "verify-install": _cmd_verify_install,
 }
 
 
