@@ -63,18 +63,42 @@ class BrokerConfig(_Strict):
     keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
     username: str | None = None
     password: str | None = None
+    #: mqtts:// only: the CA that signed the broker's certificate (default: the system's CAs)
+    ca_file: Path | None = None
+    #: mqtts:// only: this table's client certificate and its key, when the broker asks for one
+    cert_file: Path | None = None
+    key_file: Path | None = None
 
     @field_validator("url")
     @classmethod
     def _mqtt_url(cls, url: str) -> str:
         parts = urlsplit(url)
-        if parts.scheme != "mqtt" or not parts.hostname:
-            raise ValueError(f"expected mqtt://host[:port], got {url!r}")
+        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+            raise ValueError(f"expected mqtt://host[:port] or mqtts://host[:port], got {url!r}")
         try:
             parts.port  # noqa: B018  # raises ValueError for a bad port
         except ValueError as exc:
             raise ValueError(f"bad port in {url!r}") from exc
         return url
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        return path
+
+    @model_validator(mode="after")
+    def _tls_settings(self) -> BrokerConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together")
+        if not self.tls and (self.ca_file or self.cert_file):
+            raise ValueError("ca_file, cert_file and key_file need an mqtts:// url")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "mqtts"
 
     @property
     def host(self) -> str:
@@ -82,7 +106,20 @@ class BrokerConfig(_Strict):
 
     @property
     def port(self) -> int:
-        return urlsplit(self.url).port or 1883
+        return urlsplit(self.url).port or (8883 if self.tls else 1883)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """aiomqtt.Client arguments for credentials and TLS."""
+        kwargs: dict[str, Any] = {"username": self.username, "password": self.password}
+        if self.tls:
+            import aiomqtt
+
+            kwargs["tls_params"] = aiomqtt.TLSParameters(
+                ca_certs=str(self.ca_file) if self.ca_file else None,
+                certfile=str(self.cert_file) if self.cert_file else None,
+                keyfile=str(self.key_file) if self.key_file else None,
+            )
+        return kwargs
 
 
 class DeviceConfig(_Strict):

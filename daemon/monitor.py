@@ -76,6 +76,8 @@ class Monitor:
     prefix: str = "tableside"
     out: TextIO | None = None
     on_message: Callable[[str, dict[str, Any]], None] | None = None
+    #: credentials and TLS (BrokerConfig.client_kwargs()), when the broker wants them
+    client_kwargs: dict[str, Any] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
     gaps: list[tuple[int, int]] = field(default_factory=list)
     _high: int | None = None
@@ -102,7 +104,11 @@ class Monitor:
         backoff = Backoff(initial=0.2, maximum=5.0)
         while True:
             try:
-                async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883) as c:
+                async with aiomqtt.Client(
+                    parts.hostname or "127.0.0.1",
+                    parts.port or (8883 if parts.scheme == "mqtts" else 1883),
+                    **self.client_kwargs,
+                ) as c:
                     backoff.reset()
                     await c.subscribe(f"{self.prefix}/{self.table}/#", qos=1)
                     async for message in c.messages:

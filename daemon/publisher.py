@@ -162,12 +162,11 @@ class Publisher:
             self.broker.host,
             self.broker.port,
             identifier=self.client_id,
-            username=self.broker.username,
-            password=self.broker.password,
             will=will,
             clean_session=True,
             keepalive=self.broker.keepalive_s,
             timeout=10,
+            **self.broker.client_kwargs(),
         ) as client:
             self.connections += 1
             self._backoff.reset()

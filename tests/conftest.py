@@ -39,14 +39,15 @@ def _wait_port(port: int, timeout: float = 10.0) -> None:
 class Mosquitto:
     """A Mosquitto this test owns: loopback only, no persistence, stoppable and restartable."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, extra: str = "", scheme: str = "mqtt") -> None:
         self.port = free_port()
-        self.url = f"mqtt://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.conf = directory / "mosquitto.conf"
-        self.log = directory / "mosquitto.log"
+        anonymous = "" if "allow_anonymous" in extra else "allow_anonymous true\n"
+        # user root: the broker reads the test's own files (certificates, passwords)
         self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "log_dest stderr\nlog_type error\nlog_type warning\n",
+            f"user root\nlistener {self.port} 127.0.0.1\n{anonymous}persistence false\n"
+            f"log_dest stderr\nlog_type error\nlog_type warning\n{extra}",
             encoding="utf-8",
         )
         self.proc: subprocess.Popen[bytes] | None = None

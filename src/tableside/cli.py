@@ -263,6 +263,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     from tableside.daemon.monitor import Monitor
 
     table, broker, prefix = args.table, args.broker, args.prefix
+    client_kwargs: dict[str, Any] = {}
     if args.config:
         try:
             config = load_config(args.config)
@@ -272,11 +273,17 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         table = table or config.table.id
         broker = broker or config.broker.url
         prefix = prefix or config.broker.topic_prefix
+        if not args.broker:
+            client_kwargs = config.broker.client_kwargs()
     if not table:
         print("tableside monitor: give --table or --config", file=sys.stderr)
         return 2
     monitor = Monitor(
-        broker or "mqtt://127.0.0.1:1883", table, prefix or "tableside", out=sys.stdout
+        broker or "mqtt://127.0.0.1:1883",
+        table,
+        prefix or "tableside",
+        out=sys.stdout,
+        client_kwargs=client_kwargs,
     )
 
     async def go() -> int:

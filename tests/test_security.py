@@ -1,0 +1,155 @@
+"""The broker connection's security: TLS with a CA and client certificates, and
+username/password, against a Mosquitto the test starts with certificates the test makes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiomqtt
+import pytest
+
+from tableside.daemon.app import TableDaemon
+from tableside.daemon.config import (
+    BrokerConfig,
+    Config,
+    ConfigError,
+    DeviceConfig,
+    TableConfig,
+    validate_config,
+)
+from tableside.rules.model import Game
+
+from .conftest import Mosquitto
+from .hil import simulator, start_simulator, stop
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Path:
+    d = tmp_path / "pki"
+    d.mkdir()
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+            "-days", "2", "-subj", "/CN=tableside test CA", cwd=d)  # fmt: skip
+    for name, extra in (("server", ["-extfile", "san.ext"]), ("client", [])):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                f"{name}.csr", "-subj", f"/CN=tableside-{name}", cwd=d)  # fmt: skip
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", *extra, cwd=d)  # fmt: skip
+    return d
+
+
+@pytest.fixture
+def tls_broker(tmp_path: Path, pki: Path) -> Iterator[Mosquitto]:
+    broker = Mosquitto(
+        tmp_path,
+        f"cafile {pki / 'ca.crt'}\ncertfile {pki / 'server.crt'}\nkeyfile {pki / 'server.key'}\n"
+        "require_certificate true\nuse_identity_as_username true\n",
+        scheme="mqtts",
+    )
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def config(url: str, device_url: str, state: Path, **broker: object) -> Config:
+    return Config(
+        table=TableConfig(id="sec-1", game=Game.CARIBBEAN_STUD, state_dir=state),
+        broker=BrokerConfig(url=url, **broker),  # type: ignore[arg-type]
+        devices={"shuffler": DeviceConfig(driver="tableside.shuffler", url=device_url)},
+    )
+
+
+async def first_event(daemon: TableDaemon, subscriber: aiomqtt.Client) -> dict[str, object]:
+    await subscriber.subscribe("tableside/sec-1/device/shuffler/event", qos=1)
+    async with asyncio.timeout(20):
+        async for message in subscriber.messages:
+            assert isinstance(message.payload, bytes)
+            payload: dict[str, object] = json.loads(message.payload)
+            return payload
+    raise AssertionError("no event")
+
+
+async def test_tls_with_client_certificates(
+    tls_broker: Mosquitto, pki: Path, tmp_path: Path
+) -> None:
+    sim = simulator()
+    url, sim_task = await start_simulator(sim, "socket")
+    tls = {
+        "ca_file": pki / "ca.crt",
+        "cert_file": pki / "client.crt",
+        "key_file": pki / "client.key",
+    }
+    daemon = TableDaemon(config(tls_broker.url, url, tmp_path / "a", **tls))
+    # The same table without a client certificate is refused by the broker.
+    stranger = TableDaemon(config(tls_broker.url, url, tmp_path / "b", ca_file=pki / "ca.crt"))
+    tasks = [asyncio.create_task(daemon.run()), asyncio.create_task(stranger.run())]
+    try:
+        params = aiomqtt.TLSParameters(
+            ca_certs=str(pki / "ca.crt"),
+            certfile=str(pki / "client.crt"),
+            keyfile=str(pki / "client.key"),
+        )
+        async with aiomqtt.Client("127.0.0.1", tls_broker.port, tls_params=params) as subscriber:
+            event = await first_event(daemon, subscriber)
+        assert event["table"] == "sec-1"
+        assert daemon.publisher.connections >= 1
+        assert stranger.publisher.connections == 0
+    finally:
+        await stop(*tasks, sim_task)
+
+
+async def test_username_and_password(tmp_path: Path) -> None:
+    passwords = tmp_path / "passwords"
+    await asyncio.to_thread(
+        subprocess.run,
+        ["mosquitto_passwd", "-b", "-c", str(passwords), "table-sec-1", "s3cret"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    broker = Mosquitto(tmp_path, f"allow_anonymous false\npassword_file {passwords}\n")
+    broker.start()
+    sim = simulator()
+    url, sim_task = await start_simulator(sim, "socket")
+    good = TableDaemon(
+        config(broker.url, url, tmp_path / "a", username="table-sec-1", password="s3cret")
+    )
+    bad = TableDaemon(
+        config(broker.url, url, tmp_path / "b", username="table-sec-1", password="guess")
+    )
+    tasks = [asyncio.create_task(good.run()), asyncio.create_task(bad.run())]
+    try:
+        async with aiomqtt.Client(
+            "127.0.0.1", broker.port, username="table-sec-1", password="s3cret"
+        ) as subscriber:
+            event = await first_event(good, subscriber)
+        assert event["table"] == "sec-1"
+        assert bad.publisher.connections == 0
+    finally:
+        await stop(*tasks, sim_task)
+        broker.stop()
+
+
+def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
+    base = (
+        '[table]\nid = "t"\ngame = "let_it_ride"\n'
+        '[devices.shuffler]\ndriver = "tableside.shuffler"\nurl = "/dev/x"\n[broker]\n'
+    )
+
+    def check(broker: str) -> Config:
+        return validate_config(base + broker, use_env=False)
+
+    with pytest.raises(ConfigError, match="need an mqtts:// url"):
+        check(f'url = "mqtt://h:1883"\nca_file = "{pki / "ca.crt"}"\n')
+    with pytest.raises(ConfigError, match="no such file"):
+        check('url = "mqtts://h"\nca_file = "/nonexistent/ca.crt"\n')
+    with pytest.raises(ConfigError, match="go together"):
+        check(f'url = "mqtts://h"\ncert_file = "{pki / "client.crt"}"\n')
+    ok = check('url = "mqtts://broker.casino.example"\n')
+    assert ok.broker.port == 8883 and ok.broker.tls
