@@ -64,6 +64,16 @@ def test_cctalk_decoder_never_raises(noise: bytes) -> None:
             break
 
 
+def test_cctalk_length_over_the_limit_is_not_a_frame() -> None:
+    # Found by bench/fuzz.py: a LEN byte of 253..255 whose checksum happens to work out.
+    body = bytes((1, 255, 3, 0)) + bytes(255)
+    decoder = CcTalkDecoder()
+    decoder.feed(body + bytes(((-sum(body)) & 0xFF,)))
+    for _ in range(len(body) + 2):
+        item = decoder.next_event()
+        assert not isinstance(item, CcTalkFrame) or len(item.data) <= 252
+
+
 def test_cctalk_known_bytes_and_credit_buffer() -> None:
     # Simple poll to address 2 from the host: 02 00 01 FE FF (from the ccTalk specification)
     assert CcTalkFrame(2, 1, 254).to_bytes() == bytes.fromhex("020001feff")

@@ -122,6 +122,10 @@ class CcTalkDecoder:
         buf = self._buf
         if len(buf) < 5:
             return NEED_DATA
+        if buf[1] > MAX_DATA:  # no ccTalk message is that long: not a frame start
+            self.discarded_bytes += 1
+            del buf[:1]
+            return BadChecksum(bytes(buf[:1]))
         total = 5 + buf[1]
         if len(buf) < total:
             return NEED_DATA
