@@ -18,6 +18,7 @@ import structlog
 from pydantic import ValidationError
 
 from tableside.daemon.config import Config, DeviceConfig
+from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.payloads import (
     CommandRequest,
     CommandResult,
@@ -110,6 +111,7 @@ class TableDaemon:
         self.table = config.table.id
         self.shutdown_grace = shutdown_grace
         self.seq = SeqCounter(config.table.state_dir / config.table.id / "seq.json")
+        self.firmware = FirmwareRecord(config.table.state_dir / config.table.id / "firmware.json")
         self.publisher = Publisher(
             config.broker, self.table, config.client_id, self.seq, on_command=self._on_command
         )
@@ -255,6 +257,11 @@ class TableDaemon:
         )
         if rt.apply(event, ts):
             self._publish_state(rt, ts)
+        changed = self._firmware_change(rt, event)
+        if changed is not None:
+            log.warning("firmware_changed", device=rt.name, part=changed.part,
+                        previous=changed.previous, current=changed.current)  # fmt: skip
+            self._handle(rt, changed)
         if event.kind == "button":
             self._on_button(str(event.data().get("button")))
         observation = Observation(
@@ -282,6 +289,14 @@ class TableDaemon:
                     event=SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data),
                 ),
             )
+
+    def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
+        if isinstance(event, IdentityEvent):
+            return self.firmware.check(rt.name, "", event.firmware_sha256)
+        if event.kind == "acceptor_identity":
+            data = event.data()
+            return self.firmware.check(rt.name, f"seat{data['seat']}", str(data["rom_checksum"]))
+        return None
 
     # -- the progressive system: "no more bets" locks every acceptor out --------------------
 

@@ -288,3 +288,20 @@ async def test_daemon_without_broker_keeps_serving_devices(tmp_path: Path) -> No
         assert not daemon.publisher.connected.is_set()
     finally:
         await stop(task, sim_task)
+
+
+async def test_a_firmware_swap_is_noticed_across_restarts(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    from tableside.simulators.base import SimIdentity
+
+    async with simulated_table(mosquitto.url, tmp_path, simulator()) as table:
+        await table.subscriber.wait_for(event("identity"))
+        assert not table.subscriber.matching(event("firmware_changed"))
+    swapped = simulator(identity=SimIdentity(model="SIM-SHUFFLER-1", firmware_version="6.6.6"))
+    async with simulated_table(mosquitto.url, tmp_path, swapped) as table:
+        (changed,) = (await table.subscriber.wait_for(event("firmware_changed")))[:1]
+    data = changed.payload["data"]
+    assert data["part"] == "" and data["previous"] != data["current"]
+    identity = table.subscriber.matching(event("identity"))[-1].payload["data"]
+    assert identity["firmware_sha256"] == data["current"]
