@@ -153,3 +153,50 @@ def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
         check(f'url = "mqtts://h"\ncert_file = "{pki / "client.crt"}"\n')
     ok = check('url = "mqtts://broker.casino.example"\n')
     assert ok.broker.port == 8883 and ok.broker.tls
+
+
+async def test_shipped_acl_keeps_each_table_to_its_own_topics(tmp_path: Path) -> None:
+    acl = Path(__file__).parents[1] / "systemd" / "mosquitto-acl.conf"
+    passwords = tmp_path / "passwords"
+    for i, user in enumerate(("cs-01", "cs-02", "surveillance")):
+        await asyncio.to_thread(
+            subprocess.run,
+            ["mosquitto_passwd", "-b", *([] if i else ["-c"]), str(passwords), user, "pw"],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+    broker = Mosquitto(
+        tmp_path, f"allow_anonymous false\npassword_file {passwords}\nacl_file {acl}\n"
+    )
+    broker.start()
+
+    def client(user: str) -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", broker.port, username=user, password="pw")
+
+    async def collect(c: aiomqtt.Client, into: list[tuple[str, bytes]]) -> None:
+        async for message in c.messages:
+            assert isinstance(message.payload, bytes)
+            into.append((str(message.topic), message.payload))
+
+    seen: list[tuple[str, bytes]] = []
+    intruder_saw: list[tuple[str, bytes]] = []
+    try:
+        async with client("surveillance") as watcher, client("cs-02") as intruder:
+            await watcher.subscribe("tableside/#", qos=1)
+            await intruder.subscribe("tableside/cs-01/#", qos=1)
+            tasks = [asyncio.create_task(collect(watcher, seen)),
+                     asyncio.create_task(collect(intruder, intruder_saw))]  # fmt: skip
+            async with client("cs-01") as table:
+                await table.publish("tableside/cs-01/ruling", b'{"ok": 1}', qos=1)
+            await intruder.publish("tableside/cs-01/ruling", b'{"forged": 1}', qos=1)
+            await intruder.publish("tableside/cs-02/ruling", b'{"own": 1}', qos=1)
+            async with asyncio.timeout(10):
+                while len(seen) < 2:
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(0.5)  # time for anything that should not come to come
+            await stop(*tasks)
+        assert ("tableside/cs-01/ruling", b'{"ok": 1}') in seen
+        assert ("tableside/cs-02/ruling", b'{"own": 1}') in seen
+        assert ("tableside/cs-01/ruling", b'{"forged": 1}') not in seen
+        assert intruder_saw == []  # cs-02 may not read cs-01's topics
+    finally:
+        broker.stop()
