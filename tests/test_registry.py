@@ -1,0 +1,72 @@
+"""Drivers by name, and a device maker's driver found through the entry point group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tableside.daemon.config import ConfigError, validate_config
+from tableside.drivers.base import FramedDriver
+from tableside.drivers.registry import UnknownDriver, available_drivers, get_driver
+
+PLUGIN = '''
+from typing import ClassVar
+from tableside.drivers.shuffler.driver import ShufflerDriver
+
+
+class AcmeShufflerDriver(ShufflerDriver):
+    """A vendor's dialect would translate its own frames here."""
+
+    device_class: ClassVar[str] = "shuffler"
+
+
+NOT_A_DRIVER = object()
+'''
+
+
+@pytest.fixture
+def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "acme_tableside.py").write_text(PLUGIN)
+    dist = tmp_path / "acme_tableside-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tableside\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[tableside.drivers]\n"
+        "acme.shuffler = acme_tableside:AcmeShufflerDriver\n"
+        "acme.broken = acme_tableside:NOT_A_DRIVER\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_built_in_drivers() -> None:
+    names = available_drivers()
+    for name in ("tableside.shuffler", "tableside.shoe", "tableside.card_reader",
+                 "tableside.progressive_controller", "tableside.acceptors"):  # fmt: skip
+        assert names[name] == "built in"
+        assert get_driver(name).device_class
+
+
+def test_an_out_of_tree_driver_is_found_by_its_entry_point(acme_installed: None) -> None:
+    driver = get_driver("acme.shuffler")
+    assert issubclass(driver, FramedDriver) and driver.__name__ == "AcmeShufflerDriver"
+    assert available_drivers()["acme.shuffler"] == "acme_tableside:AcmeShufflerDriver"
+    config = validate_config(
+        '[table]\nid = "t"\ngame = "let_it_ride"\n'
+        '[devices.shuffler]\ndriver = "acme.shuffler"\nurl = "/dev/ttyUSB0"\n',
+        use_env=False,
+    )
+    assert config.devices["shuffler"].driver == "acme.shuffler"
+    with pytest.raises(UnknownDriver, match="not a Driver subclass"):
+        get_driver("acme.broken")
+
+
+def test_unknown_driver_names_the_known_ones() -> None:
+    with pytest.raises(UnknownDriver, match=r"available: .*tableside\.shoe"):
+        get_driver("nonesuch")
+    with pytest.raises(ConfigError, match="no driver named 'nonesuch'"):
+        validate_config(
+            '[table]\nid = "t"\ngame = "let_it_ride"\n'
+            '[devices.x]\ndriver = "nonesuch"\nurl = "/dev/x"\n',
+            use_env=False,
+        )
