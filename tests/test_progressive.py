@@ -116,7 +116,7 @@ async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Pat
         SEATS,
         ["jam@2", "late_wager@3", "ignore_inhibit@1", "bad_checksum@3", "stuck_light@1",
          "no_reply=2@1", "power_cycle=3@2"],
-        interval=0.9, heartbeat=0.2, betting_time=0.3, players=(1, 2, 3),
+        interval=1.5, heartbeat=0.2, betting_time=0.3, players=(1, 2, 3),
     )  # fmt: skip
     controller_url, controller_task = await start_simulator(controller, "socket")
     bus_url, bus_task = await start_simulator(bus, "socket")  # type: ignore[arg-type]
@@ -138,6 +138,8 @@ async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Pat
     task = asyncio.create_task(daemon.run())
     try:
         identities = await sub.wait_for(event("acceptor_identity"), count=3)
+        # Nothing was in the acceptors' buffers before the first round.
+        assert not sub.matching(event("backlog_at_start"))
         assert {i.payload["data"]["seat"] for i in identities} == {1, 2, 3}
         assert identities[0].payload["data"]["rom_checksum"].startswith("5ea7")
         # Round 1: seats 1 and 3 wager, seat 2's acceptor is jammed; then no more bets.
@@ -222,3 +224,34 @@ async def test_a_lockout_that_cannot_happen_is_said(mosquitto: Mosquitto, tmp_pa
         assert "acceptors: bus is" in failed[0].payload["data"]["detail"]
     finally:
         await stop(task, controller_task, sub_task)
+
+
+async def test_what_an_acceptor_held_before_we_connected_is_said(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    _controller, bus = progressive_table(SEATS, [])
+    seat1 = bus.by_seat[1]
+    seat1.accepting = True
+    seat1.insert_wager()
+    seat1.insert_wager()
+    seat1.jammed = True
+    seat1.insert_wager()
+    bus_url, bus_task = await start_simulator(bus, "socket")  # type: ignore[arg-type]
+    config = Config(
+        table=TableConfig(id="prog-3", game=Game.LET_IT_RIDE, state_dir=tmp_path),
+        broker=BrokerConfig(url=mosquitto.url),
+        devices={"acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
+                                           poll_interval_s=0.05)},
+    )  # fmt: skip
+    sub = Subscriber(mosquitto.url, "tableside/prog-3/#")
+    sub_task = asyncio.create_task(sub.run())
+    await asyncio.wait_for(sub.connected.wait(), 10)
+    task = asyncio.create_task(TableDaemon(config).run())
+    try:
+        (backlog,) = await sub.wait_for(event("backlog_at_start"))
+        assert backlog.payload["data"] == {
+            "seat": 1, "event_counter": 3, "credits": 2, "errors": ["jam"]
+        }  # fmt: skip
+        assert not sub.matching(event("wager_accepted"))
+    finally:
+        await stop(task, bus_task, sub_task)

@@ -320,7 +320,19 @@ class CcTalkAcceptorsDriver(Driver):
         last = self._counters.get(seat)
         self._counters[seat] = counter
         if last is None:
-            return  # the first read after connecting is the baseline
+            # The first read after connecting is the baseline; what it holds is said, not lost.
+            held = [results[age] for age in range(min(counter, len(results)))]
+            if held:
+                self.emit(
+                    ev.BacklogAtStart(
+                        device=self.name,
+                        seat=seat,
+                        event_counter=counter,
+                        credits=sum(1 for a, _ in held if a),
+                        errors=tuple(ERRORS.get(b, f"code_{b}") for a, b in held if not a and b),
+                    )
+                )
+            return
         if counter == 0 and last != 0:
             self.emit(ev.CounterReset(device=self.name, seat=seat, last_counter=last))
             await self._apply_inhibit(bus, [seat])  # a reset acceptor forgets its inhibit

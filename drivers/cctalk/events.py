@@ -12,6 +12,7 @@ __all__ = [
     "AcceptorIdentity",
     "AcceptorOffline",
     "AcceptorOnline",
+    "BacklogAtStart",
     "CounterReset",
     "EventsLost",
     "LockoutApplied",
@@ -84,6 +85,19 @@ class EventsLost(DeviceEvent):
     lost: int
     from_counter: int
     to_counter: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BacklogAtStart(DeviceEvent):
+    """What an acceptor's buffer held when the driver first read it: events from before this
+    connection. Not counted as wagers of the round (nobody can tell which round they were);
+    published so the floor sees them rather than having them vanish."""
+
+    kind: ClassVar[str] = "backlog_at_start"
+    seat: int
+    event_counter: int
+    credits: int  # credits among the buffered events
+    errors: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
