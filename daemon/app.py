@@ -72,19 +72,18 @@ class DeviceRuntime:
     #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def apply(self, event: DeviceEvent, ts: str) -> bool:
-        """Update from an event; True when the retained state changed."""
+    def apply(self, event: DeviceEvent, data: Mapping[str, Any], ts: str) -> bool:
+        """Update from an event (and its fields, ``data``); True when the state changed."""
         match event:
             case ConnectionEvent():
                 self.connection, self.connection_detail, self.since = event.state, event.detail, ts
                 return True
             case IdentityEvent():
-                identity = DeviceIdentity(**event.data())
+                identity = DeviceIdentity(**data)
                 changed = identity != self.identity
                 self.identity = identity
                 return changed
         if event.kind == "acceptor_identity":
-            data = event.data()
             part = {k: v for k, v in data.items() if k != "seat"}
             changed = self.parts.get(f"seat{data['seat']}") != part
             self.parts[f"seat{data['seat']}"] = part
@@ -92,7 +91,6 @@ class DeviceRuntime:
         # Every device class reports itself with a "status" event (state, fault) and its
         # faults with a "fault" event (fault).
         before = (self.device_state, self.fault)
-        data = event.data()
         if event.kind == "status":
             self.device_state, self.fault = data.get("state"), data.get("fault")
         elif event.kind == "fault":
@@ -241,7 +239,13 @@ class TableDaemon:
     def _handle(self, rt: DeviceRuntime, event: DeviceEvent) -> None:
         ts = utc_ms()
         rt.events += 1
-        data = event.data(include_cards=self.config.table.publish_card_identities)
+        # Computed once: every field for the rules; without card identities for the wire,
+        # unless the table may publish them.
+        full = event.data(include_cards=True)
+        if self.config.table.publish_card_identities or not event.card_fields:
+            data = full
+        else:
+            data = {k: v for k, v in full.items() if k not in event.card_fields}
         seq = self.publisher.next_seq()
         self.publisher.publish(
             self.topics.device_event(rt.name),
@@ -255,19 +259,19 @@ class TableDaemon:
                 data=data,
             ),
         )
-        if rt.apply(event, ts):
+        if rt.apply(event, full, ts):
             self._publish_state(rt, ts)
-        changed = self._firmware_change(rt, event)
+        changed = self._firmware_change(rt, event, full)
         if changed is not None:
             log.warning("firmware_changed", device=rt.name, part=changed.part,
                         previous=changed.previous, current=changed.current)  # fmt: skip
             self._handle(rt, changed)
         if event.kind == "button":
-            self._on_button(str(event.data().get("button")))
+            self._on_button(str(full.get("button")))
         observation = Observation(
             kind=f"{rt.driver.device_class}.{event.kind}",
             device=rt.name,
-            data=event.data(include_cards=True),
+            data=full,
         )
         for ruling in evaluate(rt.facts, observation):
             rule = ruling.rule
@@ -290,11 +294,12 @@ class TableDaemon:
                 ),
             )
 
-    def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
+    def _firmware_change(
+        self, rt: DeviceRuntime, event: DeviceEvent, data: Mapping[str, Any]
+    ) -> FirmwareChanged | None:
         if isinstance(event, IdentityEvent):
             return self.firmware.check(rt.name, "", event.firmware_sha256)
         if event.kind == "acceptor_identity":
-            data = event.data()
             return self.firmware.check(rt.name, f"seat{data['seat']}", str(data["rom_checksum"]))
         return None
 
