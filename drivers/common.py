@@ -22,6 +22,8 @@ __all__ = [
     "QueryStatus",
     "check_cards",
     "decode_enum",
+    "decode_optional_enum",
+    "optional_code",
 ]
 
 #: message types from here up go host → device, below device → host, in every tableside protocol
@@ -35,6 +37,15 @@ def decode_enum(cls: type[_E], value: int, what: str) -> _E:
         return cls(value)
     except ValueError as exc:
         raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
+
+
+def decode_optional_enum(cls: type[_E], value: int, what: str) -> _E | None:
+    """A byte where 0 means "none" and anything else is a member of ``cls``."""
+    return None if value == 0 else decode_enum(cls, value, what)
+
+
+def optional_code(value: enum.IntEnum | None) -> int:
+    return 0 if value is None else int(value)
 
 
 def check_cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:

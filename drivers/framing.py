@@ -119,6 +119,17 @@ class NeedData:
 NEED_DATA = NeedData()
 
 
+def append_capped(buf: bytearray, data: bytes | bytearray | memoryview, limit: int) -> int:
+    """Append ``data``; if the buffer then holds more than ``limit`` bytes, drop the oldest.
+    Returns how many were dropped (a decoder fed faster than it is read never grows)."""
+    buf += data
+    excess = len(buf) - limit
+    if excess <= 0:
+        return 0
+    del buf[:excess]
+    return excess
+
+
 @dataclass(slots=True)
 class DecoderStats:
     frames: int = 0
@@ -141,12 +152,7 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
-        if len(self._buf) > self.max_buffer:
-            # Only possible if the caller feeds faster than it reads events; keep the tail.
-            excess = len(self._buf) - self.max_buffer
-            del self._buf[:excess]
-            self.stats.discarded_bytes += excess
+        self.stats.discarded_bytes += append_capped(self._buf, data, self.max_buffer)
 
     def resync(self) -> None:
         """Give up on a partial frame (the link calls this when it sat too long)."""

@@ -140,6 +140,11 @@ class FramedSimulator(abc.ABC):
 
     # -- shared machinery ------------------------------------------------------------------
 
+    async def set_state(self, link: FramedLink, state: Any, fault: Any = None) -> None:
+        """Change the device's state (and fault) and say so with its Status message."""
+        self._state, self._fault = state, fault
+        await link.send(self.status())
+
     def who(self) -> SimIdentity:
         assert self.identity is not None  # set in __post_init__
         return self.identity

@@ -78,12 +78,6 @@ class CardReaderSimulator(FramedSimulator):
     async def on_link_up(self, link: FramedLink) -> None:
         await link.send(self.status())
 
-    async def _set_state(
-        self, link: FramedLink, state: p.ReaderState, fault: p.ReaderFaultCode | None = None
-    ) -> None:
-        self._state, self._fault = state, fault
-        await link.send(self.status())
-
     async def cycle(
         self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
     ) -> None:
@@ -100,7 +94,7 @@ class CardReaderSimulator(FramedSimulator):
         if self._fault == p.ReaderFaultCode.MALFUNCTION:
             return  # a broken reader reads nothing until it is repaired
         self.disconnect_now(faults)
-        await self._set_state(link, p.ReaderState.READING)
+        await self.set_state(link, p.ReaderState.READING)
         await asyncio.sleep(self.read_time)
         for name, code in (("malfunction", p.ReaderFaultCode.MALFUNCTION),
                            ("tamper", p.ReaderFaultCode.TAMPER),
@@ -108,27 +102,27 @@ class CardReaderSimulator(FramedSimulator):
             if name in faults:
                 log.info("sim_fault", fault=name, cycle=n)
                 await link.send(p.ReaderFault(code, f"simulated {name}"))
-                await self._set_state(link, p.ReaderState.FAULT, code)
+                await self.set_state(link, p.ReaderState.FAULT, code)
                 if code != p.ReaderFaultCode.MALFUNCTION:
                     await asyncio.sleep(self.fault_clear_time)
-                    await self._set_state(link, p.ReaderState.READY)
+                    await self.set_state(link, p.ReaderState.READY)
                 return
         self.checks += 1
         blackjack = "blackjack" in faults or self.rng.random() < 0.3
         await link.send(p.HoleCardChecked(self.checks, blackjack))
-        await self._set_state(link, p.ReaderState.READY)
+        await self.set_state(link, p.ReaderState.READY)
 
     async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
         # A self-test is not a hole-card check: it takes no cycle number of its own.
         if kind != "self_test":
             await super().on_request(link, kind, request)
             return
-        await self._set_state(link, p.ReaderState.SELF_TEST, self._fault)
+        await self.set_state(link, p.ReaderState.SELF_TEST, self._fault)
         await asyncio.sleep(self.read_time)
         if self._fail_next_self_test:
             self._fail_next_self_test = False
             await link.send(p.SelfTestResult(False, 0x0101, "optical sensor out of range"))
-            await self._set_state(link, p.ReaderState.FAULT, p.ReaderFaultCode.MALFUNCTION)
+            await self.set_state(link, p.ReaderState.FAULT, p.ReaderFaultCode.MALFUNCTION)
             return
         await link.send(p.SelfTestResult(True))
-        await self._set_state(link, p.ReaderState.READY)  # a passed self-test clears a fault
+        await self.set_state(link, p.ReaderState.READY)  # a passed self-test clears a fault

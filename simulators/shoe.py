@@ -99,12 +99,6 @@ class ShoeSimulator(FramedSimulator):
     async def on_link_up(self, link: FramedLink) -> None:
         await link.send(p.CardsLoaded(self.deck_size))
 
-    async def _set_state(
-        self, link: FramedLink, state: p.ShoeState, fault: p.ShoeFaultCode | None = None
-    ) -> None:
-        self._state, self._fault = state, fault
-        await link.send(self.status())
-
     def _load(self) -> None:
         deck = [card_code(rank, suit) for suit in range(4) for rank in range(1, 14)]
         self._deck = [deck[i % 52] for i in range(self.deck_size)]
@@ -123,7 +117,7 @@ class ShoeSimulator(FramedSimulator):
         round_, stacks = request
         self._load()
         await link.send(p.CardsLoaded(self.deck_size))
-        await self._set_state(link, p.ShoeState.DEALING)
+        await self.set_state(link, p.ShoeState.DEALING)
         await link.send(p.DealStarted(round_, stacks))
         dispensed = 0
         faceups = int(faults["faceup"] or 1) if "faceup" in faults else 0
@@ -136,9 +130,9 @@ class ShoeSimulator(FramedSimulator):
                     if name in faults:
                         log.info("sim_fault", fault=name, round=round_)
                         await link.send(p.ShoeFault(round_, code, index, f"simulated {name}"))
-                        await self._set_state(link, p.ShoeState.FAULT, code)
+                        await self.set_state(link, p.ShoeState.FAULT, code)
                         await asyncio.sleep(self.fault_clear_time)
-                        await self._set_state(link, p.ShoeState.IDLE)
+                        await self.set_state(link, p.ShoeState.IDLE)
                         return
             size = stack.size
             if index == 0 and "short" in faults:
@@ -155,4 +149,4 @@ class ShoeSimulator(FramedSimulator):
         await link.send(p.DealComplete(round_, len(stacks), dispensed))
         await link.send(p.StubRemoved(round_, self._remaining))
         self.rounds_dealt += 1
-        await self._set_state(link, p.ShoeState.IDLE)
+        await self.set_state(link, p.ShoeState.IDLE)

@@ -81,16 +81,10 @@ class ShufflerSimulator(FramedSimulator):
     def status(self) -> p.Status:
         return p.Status(self._state, self._fault, self.completed)
 
-    async def _set_state(
-        self, link: FramedLink, state: p.ShufflerState, fault: p.FaultCode | None = None
-    ) -> None:
-        self._state, self._fault = state, fault
-        await link.send(self.status())
-
     async def cycle(
         self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
     ) -> None:
-        await self._set_state(link, p.ShufflerState.SHUFFLING)
+        await self.set_state(link, p.ShufflerState.SHUFFLING)
         await link.send(p.ShuffleStarted(n))
         self._state = p.ShufflerState.IDLE  # if the cable is pulled now, it comes back idle
         self.disconnect_now(faults)
@@ -100,15 +94,15 @@ class ShufflerSimulator(FramedSimulator):
             if name in faults:
                 log.info("sim_fault", fault=name, shuffle=n)
                 await link.send(p.Fault(n, code, f"simulated {name}"))
-                await self._set_state(link, p.ShufflerState.FAULT, code)
+                await self.set_state(link, p.ShufflerState.FAULT, code)
                 await asyncio.sleep(self.fault_clear_time)  # the dealer clears it
-                await self._set_state(link, p.ShufflerState.IDLE)
+                await self.set_state(link, p.ShufflerState.IDLE)
                 return
         count_fault = faults.get("count")
         count = self.cards if count_fault is None else int(count_fault)
         await link.send(self._complete(n, count))
         self.completed += 1
-        await self._set_state(link, p.ShufflerState.IDLE)
+        await self.set_state(link, p.ShufflerState.IDLE)
 
     def _complete(self, n: int, count: int) -> p.ShuffleComplete:
         missing: tuple[int, ...] = ()

@@ -19,6 +19,8 @@ from tableside.drivers.common import (
     QueryIdentity,
     QueryStatus,
     decode_enum,
+    decode_optional_enum,
+    optional_code,
 )
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
@@ -63,20 +65,19 @@ class ReaderStatus:
     checks: int
 
     def to_payload(self) -> bytes:
-        fault = 0 if self.fault is None else int(self.fault)
-        w = PayloadWriter().u8(self.state).u8(fault).u8(int(self.reveals_hole_card))
+        w = (
+            PayloadWriter()
+            .u8(self.state)
+            .u8(optional_code(self.fault))
+            .u8(int(self.reveals_hole_card))
+        )
         return w.u32(self.checks).getvalue()
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "ReaderStatus")
         state = decode_enum(ReaderState, r.u8(), "ReaderStatus.state")
-        fault_byte = r.u8()
-        fault = (
-            None
-            if fault_byte == 0
-            else decode_enum(ReaderFaultCode, fault_byte, "ReaderStatus.fault")
-        )
+        fault = decode_optional_enum(ReaderFaultCode, r.u8(), "ReaderStatus.fault")
         flags = r.u8()
         if flags & ~0x01:
             raise MalformedPayload(f"ReaderStatus: reserved flag bits set in 0x{flags:02x}")

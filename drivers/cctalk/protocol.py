@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tableside.drivers.framing import append_capped
+
 __all__ = [
     "BROADCAST",
     "HOST",
@@ -107,11 +109,7 @@ class CcTalkDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
-        if len(self._buf) > self.max_buffer:
-            excess = len(self._buf) - self.max_buffer
-            del self._buf[:excess]
-            self.discarded_bytes += excess
+        self.discarded_bytes += append_capped(self._buf, data, self.max_buffer)
 
     def reset(self) -> None:
         """Silence on the line ends any partial frame (the bus's inter-byte timeout)."""

@@ -17,6 +17,8 @@ from tableside.drivers.common import (
     QueryStatus,
     check_cards,
     decode_enum,
+    decode_optional_enum,
+    optional_code,
 )
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
@@ -97,18 +99,14 @@ class ShoeStatus:
     cards_remaining: int
 
     def to_payload(self) -> bytes:
-        fault = 0 if self.fault is None else int(self.fault)
-        w = PayloadWriter().u8(self.state).u8(fault)
+        w = PayloadWriter().u8(self.state).u8(optional_code(self.fault))
         return w.u16(self.cards_loaded).u16(self.cards_remaining).getvalue()
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "ShoeStatus")
         state = decode_enum(ShoeState, r.u8(), "ShoeStatus.state")
-        fault_byte = r.u8()
-        fault = (
-            None if fault_byte == 0 else decode_enum(ShoeFaultCode, fault_byte, "ShoeStatus.fault")
-        )
+        fault = decode_optional_enum(ShoeFaultCode, r.u8(), "ShoeStatus.fault")
         msg = cls(state, fault, r.u16(), r.u16())
         r.end()
         return msg

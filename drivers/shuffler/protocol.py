@@ -18,6 +18,8 @@ from tableside.drivers.common import (
     QueryStatus,
     check_cards,
     decode_enum,
+    decode_optional_enum,
+    optional_code,
 )
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
@@ -77,15 +79,19 @@ class Status:
     shuffles: int
 
     def to_payload(self) -> bytes:
-        fault = 0 if self.fault is None else int(self.fault)
-        return PayloadWriter().u8(self.state).u8(fault).u32(self.shuffles).getvalue()
+        return (
+            PayloadWriter()
+            .u8(self.state)
+            .u8(optional_code(self.fault))
+            .u32(self.shuffles)
+            .getvalue()
+        )
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "Status")
         state = decode_enum(ShufflerState, r.u8(), "Status.state")
-        fault_byte = r.u8()
-        fault = None if fault_byte == 0 else decode_enum(FaultCode, fault_byte, "Status.fault")
+        fault = decode_optional_enum(FaultCode, r.u8(), "Status.fault")
         msg = cls(state, fault, r.u32())
         r.end()
         return msg
