@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
+from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import (
     CommandRequest,
     CommandResult,
@@ -31,7 +32,6 @@ from tableside.daemon.payloads import (
 )
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.sdnotify import Notifier, NotifyError
-from tableside.daemon.seq import SeqCounter
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
@@ -98,6 +98,11 @@ class DeviceRuntime:
         return before != (self.device_state, self.fault)
 
 
+async def _raise_when(failed: asyncio.Future[None]) -> None:
+    """Re-raise in the task group what failed in another thread (the journal's writer)."""
+    await failed
+
+
 class TableDaemon:
     """Everything one table needs; ``run()`` until cancelled."""
 
@@ -108,10 +113,19 @@ class TableDaemon:
         self.notifier = notifier or Notifier()
         self.table = config.table.id
         self.shutdown_grace = shutdown_grace
-        self.seq = SeqCounter(config.table.state_dir / config.table.id / "seq.json")
-        self.firmware = FirmwareRecord(config.table.state_dir / config.table.id / "firmware.json")
+        state_dir = config.table.state_dir / config.table.id
+        # Opened (and checked) here: a journal that fails its checks stops the daemon before
+        # it touches a device, with the way to recover in the message.
+        self.journal = Journal(
+            state_dir / "journal.sqlite",
+            self.table,
+            retain_days=config.journal.retain_days,
+            max_mb=config.journal.max_mb,
+        )
+        self.journal.open()
+        self.firmware = FirmwareRecord(state_dir / "firmware.json")
         self.publisher = Publisher(
-            config.broker, self.table, config.client_id, self.seq, on_command=self._on_command
+            config.broker, self.table, config.client_id, self.journal, on_command=self._on_command
         )
         self.topics = self.publisher.topics
         self.devices: dict[str, DeviceRuntime] = {}
@@ -139,6 +153,7 @@ class TableDaemon:
                 name, device, driver_cls(name, settings, self._sink(name)), facts
             )
             self.devices[name] = runtime
+        self.restored = self._restore()
         self.ready = asyncio.Event()
         self.rulings = 0
         self.handling_errors = 0
@@ -148,9 +163,12 @@ class TableDaemon:
 
     async def run(self) -> None:
         clean = False
+        self.journal.start()
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tasks = tg
+                assert self.journal.failed is not None
+                tg.create_task(_raise_when(self.journal.failed), name="journal.watch")
                 publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
                 for rt in self.devices.values():
                     self._publish_state(rt, utc_ms())
@@ -179,11 +197,52 @@ class TableDaemon:
                     raise
         finally:
             self._tasks = None
-            if clean:
-                self.seq.close()
+            self.journal.close()
             log.info(
                 "daemon_stopped", table=self.table, clean=clean, pending=self.publisher.pending
             )
+
+    def _restore(self) -> dict[str, int]:
+        """The table as the journal last saw it: retained state to send again, what each device
+        last reported, and a lock-out in force. Returns what was restored, for the log."""
+        latest = self.journal.latest()
+        counts = {"retained": 0, "devices": 0, "locked_out": 0}
+        for key, payload in latest.items():
+            if "#" not in key:
+                self.publisher.restore_retained(key, payload)
+                counts["retained"] += 1
+        last_button: str | None = None
+        for name, rt in self.devices.items():
+            raw = latest.get(self.topics.device_state(name))
+            if raw is not None:
+                state = DeviceStatePayload.model_validate_json(raw)
+                rt.identity, rt.device_state, rt.fault = (
+                    state.identity,
+                    state.device_state,
+                    state.fault,
+                )
+                rt.parts = dict(state.parts)
+                counts["devices"] += 1
+            prefix = self.topics.device_event(name) + "#"
+            for key, payload in latest.items():
+                if key.startswith(prefix):
+                    event = DeviceEventPayload.model_validate_json(payload)
+                    rt.driver.restore(event.event, event.data)
+                    if event.event == "button":
+                        last_button = str(event.data.get("button"))
+        # "No more bets" pressed before a crash holds after it: the acceptors stay locked out
+        # (a lock-out errs on the safe side: a restored table never reopens betting by itself).
+        if last_button == "no_more_bets":
+            for rt in self.devices.values():
+                if "lock_out" in rt.driver.commands:
+                    rt.driver.restore("status", {"state": "locked_out"})
+        counts["locked_out"] = sum(
+            bool(getattr(rt.driver, "locked_out", False)) for rt in self.devices.values()
+        )
+        if latest:
+            log.info("table_restored", table=self.table, next_seq=self.journal.next_seq,
+                     unsent=self.publisher.pending, **counts)  # fmt: skip
+        return counts
 
     def _notify(self, send: Any, *args: Any) -> None:
         try:
@@ -247,8 +306,9 @@ class TableDaemon:
         else:
             data = {k: v for k, v in full.items() if k not in event.card_fields}
         seq = self.publisher.next_seq()
+        topic = self.topics.device_event(rt.name)
         self.publisher.publish(
-            self.topics.device_event(rt.name),
+            topic,
             DeviceEventPayload(
                 table=self.table,
                 ts=ts,
@@ -258,6 +318,7 @@ class TableDaemon:
                 event=event.kind,
                 data=data,
             ),
+            key=f"{topic}#{event.kind}",
         )
         if rt.apply(event, full, ts):
             self._publish_state(rt, ts)

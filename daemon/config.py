@@ -26,6 +26,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DeviceConfig",
+    "JournalConfig",
     "TableConfig",
     "load_config",
     "validate_config",
@@ -43,7 +44,7 @@ class TableConfig(_Strict):
     game: Game
     #: Spanish 21 only: 6 or 8 decks of 48 cards (58 Pa. Code § 551.3(a))
     decks: Literal[6, 8] | None = None
-    #: where the table keeps its sequence counter (and, later, its journal)
+    #: where the table keeps its journal (<state_dir>/<id>/journal.sqlite) and firmware record
     state_dir: Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False
@@ -122,6 +123,16 @@ class BrokerConfig(_Strict):
         return kwargs
 
 
+class JournalConfig(_Strict):
+    """The durable journal (docs/journal.md). Only records the broker has acknowledged are ever
+    deleted, oldest first; unsent records are kept whatever the limits say."""
+
+    #: acknowledged records older than this many days are deleted (unset: kept by age)
+    retain_days: Annotated[float, Field(gt=0)] | None = 90
+    #: the journal is kept under this size, deleting the oldest acknowledged records
+    max_mb: Annotated[float, Field(ge=1)] | None = 2000
+
+
 class DeviceConfig(_Strict):
     #: driver name from the registry (tableside.shuffler, or an installed plug-in)
     driver: str
@@ -187,6 +198,7 @@ class DeviceConfig(_Strict):
 class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
+    journal: JournalConfig = JournalConfig()
     devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
 
     @model_validator(mode="after")

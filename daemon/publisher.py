@@ -1,19 +1,24 @@
-"""The MQTT side: one connection at a time to the broker, its own reconnect loop, an ordered
-outbox, retained state re-published after every reconnect, and a last will.
+"""The MQTT side: one connection at a time to the broker, its own reconnect loop, the journal
+drained in order, retained state re-published after every reconnect, and a last will.
 
-Messages are published in the order they were queued, QoS 1, and taken off the outbox only
-when the broker has acknowledged them. A fresh aiomqtt Client per connection: aiomqtt 2.x
-keeps an unacknowledged QoS 1 message inside paho and resends it on reconnect, which would
-double it up behind our own resend. While the broker is away the outbox keeps messages in
-memory (bounded, see ``max_outbox``); the durable journal of issue 5 replaces that bound.
+Every message is journaled first (daemon/journal.py) and sent only once the journal has
+committed it. The publisher sends the journal's records in seq order, QoS 1, up to ``window``
+in flight, and marks them acknowledged in the journal as the broker's PUBACKs come back (the
+broker acknowledges in order on one connection). After a dropped connection or a restart it
+starts again from the first unacknowledged record; a record that may already have reached the
+broker goes out with ``"redelivered": true`` and its original seq, so a subscriber can drop it.
+
+A fresh aiomqtt Client per connection: aiomqtt 2.x keeps an unacknowledged QoS 1 message inside
+paho and resends it on reconnect, which would double it up, unmarked, behind our own resend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 import aiomqtt
@@ -21,15 +26,22 @@ import structlog
 
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
+from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import Envelope, StatusPayload, utc_ms
-from tableside.daemon.seq import SeqCounter
 from tableside.drivers.backoff import Backoff
 
-__all__ = ["CommandHandler", "OutMessage", "Publisher", "Topics"]
+__all__ = ["CommandHandler", "Publisher", "Topics", "marked"]
 
 log = structlog.get_logger("tableside.mqtt")
 
 CommandHandler = Callable[[str, bytes], None]
+
+
+def marked(payload: bytes, **flags: bool) -> bytes:
+    """The payload with envelope flags set (``redelivered``, ``republished``)."""
+    body = json.loads(payload)
+    body.update(flags)
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 class Topics:
@@ -58,70 +70,66 @@ class Topics:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class OutMessage:
-    topic: str
-    payload: bytes
-    retain: bool
-
-
 class Publisher:
     def __init__(
         self,
         broker: BrokerConfig,
         table: str,
         client_id: str,
-        seq: SeqCounter,
+        journal: Journal,
         *,
         on_command: CommandHandler | None = None,
-        max_outbox: int = 100_000,
+        window: int = 100,
     ) -> None:
         self.broker = broker
         self.table = table
         self.client_id = client_id
         self.topics = Topics(broker.topic_prefix, table)
-        self._seq = seq
+        self.journal = journal
+        self.window = window
         self._on_command = on_command
-        self._outbox: collections.deque[OutMessage] = collections.deque()
-        self._max_outbox = max_outbox
-        self._wakeup = asyncio.Event()
         self._emptied = asyncio.Event()
-        # Latest retained payload per topic, as the model (so it can be marked republished).
-        self._retained: dict[str, Envelope] = {}
+        # Latest retained payload per topic and its seq, to send again after a reconnect.
+        self._retained: dict[str, tuple[int, bytes]] = {}
+        # Records up to here may have reached the broker already: from the previous run
+        # everything journaled but not acknowledged, then whatever this run has sent.
+        self._attempted = journal.durable_seq
         self.connected = asyncio.Event()
         self.connections = 0
         self.published = 0
-        self.dropped = 0
+        self.redelivered = 0
         self._backoff = Backoff(initial=0.2, maximum=15.0)
 
     # -- what the daemon calls -------------------------------------------------------------
 
     def next_seq(self) -> int:
-        return self._seq.next()
+        """The seq the next ``publish`` must carry (the journal numbers records in order)."""
+        return self.journal.next_seq
 
-    def publish(self, topic: str, payload: Envelope, *, retain: bool = False) -> None:
-        """Queue a message; returns at once. Retained payloads are remembered for reconnects."""
+    def publish(
+        self, topic: str, payload: Envelope, *, retain: bool = False, key: str | None = None
+    ) -> None:
+        """Journal a message for sending; returns at once. ``key`` keeps it in the journal's
+        ``latest`` (retained topics always are) for restoring the table after a restart."""
+        data = payload.model_dump_json().encode()
+        self.journal.append(payload.seq, topic, data, retain=retain, key=key)
         if retain:
-            self._retained[topic] = payload
-        if len(self._outbox) >= self._max_outbox:
-            lost = self._outbox.popleft()
-            self.dropped += 1
-            log.error(
-                "outbox_full_dropped_oldest",
-                topic=lost.topic,
-                dropped_total=self.dropped,
-                limit=self._max_outbox,
-            )
-        self._outbox.append(OutMessage(topic, payload.model_dump_json().encode(), retain))
-        self._wakeup.set()
+            self._retained[topic] = (payload.seq, data)
+
+    def restore_retained(self, topic: str, payload: bytes) -> None:
+        """Retained state from the journal, sent again on the next connection."""
+        seq = int(json.loads(payload).get("seq", -1))
+        self._retained.setdefault(topic, (seq, payload))
 
     @property
     def pending(self) -> int:
-        return len(self._outbox)
+        """Journaled and not yet acknowledged by the broker."""
+        return self.journal.next_seq - 1 - self.journal.acked
 
     async def flush(self) -> None:
-        """Wait until the outbox is empty (used at shutdown and by tests)."""
-        while self._outbox:
+        """Wait until the broker has acknowledged everything journaled so far."""
+        target = self.journal.next_seq - 1
+        while self.journal.acked < target:
             self._emptied.clear()
             await self._emptied.wait()
 
@@ -133,8 +141,8 @@ class Publisher:
         )
 
     def stop(self) -> None:
-        """Queue the clean offline status; the daemon flushes the outbox after this."""
-        self.publish(self.topics.status, self._status("offline", self._seq.next()), retain=True)
+        """Journal the clean offline status; the daemon flushes after this."""
+        self.publish(self.topics.status, self._status("offline", self.next_seq()), retain=True)
 
     async def run(self) -> NoReturn:
         while True:
@@ -151,8 +159,8 @@ class Publisher:
 
     async def _connect_and_serve(self) -> None:
         # Messages go out strictly in seq order. The will cannot know when it will be sent, so
-        # it takes no new number: it repeats the last one queued so far and says will=true.
-        will_payload = self._status("offline", max(self._seq.last, 0)).model_copy(
+        # it takes no new number: it repeats the last one journaled so far and says will=true.
+        will_payload = self._status("offline", max(self.journal.next_seq - 1, 0)).model_copy(
             update={"will": True}
         )
         will = aiomqtt.Will(
@@ -166,23 +174,25 @@ class Publisher:
             clean_session=True,
             keepalive=self.broker.keepalive_s,
             timeout=10,
+            max_inflight_messages=self.window,
             **self.broker.client_kwargs(),
         ) as client:
+            client.pending_calls_threshold = self.window + 10  # a full window is normal here
             self.connections += 1
             self._backoff.reset()
-            # Re-publish retained state whose latest payload is not still waiting in the outbox:
+            # Re-publish retained state whose latest payload is not still waiting to be sent:
             # a broker that restarted without persistence would otherwise serve stale state.
-            waiting = {m.topic for m in self._outbox if m.retain}
-            for topic, payload in list(self._retained.items()):
-                if topic not in waiting and topic != self.topics.status:
-                    again = payload.model_copy(update={"republished": True})
-                    await client.publish(topic, again.model_dump_json(), qos=1, retain=True)
-            # "online" takes its place in the outbox, behind anything queued while away.
-            self.publish(self.topics.status, self._status("online", self._seq.next()), retain=True)
+            for topic, (seq, payload) in list(self._retained.items()):
+                if seq <= self.journal.acked and topic != self.topics.status:
+                    again = marked(payload, republished=True)
+                    await client.publish(topic, again, qos=1, retain=True)
+            # "online" takes its place in the journal, behind anything queued while away.
+            self.publish(self.topics.status, self._status("online", self.next_seq()), retain=True)
             if self._on_command is not None:
                 await client.subscribe(self.topics.command_filter, qos=1)
             self.connected.set()
-            log.info("broker_connected", url=self.broker.url, client_id=self.client_id)
+            log.info("broker_connected", url=self.broker.url, client_id=self.client_id,
+                     unsent=self.pending)  # fmt: skip
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._watch_incoming(client), name="mqtt.incoming")
                 tg.create_task(self._drain(client), name="mqtt.drain")
@@ -200,13 +210,37 @@ class Publisher:
         raise aiomqtt.MqttError("message stream ended")
 
     async def _drain(self, client: aiomqtt.Client) -> NoReturn:
-        while True:
-            while self._outbox:
-                message = self._outbox[0]
-                await client.publish(message.topic, message.payload, qos=1, retain=message.retain)
-                # Only now: a publish that failed stays at the head and is sent again.
-                self._outbox.popleft()
-                self.published += 1
-            self._emptied.set()
-            self._wakeup.clear()
-            await self._wakeup.wait()
+        journal = self.journal
+        cursor = journal.acked + 1
+        inflight: collections.deque[tuple[int, asyncio.Task[None]]] = collections.deque()
+        try:
+            while True:
+                room = self.window - len(inflight)
+                batch = await journal.read_from(cursor, room) if room > 0 else []
+                for record in batch:
+                    payload = record.payload
+                    if record.seq <= self._attempted:
+                        payload = marked(payload, redelivered=True)
+                        self.redelivered += 1
+                    self._attempted = max(self._attempted, record.seq)
+                    # paho takes the message (in this order) when the task first runs
+                    send = client.publish(record.topic, payload, qos=1, retain=record.retain)
+                    inflight.append((record.seq, asyncio.ensure_future(send)))
+                cursor += len(batch)
+                if inflight:
+                    # The broker acknowledges in order: the head first.
+                    await inflight[0][1]
+                    while inflight and inflight[0][1].done():
+                        seq, task = inflight.popleft()
+                        task.result()
+                        journal.mark_acked(seq)
+                        self.published += 1
+                    continue
+                if journal.acked >= journal.next_seq - 1:
+                    self._emptied.set()
+                await journal.wait_durable(cursor)
+        finally:
+            for _, task in inflight:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*(task for _, task in inflight), return_exceptions=True)

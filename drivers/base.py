@@ -98,6 +98,11 @@ class Driver(abc.ABC):
     async def command(self, name: str, args: Mapping[str, Any]) -> None:
         """Carry out a named command; raise ValueError for a bad one, or a driver error."""
 
+    def restore(self, kind: str, data: Mapping[str, Any]) -> None:  # noqa: B027
+        """Before ``run()``, after a restart: the last event of this kind the device reported
+        (from the journal). A driver that holds table state the device cannot tell it (the
+        acceptors' lock-out) takes it back here; most need nothing."""
+
     # -- for subclasses --------------------------------------------------------------------
 
     def emit(self, event: DeviceEvent) -> None:

@@ -37,16 +37,26 @@ def _wait_port(port: int, timeout: float = 10.0) -> None:
 
 
 class Mosquitto:
-    """A Mosquitto this test owns: loopback only, no persistence, stoppable and restartable."""
+    """A Mosquitto this test owns: loopback only, stoppable and restartable; no persistence
+    unless asked for."""
 
-    def __init__(self, directory: Path, extra: str = "", scheme: str = "mqtt") -> None:
+    def __init__(
+        self, directory: Path, extra: str = "", scheme: str = "mqtt", *, persistent: bool = False
+    ) -> None:
         self.port = free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.conf = directory / "mosquitto.conf"
         anonymous = "" if "allow_anonymous" in extra else "allow_anonymous true\n"
+        # persistent: sessions and their queued messages survive a restart (saved every second
+        # and on a clean stop), as on a production broker
+        persistence = (
+            f"persistence true\npersistence_location {directory}/\nautosave_interval 1\n"
+            if persistent
+            else "persistence false\n"
+        )
         # user root: the broker reads the test's own files (certificates, passwords)
         self.conf.write_text(
-            f"user root\nlistener {self.port} 127.0.0.1\n{anonymous}persistence false\n"
+            f"user root\nlistener {self.port} 127.0.0.1\n{anonymous}{persistence}"
             f"log_dest stderr\nlog_type error\nlog_type warning\n{extra}",
             encoding="utf-8",
         )

@@ -4,6 +4,7 @@ plain MQTT subscriber on the test's own Mosquitto."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -30,6 +31,8 @@ class Received:
     topic: str
     payload: dict[str, Any]
     retained: bool
+    #: the MQTT DUP flag: the broker sent this again after its own delivery went unacknowledged
+    dup: bool = False
 
     @property
     def kind(self) -> str:
@@ -42,6 +45,8 @@ class Subscriber:
 
     url: str
     topic: str
+    #: a persistent session (clean_session false): the broker keeps what comes while we are away
+    client_id: str | None = None
     messages: list[Received] = field(default_factory=list)
     connected: asyncio.Event = field(default_factory=asyncio.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -50,15 +55,24 @@ class Subscriber:
         parts = urlsplit(self.url)
         while True:
             try:
-                async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
+                client = aiomqtt.Client(
+                    parts.hostname or "",
+                    parts.port or 1883,
+                    identifier=self.client_id,
+                    clean_session=self.client_id is None,
+                )
+                # before connecting: a persistent session's messages come straight after CONNACK
+                dups = _record_dup_flags(client)
+                async with client:
                     await client.subscribe(self.topic, qos=1)
                     self.connected.set()
                     async for m in client.messages:
+                        dup = dups.popleft()
                         if str(m.topic).endswith("/command"):
                             continue  # requests to the table, not its own messages
                         assert isinstance(m.payload, bytes)
                         self.messages.append(
-                            Received(str(m.topic), json.loads(m.payload), m.retain)
+                            Received(str(m.topic), json.loads(m.payload), m.retain, dup)
                         )
                         self._changed.set()
             except aiomqtt.MqttError:
@@ -84,12 +98,29 @@ class Subscriber:
         return found
 
     def fresh(self) -> list[Received]:
-        """Live messages with a new seq (not retained replays, republished state or the will)."""
+        """Live messages with a new seq (not retained replays, republished state, the will, or
+        records sent again after a lost acknowledgement, which say ``redelivered``)."""
         return [
             m
             for m in self.messages
-            if not m.retained and not m.payload.get("republished") and not m.payload.get("will")
+            if not m.retained
+            and not any(m.payload.get(flag) for flag in ("republished", "will", "redelivered"))
         ]
+
+
+def _record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
+    """aiomqtt leaves out the DUP flag; paho has it. One flag per message, in arrival order."""
+    paho = client._client
+    deliver = paho.on_message
+    flags: collections.deque[bool] = collections.deque()
+
+    def on_message(c: Any, userdata: Any, message: Any) -> None:
+        flags.append(bool(message.dup))
+        assert deliver is not None
+        deliver(c, userdata, message)
+
+    paho.on_message = on_message
+    return flags
 
 
 def event(name: str) -> Predicate:
@@ -228,3 +259,28 @@ def assert_seq_sound(messages: list[Received]) -> None:
     seqs = [m.payload["seq"] for m in messages]
     assert len(seqs) == len(set(seqs)), f"repeated seq: {seqs}"
     assert seqs == sorted(seqs), f"out of order: {seqs}"
+
+
+def assert_every_seq_once(messages: list[Received], first: int, last: int) -> dict[str, int]:
+    """Every seq from ``first`` to ``last`` arrived; one that came more than once came marked
+    every time but once — ``redelivered`` (the table sent it again) or the MQTT DUP flag (the
+    broker did); the unmarked ones came in increasing order. Retained replays, republished
+    state and the will are left out (they repeat a seq by design)."""
+    live = [
+        m
+        for m in messages
+        if not m.retained and not m.payload.get("republished") and not m.payload.get("will")
+    ]
+    seen = collections.Counter(m.payload["seq"] for m in live)
+    missing = [s for s in range(first, last + 1) if s not in seen]
+    unmarked = [m.payload["seq"] for m in live if not m.payload.get("redelivered") and not m.dup]
+    twice = sorted(s for s, n in collections.Counter(unmarked).items() if n > 1)
+    assert not missing, f"{len(missing)} seq lost, first {missing[:10]}"
+    assert not twice, f"unmarked duplicates: {twice[:10]}"
+    assert unmarked == sorted(unmarked), "unmarked messages out of order"
+    return {
+        "messages": len(live),
+        "redelivered": sum(bool(m.payload.get("redelivered")) for m in live),
+        "broker_dup": sum(m.dup for m in live),
+        "seqs": len(seen),
+    }

@@ -208,6 +208,11 @@ class CcTalkAcceptorsDriver(Driver):
         self._offline: set[int] = set()
         self._bus: _Bus | None = None
 
+    def restore(self, kind: str, data: Mapping[str, Any]) -> None:
+        # Locked out when the daemon stopped: still locked out when the bus comes back.
+        if kind == "status" and data.get("state") == "locked_out":
+            self.locked_out, self.lockout_at, self.lockout_effective = True, time.monotonic(), True
+
     # -- connection -------------------------------------------------------------------------
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

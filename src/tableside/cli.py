@@ -1,4 +1,4 @@
-"""The ``tableside`` command: run, simulate, check-config, monitor, demo, schemas."""
+"""The ``tableside`` command: run, simulate, check-config, monitor, demo, journal, schemas."""
 
 from __future__ import annotations
 
@@ -111,6 +111,30 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
     verify.add_argument("--expect", help="exit 1 unless the overall SHA-256 is this one")
 
+    journal = sub.add_parser("journal", help="check, export or recover a table's journal")
+    jsub = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
+    for name, text in (
+        ("verify", "check the hash chain: finds an edited, inserted or removed record"),
+        ("export", "write records as JSON lines, for auditors"),
+        ("recover", "set a journal that fails its checks aside and start a new one after it"),
+    ):
+        action = jsub.add_parser(name, help=text)
+        where = action.add_mutually_exclusive_group(required=True)
+        where.add_argument("path", nargs="?", type=Path, help="the journal.sqlite file")
+        where.add_argument("--config", type=Path, help="the table's config: its journal")
+        if name == "recover":
+            action.add_argument("--table", help="the table id, when the journal cannot say")
+            action.add_argument(
+                "--after-seq",
+                type=int,
+                help="the last seq the table used, when the journal cannot say (take it from a "
+                "subscriber's record); the new journal starts after it",
+            )
+        if name == "export":
+            action.add_argument("--from-seq", type=int, help="first seq to export")
+            action.add_argument("--to-seq", type=int, help="last seq to export")
+            action.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
+
     schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
     return parser
@@ -144,7 +168,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     try:
         daemon = TableDaemon(config)
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # a journal that fails its checks says how to recover
         print(f"tableside: {exc}", file=sys.stderr)
         return 1
 
@@ -349,7 +373,64 @@ def _cmd_verify_install(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _journal_path(args: argparse.Namespace) -> tuple[Path, str | None]:
+    from tableside.daemon.config import load_config
+
+    if args.config is None:
+        return args.path, None
+    config = load_config(args.config, use_env=False)
+    return config.table.state_dir / config.table.id / "journal.sqlite", config.table.id
+
+
+def _cmd_journal(args: argparse.Namespace) -> int:
+    from tableside.daemon import journal
+    from tableside.daemon.config import ConfigError
+
+    try:
+        path, table = _journal_path(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not path.is_file():
+        print(f"tableside journal: no journal at {path}", file=sys.stderr)
+        return 2
+    if args.journal_command == "verify":
+        summary, problems = journal.verify_file(path, table=table)
+        print(json.dumps({"path": str(path), **summary, "problems": len(problems)}))
+        for problem in problems:
+            print(f"PROBLEM {problem}")
+        print("journal: OK" if not problems else f"journal: {len(problems)} PROBLEM(S)")
+        return 0 if not problems else 1
+    if args.journal_command == "export":
+        out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+        try:
+            for record in journal.export_records(path, args.from_seq, args.to_seq):
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        finally:
+            if args.output:
+                out.close()
+        return 0
+    summary, problems = journal.verify_file(path, table=table)
+    if not problems:
+        print(f"tableside journal: {path} passes its checks; nothing to recover", file=sys.stderr)
+        return 1
+    table = table or args.table or summary.get("table")
+    if not table:
+        print("tableside journal: the journal does not say its table: give --config or --table",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        aside, highest = journal.recover(path, table, after_seq=args.after_seq)
+    except journal.JournalError as exc:
+        print(f"tableside journal: {exc}", file=sys.stderr)
+        return 2
+    print(f"set aside: {aside}")
+    print(f"new journal: {path}, numbering carries on after seq {highest}")
+    return 0
+
+
 _COMMANDS = {
+    "journal": _cmd_journal,
     "run": _cmd_run,
     "check-config": _cmd_check,
     "simulate": _cmd_simulate,

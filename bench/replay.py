@@ -1,0 +1,213 @@
+"""The journal's write rate, and how fast a backlog goes out after a broker outage.
+
+1. **Commit rate**: device-event-sized records (~400 bytes) into a fresh journal, WAL with
+   synchronous=FULL, (a) one transaction per record, as a naive "write then publish" would do,
+   and (b) the daemon's writer thread, which commits whatever has queued up in one
+   transaction (group commit). Records/s until the last one is durable.
+2. **Replay**: the broker is down while N events are journaled (the daemon's own Publisher and
+   Journal); then a Mosquitto starts and the time is taken until the broker has acknowledged
+   every record and a subscriber has received every one.
+
+    .venv/bin/python bench/replay.py --records 50000
+
+Starts its own Mosquitto on a free loopback port. Writes bench/results/replay.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import structlog
+
+from tableside.daemon.config import BrokerConfig
+from tableside.daemon.journal import Journal, record_hash
+from tableside.daemon.logging import configure_logging
+from tableside.daemon.payloads import DeviceEventPayload, utc_ms
+from tableside.daemon.publisher import Publisher
+
+TABLE = "replay-1"
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def event(seq: int) -> DeviceEventPayload:
+    return DeviceEventPayload(
+        table=TABLE,
+        ts=utc_ms(),
+        seq=seq,
+        device="shoe",
+        device_class="shoe",
+        event="stack_dispensed",
+        data={"round": seq // 9, "position": "3", "count": 5, "expected": 5, "face_up": 0,
+              "stack_id": seq, "detail": "bench"},
+    )  # fmt: skip
+
+
+def naive_rate(path: Path, count: int) -> float:
+    """One transaction (one fsync) per record."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "CREATE TABLE records (seq INTEGER PRIMARY KEY, ts REAL, topic TEXT, retain INTEGER, "
+        "payload BLOB, prev_hash BLOB, hash BLOB)"
+    )
+    prev = b"\0" * 32
+    started = time.perf_counter()
+    for seq in range(count):
+        payload = event(seq).model_dump_json().encode()
+        ts = time.time()
+        digest = record_hash(prev, seq, ts, "t", False, payload)
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (seq, ts, "t", 0, payload, prev, digest),
+        )
+        conn.execute("COMMIT")
+        prev = digest
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return count / elapsed
+
+
+async def group_rate(path: Path, count: int) -> tuple[float, int]:
+    journal = Journal(path, TABLE)
+    journal.open()
+    journal.start()
+    started = time.perf_counter()
+    for seq in range(count):
+        journal.append(seq, "t", event(seq).model_dump_json().encode(), retain=False, key=None)
+        if seq % 100 == 0:
+            await asyncio.sleep(0)  # the event loop goes on, as in the daemon
+    await journal.wait_durable(count - 1)
+    elapsed = time.perf_counter() - started
+    commits = journal.commits
+    journal.close()
+    return count / elapsed, commits
+
+
+async def replay(work: Path, count: int) -> dict[str, Any]:
+    port = free_port()
+    broker = BrokerConfig(url=f"mqtt://127.0.0.1:{port}")
+    journal = Journal(work / "replay.sqlite", TABLE)
+    journal.open()
+    journal.start()
+    publisher = Publisher(broker, TABLE, "replay-bench", journal)
+    topic = publisher.topics.device_event("shoe")
+    pub_task = asyncio.create_task(publisher.run())  # the broker is not there yet
+    for _ in range(count):
+        publisher.publish(topic, event(publisher.next_seq()))
+    await journal.wait_durable(count - 1)
+    conf = work / "mosquitto.conf"
+    conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest none\n"
+        "user root\nmax_queued_messages 0\n"
+    )
+    mosquitto = subprocess.Popen(  # noqa: ASYNC220  # started once, not awaited
+        [shutil.which("mosquitto") or "/usr/sbin/mosquitto", "-c", str(conf)]
+    )
+    received = 0
+    first_seen: float | None = None
+    done = asyncio.Event()
+
+    async def subscribe(ready: asyncio.Event) -> None:
+        nonlocal received, first_seen
+        while True:
+            try:
+                async with aiomqtt.Client("127.0.0.1", port, identifier="replay-sub") as client:
+                    await client.subscribe(topic, qos=1)
+                    ready.set()
+                    async for _ in client.messages:
+                        received += 1
+                        if received >= count:
+                            done.set()
+            except aiomqtt.MqttError:
+                await asyncio.sleep(0.01)
+
+    ready = asyncio.Event()
+    # The subscriber connects first (it would miss nothing either way: the broker starts empty).
+    sub_task = asyncio.create_task(subscribe(ready))
+    await asyncio.wait_for(ready.wait(), 30)
+    started = time.perf_counter()
+    # Publisher reconnect backoff has grown while the broker was away: start its clock at its
+    # connection, which is what the replay rate is about.
+    await publisher.connected.wait()
+    connected = time.perf_counter()
+    await publisher.flush()
+    acked = time.perf_counter()
+    await asyncio.wait_for(done.wait(), 120)
+    all_received = time.perf_counter()
+    for task in (pub_task, sub_task):
+        task.cancel()
+    await asyncio.gather(pub_task, sub_task, return_exceptions=True)
+    journal.close()
+    mosquitto.terminate()
+    mosquitto.wait(10)
+    return {
+        "records": count,
+        "waited_for_reconnect_s": round(connected - started, 2),
+        "acked_per_s": round(count / (acked - connected)),
+        "received_per_s": round(count / (all_received - connected)),
+        "redelivered": publisher.redelivered,
+        "window": publisher.window,
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="tableside-replay-"))
+    naive = naive_rate(work / "naive.sqlite", args.naive_records)
+    group, commits = await group_rate(work / "group.sqlite", args.records)
+    return {
+        "bench": "replay",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "filesystem_of": str(work),
+        "commit_per_record_per_s": round(naive),
+        "group_commit_per_s": round(group),
+        "group_commits": commits,
+        "replay": await replay(work, args.records),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--naive-records", type=int, default=5_000)
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    configure_logging("warning")
+    structlog.get_logger().info("bench_replay")
+    result = asyncio.run(main_async(args))
+    args.output.mkdir(parents=True, exist_ok=True)
+    out = args.output / "replay.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""The durable journal on its own: order, durability across reopen, the hash chain finding every
+kind of tampering, refusing a corrupt file with a way out, retention that never deletes what the
+broker has not acknowledged, and a writer that fails loudly when the disk is full."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tableside.cli import main
+from tableside.daemon.journal import Journal, JournalCorrupt, JournalError, verify_file
+
+
+def payload(seq: int, **extra: object) -> bytes:
+    return json.dumps({"seq": seq, "table": "t1", **extra}).encode()
+
+
+async def fill(journal: Journal, count: int, topic: str = "tableside/t1/x") -> list[int]:
+    seqs = []
+    for _ in range(count):
+        seq = journal.next_seq
+        journal.append(seq, topic, payload(seq), retain=False, key=None)
+        seqs.append(seq)
+    await journal.wait_durable(seqs[-1])
+    return seqs
+
+
+async def make(path: Path, count: int, **kwargs: object) -> Journal:
+    journal = Journal(path, "t1", **kwargs)  # type: ignore[arg-type]
+    journal.open()
+    journal.start()
+    await fill(journal, count)
+    return journal
+
+
+async def test_records_survive_reopen_and_numbering_carries_on(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    journal = await make(path, 50)
+    journal.mark_acked(19)
+    journal.close()
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 50
+    assert again.acked == 19
+    again.start()
+    records = await again.read_from(20, 100)  # not in memory any more: read from disk
+    assert [r.seq for r in records] == list(range(20, 50))
+    assert json.loads(records[0].payload)["seq"] == 20
+    await fill(again, 5)
+    again.close()
+    summary, problems = verify_file(path)
+    assert problems == []
+    assert summary["first_seq"] == 0 and summary["last_seq"] == 54 and summary["records"] == 55
+
+
+async def test_out_of_order_append_is_refused(tmp_path: Path) -> None:
+    journal = await make(tmp_path / "j.sqlite", 3)
+    try:
+        with pytest.raises(JournalError, match="out of order"):
+            journal.append(7, "t", b"{}", retain=False, key=None)
+    finally:
+        journal.close()
+
+
+async def test_a_killed_writer_loses_nothing_committed(tmp_path: Path) -> None:
+    """A process that journals and is SIGKILLed: everything it saw committed is there, the chain
+    holds, and the next seq follows the last committed one (no gap, no repeat)."""
+    path = tmp_path / "journal.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, json, sys
+        from pathlib import Path
+        from tableside.daemon.journal import Journal
+        async def go():
+            j = Journal(Path({str(path)!r}), "t1")
+            j.open(); j.start()
+            while True:
+                seq = j.next_seq
+                j.append(seq, "t", json.dumps({{"seq": seq}}).encode(), retain=False, key=None)
+                if seq % 50 == 0:
+                    await j.wait_durable(seq)
+                    print("DURABLE", seq, flush=True)
+                await asyncio.sleep(0)
+        asyncio.run(go())
+        """
+    )
+    cmd = [sys.executable, "-c", script]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:
+        if not line.startswith("DURABLE"):
+            continue  # the journal's own log lines
+        seen = int(line.split()[1])
+        if seen >= 2000:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    summary, problems = verify_file(path)
+    assert problems == []
+    assert summary["last_seq"] >= seen  # what was reported durable is there
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq == summary["last_seq"] + 1
+    journal.close()
+
+
+def tamper(path: Path, sql: str, *args: object) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql, args)
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("UPDATE records SET payload = X'7b7d' WHERE seq = 7", "seq 7: edited"),
+        ("UPDATE records SET topic = 'tableside/t1/other' WHERE seq = 3", "seq 3: edited"),
+        ("DELETE FROM records WHERE seq = 12", "seq 12: missing"),
+        (
+            "INSERT INTO records SELECT 100, ts, topic, retain, payload, prev_hash, hash "
+            "FROM records WHERE seq = 5",
+            "seq 30: missing: next record is seq 100",
+        ),
+        ("UPDATE records SET prev_hash = hash WHERE seq = 20", "seq 20: chain broken"),
+    ],
+)
+async def test_verify_finds_tampering(tmp_path: Path, sql: str, expected: str) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 30)).close()
+    tamper(path, sql)
+    _, problems = verify_file(path)
+    assert any(str(p).startswith(expected) for p in problems), problems
+    journal = Journal(path, "t1")
+    with pytest.raises(JournalCorrupt, match="tableside journal recover"):
+        journal.open()
+
+
+async def test_rewriting_a_record_with_a_fresh_hash_breaks_the_next_link(tmp_path: Path) -> None:
+    """Someone who recomputes the edited record's own hash still breaks the chain after it."""
+    from tableside.daemon.journal import record_hash
+
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 10)).close()
+    with sqlite3.connect(path) as conn:
+        seq, ts, topic, retain, _, prev = conn.execute(
+            "SELECT seq, ts, topic, retain, payload, prev_hash FROM records WHERE seq = 4"
+        ).fetchone()
+        forged = payload(4, forged=True)
+        digest = record_hash(prev, seq, ts, topic, bool(retain), forged)
+        conn.execute("UPDATE records SET payload = ?, hash = ? WHERE seq = 4", (forged, digest))
+    _, problems = verify_file(path)
+    assert [str(p) for p in problems] == ["seq 5: chain broken: previous hash does not match"]
+
+
+async def test_unreadable_file_is_refused_and_recovered_with_a_given_seq(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 40)).close()
+    with open(path, "r+b") as f:  # noqa: ASYNC230  # a test's own small file
+        f.write(b"this is no longer a database file")
+    with pytest.raises(JournalCorrupt) as caught:
+        Journal(path, "t1").open()
+    assert "will not start" in str(caught.value) and str(path) in str(caught.value)
+    assert main(["journal", "verify", str(path)]) == 1
+    # Nothing says where the numbering got to: the operator must say (from a subscriber's log).
+    assert main(["journal", "recover", str(path), "--table", "t1"]) == 2
+    assert main(["journal", "recover", str(path), "--table", "t1", "--after-seq", "39"]) == 0
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq == 40
+    journal.close()
+    assert set_aside(tmp_path)
+
+
+def set_aside(directory: Path) -> list[Path]:
+    found = directory.glob("journal.sqlite.corrupt-*")
+    return [p for p in found if not p.name.endswith(("-wal", "-shm"))]
+
+
+async def test_recover_continues_numbering_after_the_highest_seq(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 25)).close()
+    tamper(path, "DELETE FROM records WHERE seq = 10")
+    assert main(["journal", "recover", str(path)]) == 0
+    (aside,) = set_aside(tmp_path)
+    assert verify_file(aside)[1], "the old journal is kept as it was"
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq == 25
+    journal.close()
+    assert main(["journal", "recover", str(path)]) == 1  # a sound journal is left alone
+
+
+async def test_retention_deletes_only_acknowledged_records(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    journal = await make(path, 100, retain_days=1 / 86400 / 1000)  # everything is "old"
+    try:
+        journal.mark_acked(59)
+        await fill(journal, 1)  # commits the acknowledged mark with it
+        assert journal.prune() == 60
+        assert journal.prune() == 0
+    finally:
+        journal.close()
+    summary, problems = verify_file(path)
+    assert problems == [], "the chain starts from the anchor of what was deleted"
+    assert summary["first_seq"] == 60 and summary["last_seq"] == 100
+
+
+async def test_size_limit_keeps_unsent_records(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    journal = Journal(path, "t1", max_mb=1)
+    journal.open()
+    journal.start()
+    big = "x" * 2000
+    try:
+        for _ in range(1500):  # ~3 MB
+            seq = journal.next_seq
+            journal.append(seq, "t", payload(seq, pad=big), retain=False, key=None)
+        await journal.wait_durable(1499)
+        assert journal.prune() == 0, "nothing acknowledged: nothing may go"
+        journal.mark_acked(1199)
+        await fill(journal, 1)
+        assert journal.prune() == 1200, "only up to what the broker acknowledged"
+        journal.mark_acked(1500)
+        await fill(journal, 1)
+        assert journal.prune() > 0, "over the limit still: older acknowledged records go"
+    finally:
+        journal.close()
+    summary, problems = verify_file(path)
+    assert problems == []
+    assert summary["last_seq"] == 1501
+    with sqlite3.connect(path) as conn:
+        pages, free, size = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                             for p in ("page_count", "freelist_count", "page_size"))  # fmt: skip
+    assert (pages - free) * size < 1_000_000 * 1.2
+
+
+async def test_legacy_sequence_file_is_carried_on(tmp_path: Path) -> None:
+    (tmp_path / "seq.json").write_text('{"reserved": 1999, "last": 1234, "clean": false}')
+    journal = Journal(tmp_path / "journal.sqlite", "t1")
+    journal.open()
+    assert journal.next_seq == 2000
+    journal.close()
+
+
+async def test_wrong_table_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 3)).close()
+    with pytest.raises(JournalCorrupt, match="journal of table 't1', not 't2'"):
+        Journal(path, "t2").open()
+
+
+async def test_full_disk_fails_loudly(tmp_path: Path) -> None:
+    """SQLite's own "database or disk is full" (a page cap stands in for the disk): the writer
+    says so and the failure reaches the event loop, which the daemon turns into its exit."""
+    journal = Journal(tmp_path / "journal.sqlite", "t1")
+    journal.open()
+    assert journal._conn is not None
+    pages = journal._conn.execute("PRAGMA page_count").fetchone()[0]
+    journal._conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    journal.start()
+    assert journal.failed is not None
+    for _ in range(200):
+        seq = journal.next_seq
+        journal.append(seq, "t", payload(seq, pad="y" * 4000), retain=False, key=None)
+    async with asyncio.timeout(10):
+        with pytest.raises(JournalError, match="full"):
+            await journal.failed
+    journal.close()
+
+
+async def test_export_writes_every_record_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 12)).close()
+    assert main(["journal", "export", str(path), "--from-seq", "3", "--to-seq", "5"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["seq"] for x in lines] == [3, 4, 5]
+    assert lines[0]["payload"] == {"seq": 3, "table": "t1"}
+    assert lines[1]["prev_hash"] == lines[0]["hash"]
+    assert main(["journal", "verify", str(path)]) == 0
+    assert "journal: OK" in capsys.readouterr().out
+
+
+async def test_group_commit_batches(tmp_path: Path) -> None:
+    """A burst of appends costs far fewer commits than records (one fsync per batch)."""
+    journal = await make(tmp_path / "j.sqlite", 5000)
+    try:
+        assert journal.commits < 500
+    finally:
+        journal.close()
+    assert verify_file(tmp_path / "j.sqlite")[1] == []
