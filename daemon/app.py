@@ -31,6 +31,7 @@ from tableside.daemon.payloads import (
     utc_ms,
 )
 from tableside.daemon.publisher import Publisher
+from tableside.daemon.roles import refusal
 from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.errors import TablesideDriverError
@@ -143,6 +144,7 @@ class TableDaemon:
                     "poll_interval_s": device.poll_interval_s,
                     "reply_timeout_s": device.reply_timeout_s,
                 },
+                settle=self._settle,
             )
             facts = TableFacts(
                 game=config.table.game,
@@ -201,6 +203,11 @@ class TableDaemon:
             log.info(
                 "daemon_stopped", table=self.table, clean=clean, pending=self.publisher.pending
             )
+
+    async def _settle(self) -> None:
+        """Everything journaled so far is committed (a driver acknowledges its device's frame
+        only after this: the device may then forget the event, the table will not)."""
+        await self.journal.wait_durable(self.journal.next_seq - 1)
 
     def _restore(self) -> dict[str, int]:
         """The table as the journal last saw it: retained state to send again, what each device
@@ -387,32 +394,41 @@ class TableDaemon:
     # -- commands -------------------------------------------------------------------------
 
     def _on_command(self, topic: str, payload: bytes) -> None:
-        device = self.topics.device_of_command(topic)
+        """A request on ``<prefix>/<table>/command/<role>``: checked in this order — readable,
+        a known role, a command that role may give, a device that has it — and carried out,
+        or refused with the reason. Either way the result is journaled and published."""
+        role = self.topics.role_of_command(topic)
         request: CommandRequest | None = None
         error: str | None = None
         try:
             request = CommandRequest.model_validate(json.loads(payload))
         except (ValueError, ValidationError, RecursionError) as exc:
-            error = f"malformed command on {topic}: {str(exc)[:300]}"
-        if error is None and (device is None or device not in self.devices):
-            error = f"no device {device!r} at table {self.table} (topic {topic})"
-        if error is not None or request is None or device is None or self._tasks is None:
-            self._command_result(device or "?", request, error or "daemon is stopping")
+            error = f"malformed request on {topic}: {str(exc)[:300]}"
+        if request is not None:
+            error = refusal(role, request.command)
+            if error is None and request.device not in self.devices:
+                known = ", ".join(sorted(self.devices))
+                error = f"no device {request.device!r} at table {self.table} (devices: {known})"
+        if error is None and self._tasks is None:
+            error = "the daemon is stopping"
+        if error is not None or request is None or self._tasks is None:
+            self._command_result(role, request, error)
             return
-        self._tasks.create_task(self._run_command(device, request), name=f"command.{device}")
+        name = f"command.{request.device}"
+        self._tasks.create_task(self._run_command(role, request), name=name)
 
-    async def _run_command(self, device: str, request: CommandRequest) -> None:
-        runtime = self.devices[device]
+    async def _run_command(self, role: str, request: CommandRequest) -> None:
+        runtime = self.devices[request.device]
         try:
             name, args = self._expand(runtime, request)
             await runtime.driver.command(name, args)
         except (TablesideDriverError, ValueError) as exc:
-            self._command_result(device, request, str(exc))
+            self._command_result(role, request, str(exc))
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
-            log.exception("command_failed", device=device, command=request.command)
-            self._command_result(device, request, f"internal error: {exc!r}")
+            log.exception("command_failed", device=request.device, command=request.command)
+            self._command_result(role, request, f"internal error: {exc!r}")
         else:
-            self._command_result(device, request, None)
+            self._command_result(role, request, None)
 
     def _expand(self, rt: DeviceRuntime, request: CommandRequest) -> tuple[str, Mapping[str, Any]]:
         """Table-level commands become device commands: ``deal_round`` with the positions that
@@ -427,18 +443,18 @@ class TableDaemon:
             return "deal", {"round": request.args.get("round"), "stacks": stacks}
         return request.command, request.args
 
-    def _command_result(
-        self, device: str, request: CommandRequest | None, error: str | None
-    ) -> None:
+    def _command_result(self, role: str, request: CommandRequest | None, error: str | None) -> None:
         if error:
-            log.warning("command_refused", device=device, error=error)
+            log.warning("command_refused", role=role, error=error,
+                        command=request.command if request else None)  # fmt: skip
         self.publisher.publish(
-            self.topics.command_result(device),
+            self.topics.command_result,
             CommandResult(
                 table=self.table,
                 ts=utc_ms(),
                 seq=self.publisher.next_seq(),
-                device=device,
+                role=role,
+                device=request.device if request else None,
                 command=request.command if request else None,
                 request_id=request.request_id if request else None,
                 ok=error is None,

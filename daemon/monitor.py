@@ -63,9 +63,10 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         data = msg.get("data", {})
         detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
         return f"{head} {msg.get('device'):<10} {msg.get('event')}: {detail}"
-    if kind == "result":
+    if kind == "command_result":
         outcome = "ok" if msg.get("ok") else f"refused: {msg.get('error')}"
-        return f"{head} {msg.get('device'):<10} command {msg.get('command')} {outcome}"
+        who = f"{msg.get('device') or '?':<10} {msg.get('role')}"
+        return f"{head} {who} command {msg.get('command')} {outcome}"
     return f"{head} {topic} {json.dumps(msg)}"
 
 
@@ -118,7 +119,7 @@ class Monitor:
                 await asyncio.sleep(backoff.next())
 
     def _handle(self, topic: str, payload: Any, retained: bool) -> None:
-        if topic.endswith("/command"):
+        if "/command/" in topic:
             return  # requests, not the table's own messages
         try:
             msg = json.loads(payload)

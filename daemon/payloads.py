@@ -51,6 +51,12 @@ class Envelope(BaseModel):
         description="true when retained state is sent again after a reconnect; it then "
         "carries its original seq and ts",
     )
+    redelivered: bool = Field(
+        default=False,
+        description="true when the table sends a journaled message again because the broker's "
+        "acknowledgement of an earlier send never came (a dropped connection, a restart): it "
+        "may be a duplicate; drop it if you already have its seq",
+    )
 
 
 class StatusPayload(Envelope):
@@ -130,18 +136,20 @@ class RulingPayload(Envelope):
 
 
 class CommandRequest(BaseModel):
-    """``<prefix>/<table>/device/<device>/command``: ask a device to do something."""
+    """``<prefix>/<table>/command/<role>``: ask the table to do something (docs/commands.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     command: str
+    device: str = Field(description="the device that carries it out, e.g. shuffler")
     args: dict[str, Any] = Field(default_factory=dict, description="the command's arguments")
-    request_id: str | None = None
+    request_id: str | None = Field(default=None, description="yours; the result repeats it")
 
 
 class CommandResult(Envelope):
-    """``<prefix>/<table>/device/<device>/command/result``: what became of a command."""
+    """``<prefix>/<table>/command_result``: what became of a request, refused ones included."""
 
-    device: str
+    role: str = Field(description="the role the request came as (its topic)")
+    device: str | None
     command: str | None
     request_id: str | None
     ok: bool

@@ -51,7 +51,8 @@ class Topics:
         self.base = f"{prefix}/{table}"
         self.status = f"{self.base}/status"
         self.ruling = f"{self.base}/ruling"
-        self.command_filter = f"{self.base}/device/+/command"
+        self.command_filter = f"{self.base}/command/+"
+        self.command_result = f"{self.base}/command_result"
 
     def device_state(self, device: str) -> str:
         return f"{self.base}/device/{device}/state"
@@ -59,15 +60,9 @@ class Topics:
     def device_event(self, device: str) -> str:
         return f"{self.base}/device/{device}/event"
 
-    def command_result(self, device: str) -> str:
-        return f"{self.base}/device/{device}/command/result"
-
-    def device_of_command(self, topic: str) -> str | None:
-        prefix, suffix = f"{self.base}/device/", "/command"
-        if topic.startswith(prefix) and topic.endswith(suffix):
-            device = topic[len(prefix) : -len(suffix)]
-            return device if device and "/" not in device else None
-        return None
+    def role_of_command(self, topic: str) -> str:
+        """The role a request came as: the last level of ``<base>/command/<role>``."""
+        return topic.removeprefix(f"{self.base}/command/")
 
 
 class Publisher:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
 
@@ -67,6 +67,9 @@ class DriverSettings:
     backoff_max: float = 10.0
     #: driver-specific settings from the config (e.g. ccTalk addresses per seat)
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: awaited before a device's frame is acknowledged: the daemon's "everything reported so
+    #: far is in the journal", so a device never deletes an event the table could still lose
+    settle: Callable[[], Awaitable[None]] | None = None
 
 
 class Driver(abc.ABC):
@@ -274,6 +277,7 @@ class FramedDriver(Driver):
             self._on_message,
             name=f"{self.name}@{self.settings.url}",
             policy=self.settings.arq,
+            settle=self.settings.settle,
         )
         try:
             async with asyncio.TaskGroup() as tg:

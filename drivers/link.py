@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -94,6 +94,7 @@ class FramedLink:
         *,
         name: str,
         policy: ArqPolicy = ArqPolicy(),
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
         self.policy = policy
@@ -111,6 +112,11 @@ class FramedLink:
         self._closed = False
         self._noise_reported = (0, 0)
         self._noise_at = -NOISE_REPORT_INTERVAL
+        # With ``settle``, the ACK of a delivered frame waits until it returns: the receiver
+        # has made what the frame reported durable (the daemon's journal), so the peer may
+        # forget it. Meanwhile nothing more is read; the peer sends one frame at a time anyway.
+        self._settle = settle
+        self._acks_due: list[int] = []
 
     async def run(self) -> NoReturn:
         """Read until the link breaks, then raise LinkLost. Never raises on bad bytes."""
@@ -123,11 +129,13 @@ class FramedLink:
                 except TimeoutError:
                     self.decoder.resync()
                     self._drain_decoder()
+                    await self._acknowledge_settled()
                     continue
                 if not data:
                     raise LinkLost(f"{self.name}: end of stream")
                 self.decoder.feed(data)
                 self._drain_decoder()
+                await self._acknowledge_settled()
         except (ConnectionError, OSError) as exc:
             raise LinkLost(f"{self.name}: {exc}") from exc
         finally:
@@ -195,8 +203,20 @@ class FramedLink:
         if verdict is not None:
             self._send_control(NAK, frame.seq, verdict)
             return
-        self._send_control(ACK, frame.seq)
         self._last_delivered = frame
+        if self._settle is None:
+            self._send_control(ACK, frame.seq)
+        else:
+            self._acks_due.append(frame.seq)
+
+    async def _acknowledge_settled(self) -> None:
+        if not self._acks_due:
+            return
+        assert self._settle is not None
+        await self._settle()
+        due, self._acks_due = self._acks_due, []
+        for seq in due:
+            self._send_control(ACK, seq)
 
     def _send_control(self, kind: int, seq: int, reason: NakReason | None = None) -> None:
         if kind == NAK:

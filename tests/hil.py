@@ -68,7 +68,7 @@ class Subscriber:
                     self.connected.set()
                     async for m in client.messages:
                         dup = dups.popleft()
-                        if str(m.topic).endswith("/command"):
+                        if "/command/" in str(m.topic):
                             continue  # requests to the table, not its own messages
                         assert isinstance(m.payload, bytes)
                         self.messages.append(

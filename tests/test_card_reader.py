@@ -175,8 +175,8 @@ async def test_usb_reader_end_to_end_with_bus_faults(
             # The dealer runs the self-test: it fails (scripted at cycle 7), the fault stays.
             async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
                 await client.publish(
-                    "tableside/hil-1/device/card_reader/command",
-                    json.dumps({"command": "self_test"}),
+                    "tableside/hil-1/command/dealer",
+                    json.dumps({"command": "self_test", "device": "card_reader"}),
                     qos=1,
                 )
             (result,) = await sub.wait_for(event("self_test"))

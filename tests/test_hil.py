@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tableside.daemon.app import TableDaemon
+from tableside.daemon.journal import export_records
 from tableside.daemon.payloads import (
     DeviceEventPayload,
     DeviceStatePayload,
@@ -220,40 +221,53 @@ async def test_card_identities_stay_on_the_table(mosquitto: Mosquitto, tmp_path:
     assert len(done.payload["data"]["missing_cards"]) == 2
 
 
-async def test_commands_over_mqtt(mosquitto: Mosquitto, tmp_path: Path) -> None:
+async def test_commands_over_mqtt_by_role(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """Requests arrive on the role's topic; what that role may not do, a malformed request, an
+    unknown role, command or device are refused with the reason, journaled and published."""
     sim = simulator(interval=None)  # no dealer: shuffles only when commanded
     async with simulated_table(mosquitto.url, tmp_path, sim) as table:
         sub = table.subscriber
         await sub.wait_for(state("connected"))
         await table.daemon.publisher.connected.wait()
-        base = "tableside/hil-1/device"
+        base = "tableside/hil-1/command"
+        requests = [
+            ("dealer", {"command": "start_shuffle", "device": "shuffler", "request_id": "r1"}),
+            ("dealer", {"command": "deal_me_in", "device": "shuffler", "request_id": "r2"}),
+            ("dealer", {"command": "set_meter", "device": "shuffler", "request_id": "r3"}),
+            ("technician", {"command": "deal_round", "device": "shuffler", "request_id": "r4"}),
+            ("croupier", {"command": "start_shuffle", "device": "shuffler", "request_id": "r5"}),
+            ("dealer", {"command": "start_shuffle", "device": "shoe", "request_id": "r6"}),
+            ("floorperson", {"command": "release", "device": "shuffler", "request_id": "r7"}),
+        ]
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
-
-            async def ask(topic: str, payload: str) -> None:
-                await client.publish(topic, payload, qos=1)
-
-            await ask(
-                f"{base}/shuffler/command",
-                json.dumps({"command": "start_shuffle", "request_id": "r1"}),
-            )
-            await sub.wait_for(event("shuffle_complete"))
-            await ask(
-                f"{base}/shuffler/command",
-                json.dumps({"command": "deal_me_in", "request_id": "r2"}),
-            )
-            await ask(f"{base}/shuffler/command", "{not json")
-            await ask(f"{base}/shoe/command", json.dumps({"command": "start_shuffle"}))
-            results = await sub.wait_for(lambda m: m.kind == "result", count=4)
-        by_id = {r.payload["request_id"]: r.payload for r in results}
-        assert by_id["r1"]["ok"] is True
-        assert (
-            by_id["r2"]["ok"] is False
-            and "unknown shuffler command 'deal_me_in'" in by_id["r2"]["error"]
-        )
-        errors = [r.payload["error"] for r in results if r.payload["request_id"] is None]
-        assert any("malformed command" in e for e in errors)
-        assert any("no device 'shoe'" in e for e in errors)
-        assert sim.shuffles == 1
+            for role, request in requests:
+                await client.publish(f"{base}/{role}", json.dumps(request), qos=1)
+            await client.publish(f"{base}/dealer", "{not json", qos=1)
+            await client.publish(f"{base}/dealer", json.dumps({"command": "x"}), qos=1)
+            results = await sub.wait_for(lambda m: m.kind == "command_result", count=9)
+        await sub.wait_for(event("shuffle_complete"))
+    by_id = {r.payload["request_id"]: r.payload for r in results}
+    assert by_id["r1"]["ok"] is True and by_id["r1"]["role"] == "dealer"
+    refused = {k: v["error"] for k, v in by_id.items() if k and not v["ok"]}
+    assert "unknown shuffler command 'release'" in refused.pop("r7"), "allowed, not a shuffler's"
+    assert refused == {
+        "r2": "unknown command 'deal_me_in' (commands: deal, deal_round, lock_out, query_identity, "
+        "query_status, release, self_test, set_lights, set_meter, start_shuffle)",
+        "r3": "a dealer may not give 'set_meter' (it needs: floorperson)",
+        "r4": "a technician may not give 'deal_round' (it needs: dealer, floorperson)",
+        "r5": "unknown role 'croupier' (roles: dealer, floorperson, technician)",
+        "r6": "no device 'shoe' at table hil-1 (devices: shuffler)",
+    }
+    anonymous = [r.payload["error"] for r in results if r.payload["request_id"] is None]
+    assert len(anonymous) == 2 and all("malformed request" in e for e in anonymous)
+    assert sim.shuffles == 1
+    # Every result, refusals included, is in the journal: the record of what was asked.
+    journaled = [
+        r for r in export_records(tmp_path / "hil-1" / "journal.sqlite")
+        if r["topic"] == "tableside/hil-1/command_result"
+    ]  # fmt: skip
+    assert len(journaled) == 9
+    assert sum(not r["payload"]["ok"] for r in journaled) == 8
 
 
 async def test_seq_never_repeats_across_restarts(mosquitto: Mosquitto, tmp_path: Path) -> None:

@@ -152,3 +152,39 @@ async def test_garbage_between_frames_is_skipped_and_reported() -> None:
     assert pair.device_messages() == [p.Heartbeat(i) for i in range(5)]
     noise = [m for m in pair.device_got if isinstance(m, LineNoise)]
     assert noise and noise[0].discarded_bytes > 0
+
+
+async def test_ack_waits_until_the_receiver_has_settled() -> None:
+    """With ``settle`` (the daemon's journal commit), a frame is acknowledged only once the
+    receiver says what it reported is durable; a slow settle costs retransmissions, which are
+    recognised as duplicates, never a second delivery."""
+    durable = asyncio.Event()
+    calls = 0
+
+    async def journal_committed() -> None:
+        nonlocal calls
+        calls += 1
+        await durable.wait()
+
+    got: list[Notice] = []
+    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
+        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=FAST)
+        host = FramedLink(
+            hr, hw, p.PROTOCOL, lambda m: got.append(m), name="host", policy=FAST,
+            settle=journal_committed,
+        )  # fmt: skip
+        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
+        try:
+            send = asyncio.create_task(device.send(p.Heartbeat(3)))
+            await settle(lambda: got == [p.Heartbeat(3)] and calls == 1)
+            await asyncio.sleep(FAST.ack_timeout * 1.5)
+            assert not send.done(), "acknowledged before the receiver settled"
+            durable.set()
+            await asyncio.wait_for(send, 5)
+            assert got == [p.Heartbeat(3)]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            host.close()
+            device.close()

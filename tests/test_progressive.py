@@ -162,8 +162,10 @@ async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Pat
         # The stuck lamp: light seats 1 and 2, the controller senses only 2.
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
             await client.publish(
-                "tableside/prog-1/device/progressive/command",
-                json.dumps({"command": "set_lights", "args": {"seats": [1, 2]}}),
+                "tableside/prog-1/command/dealer",
+                json.dumps(
+                    {"command": "set_lights", "device": "progressive", "args": {"seats": [1, 2]}}
+                ),
                 qos=1,
             )
         mismatch = await sub.wait_for(event("light_mismatch"))

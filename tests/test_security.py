@@ -158,7 +158,7 @@ def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
 async def test_shipped_acl_keeps_each_table_to_its_own_topics(tmp_path: Path) -> None:
     acl = Path(__file__).parents[1] / "systemd" / "mosquitto-acl.conf"
     passwords = tmp_path / "passwords"
-    for i, user in enumerate(("cs-01", "cs-02", "surveillance")):
+    for i, user in enumerate(("cs-01", "cs-02", "surveillance", "dealer-ann")):
         await asyncio.to_thread(
             subprocess.run,
             ["mosquitto_passwd", "-b", *([] if i else ["-c"]), str(passwords), user, "pw"],
@@ -189,14 +189,22 @@ async def test_shipped_acl_keeps_each_table_to_its_own_topics(tmp_path: Path) ->
                 await table.publish("tableside/cs-01/ruling", b'{"ok": 1}', qos=1)
             await intruder.publish("tableside/cs-01/ruling", b'{"forged": 1}', qos=1)
             await intruder.publish("tableside/cs-02/ruling", b'{"own": 1}', qos=1)
+            async with client("dealer-ann") as dealer:
+                # a dealer may ask as a dealer, never as a floorperson, and forges nothing
+                await dealer.publish("tableside/cs-01/command/dealer", b'{"as": "dealer"}', qos=1)
+                await dealer.publish("tableside/cs-01/command/floorperson", b'{"as": "f"}', qos=1)
+                await dealer.publish("tableside/cs-01/ruling", b'{"forged": 2}', qos=1)
             async with asyncio.timeout(10):
-                while len(seen) < 2:
+                while len(seen) < 3:
                     await asyncio.sleep(0.02)
             await asyncio.sleep(0.5)  # time for anything that should not come to come
             await stop(*tasks)
         assert ("tableside/cs-01/ruling", b'{"ok": 1}') in seen
         assert ("tableside/cs-02/ruling", b'{"own": 1}') in seen
         assert ("tableside/cs-01/ruling", b'{"forged": 1}') not in seen
+        assert ("tableside/cs-01/command/dealer", b'{"as": "dealer"}') in seen
+        assert ("tableside/cs-01/command/floorperson", b'{"as": "f"}') not in seen
+        assert ("tableside/cs-01/ruling", b'{"forged": 2}') not in seen
         assert intruder_saw == []  # cs-02 may not read cs-01's topics
     finally:
         broker.stop()

@@ -216,18 +216,20 @@ async def test_deal_round_command_uses_the_game_pattern(
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
             request = {
                 "command": "deal_round",
+                "device": "shoe",
                 "args": {"round": 41, "positions": [2, 5]},
                 "request_id": "d1",
             }
-            await client.publish("tableside/hil-1/device/shoe/command", json.dumps(request), qos=1)
+            await client.publish("tableside/hil-1/command/dealer", json.dumps(request), qos=1)
             bad = {
                 "command": "deal_round",
+                "device": "shoe",
                 "args": {"round": 42, "positions": [9]},
                 "request_id": "d2",
             }
-            await client.publish("tableside/hil-1/device/shoe/command", json.dumps(bad), qos=1)
+            await client.publish("tableside/hil-1/command/dealer", json.dumps(bad), qos=1)
         done = await sub.wait_for(of_round(41, "deal_complete"))
-        results: list[Received] = await sub.wait_for(lambda m: m.kind == "result", count=2)
+        results: list[Received] = await sub.wait_for(lambda m: m.kind == "command_result", count=2)
     started = sub.matching(of_round(41, "deal_started"))[0].payload["data"]["plan"]
     assert [(s["target"], s["size"]) for s in started] == [
         ("seat2", 5),

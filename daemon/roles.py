@@ -1,0 +1,56 @@
+"""Who may give which command: the dealer, the floorperson, the technician.
+
+The role is the topic a request arrives on (``<prefix>/<table>/command/<role>``). The daemon
+cannot tell who published a message; the broker can: its ACL lets each person's MQTT user
+write only their own role's topic (systemd/mosquitto-acl.conf). The daemon then enforces what
+each role may do, and refuses the rest with the reason, which is journaled and published like
+every other result (docs/commands.md).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["PERMISSIONS", "Role", "refusal"]
+
+
+class Role(StrEnum):
+    DEALER = "dealer"
+    FLOORPERSON = "floorperson"
+    TECHNICIAN = "technician"
+
+
+_EVERYONE = frozenset(Role)
+
+#: command → the roles that may give it. A command not listed is refused for every role.
+PERMISSIONS: dict[str, frozenset[Role]] = {
+    # the round as the dealer runs it
+    "start_shuffle": _EVERYONE,
+    "deal_round": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "set_lights": _EVERYONE,
+    "lock_out": frozenset({Role.DEALER, Role.FLOORPERSON}),  # closing bets by hand
+    # reopening betting by hand, and the progressive meter, are a supervisor's
+    "release": frozenset({Role.FLOORPERSON}),
+    "set_meter": frozenset({Role.FLOORPERSON}),
+    # device work: raw stacks from the shoe are for testing a shoe, not for dealing a round
+    "deal": frozenset({Role.TECHNICIAN}),
+    "self_test": _EVERYONE,
+    "query_status": _EVERYONE,
+    "query_identity": _EVERYONE,
+}
+
+
+def refusal(role: str, command: str) -> str | None:
+    """Why ``role`` may not give ``command``, or None when it may."""
+    try:
+        who = Role(role)
+    except ValueError:
+        known = ", ".join(r.value for r in Role)
+        return f"unknown role {role!r} (roles: {known})"
+    allowed = PERMISSIONS.get(command)
+    if allowed is None:
+        return f"unknown command {command!r} (commands: {', '.join(sorted(PERMISSIONS))})"
+    if who not in allowed:
+        may = ", ".join(sorted(r.value for r in allowed))
+        return f"a {who.value} may not give {command!r} (it needs: {may})"
+    return None
