@@ -210,3 +210,24 @@ async def test_daemon_sigkilled_mid_round_restores_the_table(
     summary, problems = verify_file(tmp_path / "crash-1" / "journal.sqlite")
     assert problems == []
     assert summary["last_seq"] == last and summary["acked"] == last
+
+
+async def test_a_journal_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> None:
+    """A full disk (SQLite's own "database or disk is full", from a page cap) ends the daemon
+    with JournalError rather than letting it run on, sending nothing and saying nothing."""
+    from tableside.daemon.journal import JournalError
+
+    from .conftest import free_port
+
+    sim = simulator(interval=0.01)
+    url, sim_task = await start_simulator(sim, "socket")
+    daemon = TableDaemon(make_config(f"mqtt://127.0.0.1:{free_port()}", url, tmp_path))
+    assert daemon.journal._conn is not None
+    pages = daemon.journal._conn.execute("PRAGMA page_count").fetchone()[0]
+    daemon.journal._conn.execute(f"PRAGMA max_page_count = {pages + 3}")
+    try:
+        with pytest.raises(ExceptionGroup) as caught:
+            await asyncio.wait_for(daemon.run(), 60)
+        assert caught.group_contains(JournalError, match="full")
+    finally:
+        await stop(sim_task)

@@ -173,8 +173,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 1
 
     async def go() -> int:
-        await daemon.run()
-        return 0
+        from tableside.daemon.journal import JournalError
+
+        failed: list[BaseException] = []
+        try:
+            await daemon.run()
+        except* JournalError as group:  # the disk is full or failing: nothing can be sent
+            failed.extend(group.exceptions)
+        for exc in failed:
+            print(f"tableside: {exc}", file=sys.stderr)
+        return 1 if failed else 0
 
     return _run_async(go())
 
