@@ -88,6 +88,7 @@ class Driver(abc.ABC):
         self.connects = 0
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
         self._connected_at: float | None = None
+        self._lost_at: float | None = None
 
     # -- what a subclass provides ------------------------------------------------------------
 
@@ -128,9 +129,16 @@ class Driver(abc.ABC):
     def _set_state(self, state: ConnectionState, detail: str = "") -> None:
         if state == self.state:
             return
+        now = time.monotonic()
+        gap: float | None = None
+        if self.state is ConnectionState.CONNECTED:
+            self._lost_at = now  # from here until it is back, nothing came from the device
+        elif state is ConnectionState.CONNECTED and self._lost_at is not None:
+            gap, self._lost_at = round(now - self._lost_at, 3), None
         self.state = state
-        log.info("device_connection", device=self.name, state=state.value, detail=detail)
-        self._sink(ConnectionEvent(device=self.name, state=state, detail=detail))
+        log.info("device_connection", device=self.name, state=state.value, detail=detail,
+                 gap_s=gap)  # fmt: skip
+        self._sink(ConnectionEvent(device=self.name, state=state, detail=detail, gap_s=gap))
 
     # -- supervision -----------------------------------------------------------------------
 

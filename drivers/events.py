@@ -48,6 +48,9 @@ class ConnectionEvent(DeviceEvent):
     kind: ClassVar[str] = "connection"
     state: ConnectionState
     detail: str = ""
+    #: on "connected" after an outage (stale or disconnected): how long the device was away,
+    #: in seconds; what it did meanwhile the table did not hear
+    gap_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

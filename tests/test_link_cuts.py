@@ -59,6 +59,11 @@ async def test_socket_dropped_again_and_again() -> None:
     try:
         await until(lambda: connects(events) >= CUTS + 1 and identities(events) >= CUTS + 1)
         assert not task.done()
+        # Each reconnection says how long the device was away; the first has nothing to say.
+        ups = [e for e in events if isinstance(e, ConnectionEvent)]
+        gaps = [e.gap_s for e in ups if e.state is ConnectionState.CONNECTED]
+        assert gaps[0] is None
+        assert all(g is not None and g > 0 for g in gaps[1:]), gaps
     finally:
         await stop(task, sim_task)
 
