@@ -40,6 +40,8 @@ class Action(enum.StrEnum):
     DEAL_ADDITIONAL_CARD = "deal_additional_card"  # the dealer completes a short hand
     REMOVE_DEVICE = "remove_device"  # the device must leave the table first
     ALERT = "alert"  # a floorperson must be told now
+    REPLACE_CARDS = "replace_cards"  # new decks are put in play (deck age)
+    COUNT_STUB = "count_stub"  # the dealer counts the stub now
 
 
 class FactRef(enum.StrEnum):
@@ -87,7 +89,7 @@ class Observation:
 class When:
     """One condition on an observation field: ``field op value``.
 
-    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``, ``startswith``; ``value`` may be a
+    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``, ``startswith``, ``>=``; ``value`` may be a
     FactRef (from the table's config) or a FieldRef (another field of the observation).
     """
 
@@ -118,6 +120,8 @@ class When:
                 return actual not in expected
             case "startswith":
                 return isinstance(actual, str) and actual.startswith(expected)
+            case ">=":
+                return actual is not None and actual >= expected
         raise ValueError(f"unknown operator {self.op!r}")
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
+from tableside.rules.table_rows import TABLE_RULES
 
 __all__ = ["RULES", "SHOE_RULES", "SHUFFLER_RULES"]
 
@@ -232,4 +233,4 @@ SHOE_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 #: every rule, in the order rulings are given
-RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES)
+RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *TABLE_RULES)

@@ -96,16 +96,28 @@ def test_rule_ids_are_unique() -> None:
 
 
 def _clause_text(citation: str) -> str:
-    m = re.fullmatch(r"58 Pa\. Code § (\d{3}\.\d+)\(([a-z])\)", citation)
+    """The clause's own line; for ``(c)(2)`` the (c) line, a space, then its item (2)."""
+    m = re.fullmatch(r"58 Pa\. Code § (\d{3})\.(\d+)\(([a-z])\)(?:\((\d+)\))?", citation)
     assert m, citation
-    section, letter = m.groups()
+    chapter, number, letter, item = m.groups()
+    section = f"{chapter}.{number}"
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(REGULATIONS.glob("*.txt")))
+    # The section runs from its heading to the next section's; a "§ 555.7. The dealer …" inside
+    # a sentence is a reference, not the heading.
     start = text.index(f"§ {section}. ")
-    following = re.compile(r"§ \d{3}\.\d+\. [A-Z]").search(text, start + 1)
-    body = text[start : following.start() if following else None]
+    while text[start + len(section) + 4 :].startswith("The "):
+        start = text.index(f"§ {section}. ", start + 1)
+    end = text.find(f"§ {chapter}.{int(number) + 1}. ", start + 1)
+    body = text[start : end if end >= 0 else None]
     clause = re.search(rf"(?m)^\({letter}\) (.*)$", body)
     assert clause, f"no ({letter}) in § {section}"
-    return clause.group(1)
+    if item is None:
+        return clause.group(1)
+    rest = body[clause.end() :]
+    after = re.search(r"(?m)^\([a-z]\) ", rest)
+    found = re.search(rf"(?m)^\({item}\) (.*)$", rest[: after.start() if after else None])
+    assert found, f"no ({letter})({item}) in § {section}"
+    return f"{clause.group(1)} {found.group(1)}"
 
 
 @pytest.mark.skipif(

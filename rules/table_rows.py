@@ -1,0 +1,374 @@
+"""The rows the table's state judges (rules/table.py): shuffling after each round, two decks,
+deck age, hand-dealing with a shuffler, the stub count every five rounds and its outcomes,
+another method while a device is on the table, and Spanish 21's card reader inspection and
+halt. Each row's ``words`` are the clause verbatim (checked by tests/test_rules.py); a clause
+cited as (c)(2) is the (c) line followed by its item (2)."""
+
+from __future__ import annotations
+
+from tableside.rules.model import Action, Game, Rule, When
+
+__all__ = ["TABLE_RULES"]
+
+_CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21
+
+# Copied from ../shared/regulations, clause by clause.
+_WORDS: dict[str, str] = {
+    "555.5(a)": (
+        "Immediately prior to the commencement of play, unless the cards were preshuffled, and "
+        "after each round of play has been completed, the dealer shall shuffle the cards, "
+        "either manually or by use of an automated card shuffling device, so that the cards are"
+        " randomly intermixed. Upon completion of the shuffle, the dealer or device shall place"
+        " the deck of cards in a single stack; provided, however, that nothing herein prohibits"
+        " the use of an automated card shuffling device which, upon completion of the shuffling"
+        " of the cards, inserts the stack of cards directly into a dealing shoe."
+    ),
+    "555.3(b)(4)": (
+        "If an automated card shuffling device is used, a certificate holder shall be permitted"
+        " to use a second deck of cards to play the game, provided that: Both decks are "
+        "continuously alternated in and out of play, with each deck being used for every other "
+        "round of play."
+    ),
+    "555.3(c)(1)": (
+        "The decks of cards used in Caribbean Stud Poker shall be changed: At least every 4 "
+        "hours if the cards are dealt by hand."
+    ),
+    "555.3(c)(2)": (
+        "The decks of cards used in Caribbean Stud Poker shall be changed: At least every 8 "
+        "hours if the cards are dealt from a manual or automated dealing shoe."
+    ),
+    "557.5(a)": (
+        "Immediately prior to the commencement of play, unless the cards were preshuffled, and "
+        "after each round of play has been completed, the dealer shall shuffle the cards, "
+        "either manually or by use of an automated card shuffling device, so that the cards are"
+        " randomly intermixed. Upon completion of the shuffle, the dealer or device shall place"
+        " the deck of cards in a single stack; provided, however, that nothing in this section "
+        "prohibits the use of an automated card shuffling device which, upon completion of the "
+        "shuffling of the cards, inserts the stack of cards directly into a dealing shoe."
+    ),
+    "557.3(b)(4)": (
+        "If an automated card shuffling device is used, a certificate holder may be permitted "
+        "to use a second deck of cards to play the game, provided that: Both decks are "
+        "continuously alternated in and out of play, with each deck being used for every other "
+        "round of play."
+    ),
+    "557.3(c)(1)": (
+        "The decks of cards used in Four Card Poker shall be changed: At least every 4 hours if"
+        " the cards are dealt by hand."
+    ),
+    "557.3(c)(2)": (
+        "The decks of cards used in Four Card Poker shall be changed: At least every 8 hours if"
+        " the cards are dealt from a manual or automated dealing shoe."
+    ),
+    "559.5(a)": (
+        "Immediately prior to the commencement of play, unless the cards were preshuffled, and "
+        "after each round of play has been completed, the dealer shall shuffle the cards, "
+        "either manually or by use of an automated card shuffling device, so that the cards are"
+        " randomly intermixed. Upon completion of the shuffle, the dealer or automated card "
+        "shuffling device shall place the deck of cards in a single stack; provided, however, "
+        "that nothing herein prohibits the use of an automated card shuffling device which, "
+        "upon completion of the shuffling of the cards, inserts the stack of cards directly "
+        "into a dealing shoe."
+    ),
+    "559.3(b)(4)": (
+        "If an automated card shuffling device is used, a certificate holder shall be permitted"
+        " to use a second deck of cards to play the game, provided that: Both decks are "
+        "continuously alternated in and out of play, with each deck being used for every other "
+        "round of play."
+    ),
+    "559.3(c)(1)": (
+        "The decks of cards used in Let It Ride Poker shall be changed: At least every 4 hours "
+        "if the cards are dealt by hand."
+    ),
+    "559.3(c)(2)": (
+        "The decks of cards used in Let It Ride Poker shall be changed: At least every 8 hours "
+        "if the cards are dealt from a manual or automated dealing shoe."
+    ),
+    "555.9(a)(1)": (
+        "If the cards are dealt from the dealer's hand, the following requirements shall be "
+        "observed: An automated shuffling device shall be used to shuffle the cards."
+    ),
+    "557.9(a)(1)": (
+        "If the cards are dealt from the dealer's hand, the following requirements shall be "
+        "observed: An automated shuffling device shall be used to shuffle the cards."
+    ),
+    "559.11(a)(1)": (
+        "If the cards are dealt from the dealer's hand, the following requirements shall be "
+        "observed: An automated shuffling device shall be used to shuffle the cards."
+    ),
+    "555.14(g)": (
+        "An automated card shuffling device or automated dealing shoe shall be removed from a "
+        "gaming table before any other method of shuffling or dealing may be utilized at that "
+        "table."
+    ),
+    "557.13(g)": (
+        "An automated card shuffling device or automated dealing shoe shall be removed from a "
+        "gaming table before any other method of shuffling or dealing may be utilized at that "
+        "table."
+    ),
+    "559.15(f)": (
+        "Any automated card shuffling device or automated dealing shoe shall be removed from a "
+        "gaming table before any other method of shuffling or dealing may be utilized at that "
+        "table."
+    ),
+    "551.16(k)": (
+        "Any automated card shuffling device shall be removed from a gaming table before any "
+        "other method of shuffling may be utilized at that table."
+    ),
+    "551.2(e)": (
+        "A Spanish 21 table must have attached to it a card reader device, approved by the "
+        "Bureau of Gaming Operations, which permits the dealer to determine if the dealer has a"
+        " Blackjack in accordance with § 551.8 (relating to procedure for dealing the cards). "
+        "The floorperson assigned to the Spanish 21 table shall inspect the card reader device "
+        "at the beginning of each gaming day to insure that there has been no tampering with "
+        "the device and that it is in proper working order."
+    ),
+    "555.8(f)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "555.8(h)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the dealer's hand has more or "
+        "less than five cards) but 52 cards remain in the deck, all hands shall be void and all"
+        " wagers shall be returned to the players. If the cards have not been misdealt, all "
+        "hands shall be considered void, all wagers shall be returned to the players and the "
+        "entire deck of cards shall be removed from the table."
+    ),
+    "555.9(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "555.9(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the dealer's hand has more or "
+        "less than five cards) but 52 cards remain in the deck, all hands shall be void and all"
+        " wagers shall be returned to the players. If the cards have not been misdealt, all "
+        "hands shall be considered void, all wagers shall be returned to the players and the "
+        "entire deck of cards shall be removed from the table."
+    ),
+    "555.10(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "555.10(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the dealer's hand has more or "
+        "less than five cards) but 52 cards remain in the deck, all hands shall be void and all"
+        " wagers shall be returned to the players. If the cards have not been misdealt, all "
+        "hands shall be considered void, all wagers shall be returned to the players and the "
+        "entire deck of cards shall be removed from the table."
+    ),
+    "557.8(f)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall be required to count the stub at least once every five "
+        "rounds of play in order to determine that the correct number of cards are still "
+        "present in the deck. The dealer shall determine the number of cards in the stub by "
+        "counting the cards face down on the layout."
+    ),
+    "557.8(h)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player has more or less than five cards or the dealer has more or less than six "
+        "cards) but 52 cards remain in the deck, all hands shall be void and all wagers shall "
+        "be returned to the players. If the cards have not been misdealt, all hands shall be "
+        "considered void all wagers shall be returned to the players and the entire deck of "
+        "cards shall be removed from the table."
+    ),
+    "557.9(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall be required to count the stub at least once every five "
+        "rounds of play to determine that the correct number of cards are still present in the "
+        "deck. The dealer shall determine the number of cards in the stub by counting the cards"
+        " face down on the layout."
+    ),
+    "557.9(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player has more or less than five cards or the dealer has more or less than six "
+        "cards) but 52 cards remain in the deck, all hands shall be void and all wagers shall "
+        "be returned to the players. If the cards have not been misdealt, all hands shall be "
+        "considered void, all wagers shall be returned to the players and the entire deck of "
+        "cards shall be removed from the table."
+    ),
+    "557.10(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall be required to count the stub at least once every five "
+        "rounds of play to determine that the correct number of cards are still present in the "
+        "deck. The dealer shall determine the number of cards in the stub by counting the cards"
+        " face down on the layout."
+    ),
+    "557.10(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player has more or less than five cards or the dealer has more or less than six "
+        "cards) but 52 cards remain in the deck, all hands shall be void and all wagers shall "
+        "be returned to the players. If the cards have not been misdealt, all hands shall be "
+        "considered void, all wagers shall be returned to the players and the entire deck of "
+        "cards shall be removed from the table."
+    ),
+    "559.10(f)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "559.10(h)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the community cards has more or "
+        "less than three or two cards) but 52 cards remain in the deck, all hands shall be void"
+        " and all wagers shall be returned to the players. If the cards have not been misdealt,"
+        " all hands shall be considered void, all wagers shall be returned to the players and "
+        "the entire deck of cards shall be removed from the table."
+    ),
+    "559.11(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "559.11(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the community cards has more or "
+        "less than three or two cards) but 52 cards remain in the deck, all hands shall be void"
+        " and all wagers shall be returned to the players. If the cards have not been misdealt,"
+        " all hands shall be considered void, all wagers shall be returned to the players and "
+        "the entire deck of cards shall be removed from the table."
+    ),
+    "559.12(d)": (
+        "If an automated card shuffling device that counts the number of cards in the deck "
+        "after the completion of each shuffle and indicates whether 52 cards are present is not"
+        " being used, the dealer shall count the stub at least once every five rounds of play "
+        "to determine that the correct number of cards are still present in the deck. The "
+        "dealer shall determine the number of cards in the stub by counting the cards face down"
+        " on the layout."
+    ),
+    "559.12(f)": (
+        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
+        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
+        " (a player or the area designed for the placement of the dealer's hand has more or "
+        "less than three or two cards) but 52 cards remain in the deck, all hands shall be void"
+        " and all wagers shall be returned to the players. If the cards have not been misdealt,"
+        " all hands shall be considered void, all wagers shall be returned to the players and "
+        "the entire deck of cards shall be removed from the table."
+    ),
+}
+_WORDS["551.16(m)"] = (
+    "If a card reader device malfunctions, the dealer may not continue dealing the game of "
+    "Spanish 21 at that table until the card reader device is repaired or replaced."
+)
+
+#: per game: (manual shoe, hand, automated shoe) sections, each with (due, outcome) letters
+_STUB_SECTIONS = {
+    _CS: (("555.8", "f", "h"), ("555.9", "d", "f"), ("555.10", "d", "f")),
+    _FCP: (("557.8", "f", "h"), ("557.9", "d", "f"), ("557.10", "d", "f")),
+    _LIR: (("559.10", "f", "h"), ("559.11", "d", "f"), ("559.12", "d", "f")),
+}
+_METHODS = ("manual_shoe", "hand", "automated_shoe")
+_CHAPTER = {_CS: "555", _FCP: "557", _LIR: "559"}
+_OTHER_METHOD = {_CS: "555.14(g)", _FCP: "557.13(g)", _LIR: "559.15(f)"}
+_HAND_DEALING = {_CS: "555.9(a)(1)", _FCP: "557.9(a)(1)", _LIR: "559.11(a)(1)"}
+_VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
+
+
+def _row(
+    citation: str, game: Game, name: str, trigger: str, when: tuple[When, ...],
+    actions: tuple[Action, ...], summary: str,
+) -> Rule:  # fmt: skip
+    return Rule(
+        id=f"{citation}.{name}",
+        games=frozenset({game}),
+        trigger=trigger,
+        when=when,
+        actions=actions,
+        citation=f"58 Pa. Code § {citation}",
+        words=_WORDS[citation],
+        summary=summary,
+    )
+
+
+def _game_rows(game: Game) -> list[Rule]:
+    ch = _CHAPTER[game]
+    rows = [
+        _row(f"{ch}.5(a)", game, "shuffle-each-round", "table.round",
+             (When("shuffled", "==", False),), (Action.ALERT,),
+             "A round is being dealt without a shuffle since the last round."),
+        _row(f"{ch}.3(b)(4)", game, "decks-alternate", "table.round",
+             (When("same_deck", "==", True),), (Action.ALERT,),
+             "The same deck is dealt two rounds running: the two decks must alternate."),
+        _row(f"{ch}.3(c)(1)", game, "deck-age-hand", "table.round",
+             (When("by_hand", "==", True), When("deck_age_h", ">=", 4)),
+             (Action.REPLACE_CARDS,),
+             "Cards dealt by hand have been in play 4 hours or more: change the decks."),
+        _row(f"{ch}.3(c)(2)", game, "deck-age-shoe", "table.round",
+             (When("from_shoe", "==", True), When("deck_age_h", ">=", 8)),
+             (Action.REPLACE_CARDS,),
+             "Cards dealt from a shoe have been in play 8 hours or more: change the decks."),
+        _row(_HAND_DEALING[game], game, "hand-needs-shuffler", "table.round",
+             (When("by_hand", "==", True), When("shuffler_on_table", "==", False)),
+             (Action.ALERT,),
+             "Cards are dealt by hand without an automated shuffler: one must be used."),
+        _row(_OTHER_METHOD[game], game, "device-first", "table.other_method", (),
+             (Action.REMOVE_DEVICE,),
+             "Another shuffling or dealing method while the device is on the table: remove "
+             "the device first."),
+    ]  # fmt: skip
+    for method, (section, due, outcome) in zip(_METHODS, _STUB_SECTIONS[game], strict=True):
+        by = (When("dealing", "==", method),)
+        rows += [
+            _row(f"{section}({due})", game, "stub-count-due", "table.round",
+                 (*by, When("counting_shuffler", "==", False),
+                  When("stub_count_overdue", "==", True)),
+                 (Action.COUNT_STUB,),
+                 "Five rounds without a stub count and no counting shuffler: count the stub."),
+            _row(f"{section}({outcome})", game, "stub-misdealt", "table.stub_count",
+                 (*by, When("full", "==", False), When("misdealt", "==", True)), _VOID,
+                 "The stub count is wrong and the cards were misdealt: all hands void, "
+                 "wagers returned."),
+            _row(f"{section}({outcome})", game, "stub-wrong", "table.stub_count",
+                 (*by, When("full", "==", False), When("misdealt", "==", False)),
+                 (*_VOID, Action.REMOVE_DECK),
+                 "The stub count is wrong and nothing was misdealt: all hands void, wagers "
+                 "returned, the deck leaves the table."),
+        ]  # fmt: skip
+    return rows
+
+
+TABLE_RULES: tuple[Rule, ...] = (
+    *_game_rows(_CS),
+    *_game_rows(_FCP),
+    *_game_rows(_LIR),
+    _row("551.16(k)", _S21, "device-first", "table.other_method",
+         (When("device_class", "==", "shuffler"),), (Action.REMOVE_DEVICE,),
+         "Another shuffling method while the shuffler is on the table: remove it first."),
+    _row("551.2(e)", _S21, "reader-inspection", "table.round",
+         (When("reader_inspected_today", "==", False),), (Action.HALT_DEALING, Action.ALERT),
+         "No floorperson inspection of the card reader is recorded for this gaming day."),
+    _row("551.16(m)", _S21, "halted-reader", "table.round",
+         (When("halted_by", "==", "card_reader"),), (Action.HALT_DEALING, Action.ALERT),
+         "A round is being dealt while dealing is halted for the card reader."),
+)  # fmt: skip

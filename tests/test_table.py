@@ -1,0 +1,195 @@
+"""The table's state machine and the rows it feeds, pure: no daemon, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from tableside.rules import Game, TableFacts, evaluate
+from tableside.rules.model import Action
+from tableside.rules.table import Phase, TableEvent, TableState, step
+
+T0 = 1_764_400_000.0  # a Unix time; each test moves its own clock
+HOUR = 3600.0
+
+
+class Table:
+    """A table driven event by event; collects every ruling's citation."""
+
+    def __init__(self, game: Game = Game.CARIBBEAN_STUD, *, counts: bool = True,
+                 devices: Iterable[str] = ("shuffler", "shoe")) -> None:  # fmt: skip
+        self.facts = TableFacts(game, shuffler_counts=counts)
+        self.state = TableState(devices=frozenset(devices))
+        self.now = T0
+        self.rulings: list[tuple[str, tuple[Action, ...]]] = []
+
+    def __call__(self, kind: str, **data: Any) -> list[str]:
+        self.state, seen = step(self.facts, self.state, TableEvent(kind, self.now, data))
+        found = [r for o in seen for r in evaluate(self.facts, o)]
+        self.rulings += [(r.rule.citation, r.rule.actions) for r in found]
+        return [r.rule.citation.removeprefix("58 Pa. Code § ") for r in found]
+
+    def phase(self) -> Phase:
+        return self.state.phase
+
+    def last_actions(self) -> tuple[Action, ...]:
+        return self.rulings[-1][1]
+
+    def round(self, *, shuffle: bool = True, deck: str | None = None) -> list[str]:
+        """One whole round as the devices and the dealer report it."""
+        if shuffle:
+            self("shuffler.shuffle_complete", **({"deck": deck} if deck else {}))
+        self("bets_open")
+        self("no_more_bets")
+        found = self("shoe.deal_started")
+        self("shoe.deal_complete")
+        self("reveal")
+        self("round_settled")
+        return found
+
+
+def test_a_round_goes_through_its_phases() -> None:
+    table = Table()
+    table("open_table")
+    assert table.phase() is Phase.OPEN and table.state.cards_in_play_since == T0
+    table("shuffler.shuffle_complete")
+    table("bets_open")
+    assert table.phase() is Phase.BETTING
+    table("no_more_bets")
+    assert table("shoe.deal_started") == []
+    assert table.phase() is Phase.DEALING and table.state.round == 1
+    table("shoe.deal_complete")
+    assert table.phase() is Phase.DECISIONS
+    table("reveal")
+    table("round_settled")
+    assert table.phase() is Phase.COMPLETE
+    assert table.rulings == []
+
+
+SHUFFLE_EACH_ROUND = [
+    (Game.CARIBBEAN_STUD, "555.5(a)"),
+    (Game.FOUR_CARD_POKER, "557.5(a)"),
+    (Game.LET_IT_RIDE, "559.5(a)"),
+]
+
+
+@pytest.mark.parametrize(("game", "clause"), SHUFFLE_EACH_ROUND)
+def test_a_round_without_a_shuffle(game: Game, clause: str) -> None:
+    table = Table(game)
+    table("open_table")
+    assert table.round() == []
+    assert table.round(shuffle=False) == [clause]
+
+
+def test_two_decks_alternate() -> None:
+    table = Table()
+    table("open_table")
+    assert table.round(deck="A") == []
+    assert table.round(deck="B") == []
+    assert table.round(deck="B") == ["555.3(b)(4)"]
+    assert table.round(deck="A") == []
+
+
+@pytest.mark.parametrize(
+    ("dealing", "hours", "expected"),
+    [
+        ("hand", 3.9, []),
+        ("hand", 4.0, ["555.3(c)(1)"]),
+        ("automated_shoe", 7.9, []),
+        ("automated_shoe", 8.0, ["555.3(c)(2)"]),
+        ("manual_shoe", 8.5, ["555.3(c)(2)"]),
+    ],
+)
+def test_deck_age(dealing: str, hours: float, expected: list[str]) -> None:
+    table = Table(devices=("shuffler",))
+    table("open_table")
+    table("declare_method", dealing=dealing)
+    table.now += hours * HOUR
+    assert table.round() == expected
+    if expected:
+        assert table.last_actions() == (Action.REPLACE_CARDS,)
+        table("new_cards")
+        assert table.round() == []
+
+
+def test_hand_dealing_needs_a_shuffler() -> None:
+    table = Table(devices=())
+    table("open_table")
+    table("declare_method", dealing="hand", shuffling="manual")
+    table("shuffled")  # by hand
+    assert table.round(shuffle=False) == ["555.9(a)(1)"]
+
+
+@pytest.mark.parametrize(
+    ("dealing", "due", "outcome"),
+    [("automated_shoe", "555.10(d)", "555.10(f)"), ("manual_shoe", "555.8(f)", "555.8(h)"),
+     ("hand", "555.9(d)", "555.9(f)")],
+)  # fmt: skip
+def test_stub_count_every_five_rounds_and_its_outcomes(
+    dealing: str, due: str, outcome: str
+) -> None:
+    table = Table(counts=False)
+    table("open_table")
+    table("declare_method", dealing=dealing)
+    for _ in range(5):
+        assert due not in table.round()
+    assert due in table.round(), "a sixth round without a stub count"
+    assert table.last_actions() == (Action.COUNT_STUB,)
+    assert table("stub_count", count=52, misdealt=False) == []
+    assert table.state.rounds_since_stub_count == 0
+    assert table("stub_count", count=51, misdealt=True) == [outcome]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
+    assert table("stub_count", count=51, misdealt=False) == [outcome]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS,
+                                    Action.REMOVE_DECK)  # fmt: skip
+
+
+def test_no_stub_count_due_with_a_counting_shuffler() -> None:
+    table = Table(counts=True)
+    table("open_table")
+    for _ in range(7):
+        assert table.round() == []
+
+
+def test_bad_stub_count_args_are_refused() -> None:
+    table = Table()
+    with pytest.raises(ValueError, match="count"):
+        table("stub_count", count="fifty")
+
+
+@pytest.mark.parametrize(("game", "clause"), [(Game.CARIBBEAN_STUD, "555.14(g)"),
+                         (Game.FOUR_CARD_POKER, "557.13(g)"), (Game.LET_IT_RIDE, "559.15(f)"),
+                         (Game.SPANISH_21, "551.16(k)")])  # fmt: skip
+def test_another_method_while_the_device_is_there(game: Game, clause: str) -> None:
+    table = Table(game)
+    assert table("declare_method", shuffling="manual") == [clause]
+    assert table.last_actions() == (Action.REMOVE_DEVICE,)
+    table("device_removed", device_class="shuffler")
+    assert table("declare_method", shuffling="manual") == []
+
+
+def test_spanish_21_reader_inspection_and_halt() -> None:
+    table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
+    table("open_table")
+    assert "551.2(e)" in table.round(), "no inspection recorded for the gaming day"
+    table("reader_inspected")
+    assert table.round() == []
+    table.now += 24 * HOUR
+    assert "551.2(e)" in table.round(), "yesterday's inspection does not count today"
+    table("reader_inspected")
+    table("halt", device_class="card_reader")
+    assert table.round() == ["551.16(m)"]
+    table("device_installed", device_class="card_reader")  # repaired or replaced
+    assert table.state.halted_by is None
+    assert table.round() == []
+
+
+def test_state_survives_a_round_trip_through_json() -> None:
+    table = Table(counts=False)
+    table("open_table")
+    table.round(deck="A")
+    table("declare_method", dealing="hand")
+    again = TableState.from_dict(table.state.to_dict())
+    assert again == table.state
