@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -28,6 +29,7 @@ from tableside.daemon.payloads import (
     DeviceStatePayload,
     RulingPayload,
     SourceEvent,
+    TablePayload,
     utc_ms,
 )
 from tableside.daemon.publisher import Publisher
@@ -38,8 +40,10 @@ from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
 from tableside.drivers.link import ArqPolicy
 from tableside.drivers.registry import get_driver
-from tableside.rules import Observation, TableFacts, evaluate
+from tableside.rules import Observation, Rule, TableFacts, evaluate
+from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
+from tableside.rules.table import TABLE_EVENTS, TableEvent, TableState, step
 
 __all__ = ["DeviceRuntime", "TableDaemon"]
 
@@ -155,6 +159,16 @@ class TableDaemon:
                 name, device, driver_cls(name, settings, self._sink(name)), facts
             )
             self.devices[name] = runtime
+        shufflers = [d for d in config.devices.values()
+                     if get_driver(d.driver).device_class == "shuffler"]  # fmt: skip
+        self.table_facts = TableFacts(
+            game=config.table.game,
+            shuffler_counts=any(d.counts_cards for d in shufflers),
+            decks=config.table.decks,
+        )
+        self.table_state = TableState(
+            devices=frozenset(rt.driver.device_class for rt in self.devices.values())
+        )
         self.restored = self._restore()
         self.ready = asyncio.Event()
         self.rulings = 0
@@ -174,6 +188,7 @@ class TableDaemon:
                 publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
                 for rt in self.devices.values():
                     self._publish_state(rt, utc_ms())
+                self._publish_table("start", utc_ms())
                 drivers = [
                     tg.create_task(rt.driver.run(), name=f"device.{name}")
                     for name, rt in self.devices.items()
@@ -213,7 +228,15 @@ class TableDaemon:
         """The table as the journal last saw it: retained state to send again, what each device
         last reported, and a lock-out in force. Returns what was restored, for the log."""
         latest = self.journal.latest()
-        counts = {"retained": 0, "devices": 0, "locked_out": 0}
+        counts = {"retained": 0, "devices": 0, "locked_out": 0, "table_state": 0}
+        raw_table = latest.get(self.topics.table_state)
+        if raw_table is not None:
+            try:
+                saved = TablePayload.model_validate_json(raw_table)
+                self.table_state = TableState.from_dict(saved.state)
+                counts["table_state"] = 1
+            except (ValidationError, ValueError, TypeError) as exc:
+                log.warning("restore_skipped", what="table", error=str(exc)[:300])
         for key, payload in latest.items():
             if "#" not in key:
                 self.publisher.restore_retained(key, payload)
@@ -340,26 +363,89 @@ class TableDaemon:
             device=rt.name,
             data=full,
         )
+        source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
+        halts = False
         for ruling in evaluate(rt.facts, observation):
-            rule = ruling.rule
-            self.rulings += 1
-            log.warning("ruling", rule=rule.id, clause=rule.citation, device=rt.name)
-            self.publisher.publish(
-                self.topics.ruling,
-                RulingPayload(
-                    table=self.table,
-                    ts=ts,
-                    seq=self.publisher.next_seq(),
-                    rule_id=rule.id,
-                    game=rt.facts.game.value,
-                    clause=rule.citation,
-                    words=rule.words,
-                    summary=rule.summary,
-                    actions=list(rule.actions),
-                    affected=rule.affected(observation),
-                    event=SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data),
-                ),
-            )
+            self._publish_ruling(ruling.rule, observation, source, ts)
+            halts = halts or Action.HALT_DEALING in ruling.rule.actions
+        # What moves the table: a shuffle, a deal, the dealer's buttons, a device that halts it.
+        table_kind = self._table_kind(observation)
+        if table_kind is not None:
+            self._table_step(table_kind, full, ts)
+        if halts:
+            self._table_step("halt", {"device_class": rt.driver.device_class}, ts)
+
+    @staticmethod
+    def _table_kind(observation: Observation) -> str | None:
+        if observation.kind in ("shuffler.shuffle_complete", "shoe.deal_started",
+                                "shoe.deal_complete"):  # fmt: skip
+            return observation.kind
+        if observation.kind == "progressive_controller.button":
+            button = observation.data.get("button")
+            return str(button) if button in ("no_more_bets", "bets_open") else None
+        return None
+
+    def _publish_ruling(
+        self, rule: Rule, observation: Observation, source: SourceEvent, ts: str
+    ) -> None:
+        self.rulings += 1
+        log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
+        self.publisher.publish(
+            self.topics.ruling,
+            RulingPayload(
+                table=self.table,
+                ts=ts,
+                seq=self.publisher.next_seq(),
+                rule_id=rule.id,
+                game=self.table_facts.game.value,
+                clause=rule.citation,
+                words=rule.words,
+                summary=rule.summary,
+                actions=list(rule.actions),
+                affected=rule.affected(observation),
+                event=source,
+                round=self.table_state.round or None,
+            ),
+        )
+
+    # -- the table: phase, round, and what the rules count ----------------------------------
+
+    def _table_step(self, kind: str, data: Mapping[str, Any], ts: str) -> None:
+        """Move the table (raises ValueError for a person's event it cannot take); publish its
+        state when it changed, and the rulings its rows give."""
+        before = self.table_state
+        self.table_state, seen = step(
+            self.table_facts, before, TableEvent(kind, time.time(), dict(data))
+        )
+        if self.table_state == before and not seen:
+            return
+        seq = self._publish_table(kind, ts)
+        for observation in seen:
+            source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
+                                 seq=seq, data=dict(observation.data))  # fmt: skip
+            for ruling in evaluate(self.table_facts, observation):
+                self._publish_ruling(ruling.rule, observation, source, ts)
+
+    def _publish_table(self, cause: str, ts: str) -> int:
+        state = self.table_state
+        seq = self.publisher.next_seq()
+        self.publisher.publish(
+            self.topics.table_state,
+            TablePayload(
+                table=self.table,
+                ts=ts,
+                seq=seq,
+                game=self.table_facts.game.value,
+                phase=state.phase.value,
+                round=state.round,
+                rounds_since_stub_count=state.rounds_since_stub_count,
+                deck_age_h=state.deck_age_h(time.time()),
+                state=state.to_dict(),
+                cause=cause,
+            ),
+            retain=True,
+        )
+        return seq
 
     def _firmware_change(
         self, rt: DeviceRuntime, event: DeviceEvent, data: Mapping[str, Any]
@@ -405,6 +491,9 @@ class TableDaemon:
             error = f"malformed request on {topic}: {str(exc)[:300]}"
         if request is not None:
             error = refusal(role, request.command)
+            if error is None and request.device == "table":
+                self._table_command(role, request)
+                return
             if error is None and request.device not in self.devices:
                 known = ", ".join(sorted(self.devices))
                 error = f"no device {request.device!r} at table {self.table} (devices: {known})"
@@ -415,6 +504,21 @@ class TableDaemon:
             return
         name = f"command.{request.device}"
         self._tasks.create_task(self._run_command(role, request), name=name)
+
+    def _table_command(self, role: str, request: CommandRequest) -> None:
+        """A person tells the table something (docs/commands.md, device "table")."""
+        if request.command not in TABLE_EVENTS:
+            known = ", ".join(sorted(TABLE_EVENTS))
+            self._command_result(role, request,
+                                 f"the table has no command {request.command!r} (table "
+                                 f"commands: {known})")  # fmt: skip
+            return
+        try:
+            self._table_step(request.command, request.args, utc_ms())
+        except ValueError as exc:
+            self._command_result(role, request, str(exc))
+            return
+        self._command_result(role, request, None)
 
     async def _run_command(self, role: str, request: CommandRequest) -> None:
         runtime = self.devices[request.device]

@@ -22,6 +22,7 @@ __all__ = [
     "RulingPayload",
     "SourceEvent",
     "StatusPayload",
+    "TablePayload",
     "utc_ms",
 ]
 
@@ -114,10 +115,27 @@ class DeviceEventPayload(Envelope):
 
 class SourceEvent(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    device: str
+    device: str = Field(description='the device, or "table" for what the table\'s state shows')
     event: str
-    seq: int = Field(description="seq of the device event message this ruling came from")
+    seq: int = Field(
+        description="seq of the message this ruling came from: the device event, or for the "
+        "table the table state (or command result) that carried the change"
+    )
     data: dict[str, Any]
+
+
+class TablePayload(Envelope):
+    """``<prefix>/<table>/table`` (retained): the table's phase, round and what the rules
+    count (rules/table.py); journaled, and taken back from the journal after a restart."""
+
+    game: str
+    phase: str = Field(description="closed, open, betting, no_more_bets, dealing, decisions, "
+                       "settlement, complete")  # fmt: skip
+    round: int = Field(description="rounds begun since the table was first opened")
+    rounds_since_stub_count: int
+    deck_age_h: float | None = Field(description="hours the cards in play have been in play")
+    state: dict[str, Any] = Field(description="the whole state, as rules/table.py keeps it")
+    cause: str = Field(description="the event that changed it (a command or a device event)")
 
 
 class RulingPayload(Envelope):
@@ -133,6 +151,7 @@ class RulingPayload(Envelope):
         description='the hands it affects: ["all"], ["dealer"] or a seat, e.g. ["seat3"]'
     )
     event: SourceEvent
+    round: int | None = Field(default=None, description="the table's round when it was given")
 
 
 class CommandRequest(BaseModel):
@@ -161,6 +180,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "device-state": DeviceStatePayload,
     "device-event": DeviceEventPayload,
     "ruling": RulingPayload,
+    "table": TablePayload,
     "command": CommandRequest,
     "command-result": CommandResult,
 }

@@ -37,6 +37,23 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "self_test": _EVERYONE,
     "query_status": _EVERYONE,
     "query_identity": _EVERYONE,
+    # the table itself (device "table", rules/table.py)
+    "open_table": frozenset({Role.FLOORPERSON}),
+    "close_table": frozenset({Role.FLOORPERSON}),
+    "bets_open": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "no_more_bets": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "start_round": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "deal_done": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "reveal": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "round_settled": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "shuffled": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "stub_count": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "new_cards": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "declare_method": frozenset({Role.FLOORPERSON}),
+    # 551.2(e): the floorperson inspects the card reader at the start of each gaming day
+    "reader_inspected": frozenset({Role.FLOORPERSON}),
+    "device_removed": frozenset({Role.FLOORPERSON, Role.TECHNICIAN}),
+    "device_installed": frozenset({Role.FLOORPERSON, Role.TECHNICIAN}),
 }
 
 

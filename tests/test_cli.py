@@ -214,3 +214,11 @@ def test_schemas_in_docs_are_current(tmp_path: Path) -> None:
         p.name: json.loads(p.read_text()) for p in (ROOT / "docs" / "schemas").glob("*.json")
     }
     assert generated == shipped, "run: tableside schemas docs/schemas"
+
+
+def test_rules_page_is_current(tmp_path: Path) -> None:
+    out = tmp_path / "rules.md"
+    assert main(["rules", str(out), "--tests", str(ROOT / "tests")]) == 0
+    shipped = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == shipped, "run: tableside rules docs/rules.md"
+    assert "**none**" not in shipped, "every rule is proved by a test that names its clause"

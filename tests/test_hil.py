@@ -250,9 +250,8 @@ async def test_commands_over_mqtt_by_role(mosquitto: Mosquitto, tmp_path: Path) 
     assert by_id["r1"]["ok"] is True and by_id["r1"]["role"] == "dealer"
     refused = {k: v["error"] for k, v in by_id.items() if k and not v["ok"]}
     assert "unknown shuffler command 'release'" in refused.pop("r7"), "allowed, not a shuffler's"
+    assert refused.pop("r2").startswith("unknown command 'deal_me_in' (commands: bets_open, ")
     assert refused == {
-        "r2": "unknown command 'deal_me_in' (commands: deal, deal_round, lock_out, query_identity, "
-        "query_status, release, self_test, set_lights, set_meter, start_shuffle)",
         "r3": "a dealer may not give 'set_meter' (it needs: floorperson)",
         "r4": "a technician may not give 'deal_round' (it needs: dealer, floorperson)",
         "r5": "unknown role 'croupier' (roles: dealer, floorperson, technician)",

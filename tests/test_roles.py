@@ -43,5 +43,5 @@ def test_refusals_say_why() -> None:
     )
     unknown = refusal(Role.FLOORPERSON, "open_vault")
     assert unknown is not None and unknown.startswith(
-        "unknown command 'open_vault' (commands: deal,"
+        "unknown command 'open_vault' (commands: bets_open, close_table, deal,"
     )

@@ -75,6 +75,31 @@ SHUFFLE_EACH_ROUND = [
 ]
 
 
+#: per game: alternating decks, deck age by hand / from a shoe, hand-dealing needs a shuffler,
+#: and per dealing method the stub count's (due, outcome) clauses
+CLAUSES: dict[Game, dict[str, Any]] = {
+    Game.CARIBBEAN_STUD: {
+        "decks": "555.3(b)(4)", "age_hand": "555.3(c)(1)", "age_shoe": "555.3(c)(2)",
+        "hand": "555.9(a)(1)",
+        "stub": {"automated_shoe": ("555.10(d)", "555.10(f)"),
+                 "manual_shoe": ("555.8(f)", "555.8(h)"), "hand": ("555.9(d)", "555.9(f)")},
+    },
+    Game.FOUR_CARD_POKER: {
+        "decks": "557.3(b)(4)", "age_hand": "557.3(c)(1)", "age_shoe": "557.3(c)(2)",
+        "hand": "557.9(a)(1)",
+        "stub": {"automated_shoe": ("557.10(d)", "557.10(f)"),
+                 "manual_shoe": ("557.8(f)", "557.8(h)"), "hand": ("557.9(d)", "557.9(f)")},
+    },
+    Game.LET_IT_RIDE: {
+        "decks": "559.3(b)(4)", "age_hand": "559.3(c)(1)", "age_shoe": "559.3(c)(2)",
+        "hand": "559.11(a)(1)",
+        "stub": {"automated_shoe": ("559.12(d)", "559.12(f)"),
+                 "manual_shoe": ("559.10(f)", "559.10(h)"), "hand": ("559.11(d)", "559.11(f)")},
+    },
+}  # fmt: skip
+POKER = list(CLAUSES)
+
+
 @pytest.mark.parametrize(("game", "clause"), SHUFFLE_EACH_ROUND)
 def test_a_round_without_a_shuffle(game: Game, clause: str) -> None:
     table = Table(game)
@@ -83,43 +108,46 @@ def test_a_round_without_a_shuffle(game: Game, clause: str) -> None:
     assert table.round(shuffle=False) == [clause]
 
 
-def test_two_decks_alternate() -> None:
-    table = Table()
+@pytest.mark.parametrize("game", POKER)
+def test_two_decks_alternate(game: Game) -> None:
+    table = Table(game)
     table("open_table")
     assert table.round(deck="A") == []
     assert table.round(deck="B") == []
-    assert table.round(deck="B") == ["555.3(b)(4)"]
+    assert table.round(deck="B") == [CLAUSES[game]["decks"]]
     assert table.round(deck="A") == []
 
 
+@pytest.mark.parametrize("game", POKER)
 @pytest.mark.parametrize(
     ("dealing", "hours", "expected"),
     [
-        ("hand", 3.9, []),
-        ("hand", 4.0, ["555.3(c)(1)"]),
-        ("automated_shoe", 7.9, []),
-        ("automated_shoe", 8.0, ["555.3(c)(2)"]),
-        ("manual_shoe", 8.5, ["555.3(c)(2)"]),
+        ("hand", 3.9, None),
+        ("hand", 4.0, "age_hand"),
+        ("automated_shoe", 7.9, None),
+        ("automated_shoe", 8.0, "age_shoe"),
+        ("manual_shoe", 8.5, "age_shoe"),
     ],
 )
-def test_deck_age(dealing: str, hours: float, expected: list[str]) -> None:
-    table = Table(devices=("shuffler",))
+def test_deck_age(game: Game, dealing: str, hours: float, expected: str | None) -> None:
+    table = Table(game, devices=("shuffler",))
     table("open_table")
     table("declare_method", dealing=dealing)
     table.now += hours * HOUR
-    assert table.round() == expected
+    assert table.round() == ([CLAUSES[game][expected]] if expected else [])
     if expected:
         assert table.last_actions() == (Action.REPLACE_CARDS,)
         table("new_cards")
         assert table.round() == []
 
 
-def test_hand_dealing_needs_a_shuffler() -> None:
-    table = Table(devices=())
+@pytest.mark.parametrize("game", POKER)
+def test_hand_dealing_needs_a_shuffler(game: Game) -> None:
+    table = Table(game, devices=())
     table("open_table")
     table("declare_method", dealing="hand", shuffling="manual")
     table("shuffled")  # by hand
-    assert table.round(shuffle=False) == ["555.9(a)(1)"]
+    assert table.round(shuffle=False) == [CLAUSES[game]["hand"]]
 
 
 @pytest.mark.parametrize(

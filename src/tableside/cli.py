@@ -135,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--to-seq", type=int, help="last seq to export")
             action.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
 
+    rules = sub.add_parser("rules", help="write docs/rules.md from the rule rows")
+    rules.add_argument("output", type=Path, help="the markdown file to write")
+    rules.add_argument("--tests", type=Path, default=Path("tests"), help="where the tests are")
+
     schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
     return parser
@@ -437,7 +441,16 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from tableside.rules.report import render, tests_naming
+
+    args.output.write_text(render(tests=tests_naming(args.tests)), encoding="utf-8")
+    print(args.output)
+    return 0
+
+
 _COMMANDS = {
+    "rules": _cmd_rules,
     "journal": _cmd_journal,
     "run": _cmd_run,
     "check-config": _cmd_check,

@@ -1,0 +1,85 @@
+"""The table's state through the real daemon: people's table commands by role, the devices
+moving the round, its rulings with the round number, the retained table topic, and the table
+taken back from the journal after a restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+
+from .conftest import Mosquitto
+from .hil import Received, SimulatedTable, event, simulated_table, simulator
+from .test_shoe import shoe
+
+
+def table_state(m: Received) -> bool:
+    return m.kind == "table" and not m.retained and not m.payload.get("republished")
+
+
+async def ask(port: int, role: str, command: str, request_id: str, **args: Any) -> None:
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        body = {"command": command, "device": "table", "args": args, "request_id": request_id}
+        await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
+
+
+async def result(table: SimulatedTable, request_id: str) -> dict[str, Any]:
+    found = await table.subscriber.wait_for(
+        lambda m: m.kind == "command_result" and m.payload["request_id"] == request_id
+    )
+    return found[0].payload
+
+
+async def deal(port: int, round_: int) -> None:
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        body = {"command": "deal_round", "device": "shoe",
+                "args": {"round": round_, "positions": [1, 2]}}  # fmt: skip
+        await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
+
+
+async def test_the_round_through_the_daemon(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    port = mosquitto.port
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        sub = table.subscriber
+        await table.daemon.publisher.connected.wait()
+        (start,) = await sub.wait_for(table_state)
+        assert start.payload["phase"] == "closed" and start.payload["cause"] == "start"
+        # Only a floorperson opens the table.
+        await ask(port, "dealer", "open_table", "o1")
+        assert (await result(table, "o1"))["error"] == (
+            "a dealer may not give 'open_table' (it needs: floorperson)"
+        )
+        await ask(port, "floorperson", "open_table", "o2")
+        assert (await result(table, "o2"))["ok"]
+        # A shuffle, then a round from the shoe: no ruling.
+        async with aiomqtt.Client("127.0.0.1", port) as client:
+            body = {"command": "start_shuffle", "device": "shuffler"}
+            await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
+        await sub.wait_for(event("shuffle_complete"))
+        await deal(port, 1)
+        await sub.wait_for(lambda m: table_state(m) and m.payload["phase"] == "decisions")
+        # A second round with no shuffle in between: 555.5(a), given with the round.
+        await deal(port, 2)
+        (ruling,) = await sub.wait_for(lambda m: m.kind == "ruling")
+        assert ruling.payload["clause"] == "58 Pa. Code § 555.5(a)"
+        assert ruling.payload["round"] == 2
+        assert ruling.payload["event"]["device"] == "table"
+        source = [m for m in sub.messages if m.payload["seq"] == ruling.payload["event"]["seq"]]
+        assert source[0].kind == "table" and source[0].payload["round"] == 2
+        # A person's bad arguments are refused with the reason.
+        await ask(port, "dealer", "stub_count", "s1", count="many")
+        assert "count (an integer)" in (await result(table, "s1"))["error"]
+        await ask(port, "dealer", "shuffle_deck", "s2")
+        assert (await result(table, "s2"))["error"].startswith("unknown command 'shuffle_deck'")
+    # Started again, the table carries on from the journal: round 2, dealt, not closed.
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        (start,) = await table.subscriber.wait_for(table_state)
+        assert start.payload["cause"] == "start"
+        assert start.payload["round"] == 2 and start.payload["phase"] == "decisions"
+        assert table.daemon.restored["table_state"] == 1
