@@ -186,6 +186,14 @@ async def test_daemon_sigkilled_mid_round_restores_the_table(
                 30,
             )
             assert not any(a.accepting for a in bus.by_seat.values()), "a restart reopened bets"
+            # and the table itself is as it was: bets closed, not a fresh closed table
+            (restored,) = await sub.wait_for(
+                lambda m, n=seen_before: (  # type: ignore[misc]
+                    m.kind == "table" and sub.messages.index(m) >= n
+                    and m.payload["cause"] == "start" and not m.payload.get("redelivered")
+                )
+            )  # fmt: skip
+            assert restored.payload["phase"] == "no_more_bets"
         await until(lambda: highest(sub.messages) >= mark + 80, 30)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 20) == 0
