@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -165,11 +166,15 @@ class TableDaemon:
             game=config.table.game,
             shuffler_counts=any(d.counts_cards for d in shufflers),
             decks=config.table.decks,
+            progressive=config.progressive.pay_table() if config.progressive else None,
         )
         self.table_state = TableState(
             devices=frozenset(rt.driver.device_class for rt in self.devices.values())
         )
         self.restored = self._restore()
+        if self.table_facts.progressive is not None and self.table_state.meter_millicents is None:
+            initial = self.table_facts.progressive.initial_cents * 1000
+            self.table_state = dataclasses.replace(self.table_state, meter_millicents=initial)
         self.ready = asyncio.Event()
         self.rulings = 0
         self.handling_errors = 0
@@ -378,7 +383,8 @@ class TableDaemon:
     @staticmethod
     def _table_kind(observation: Observation) -> str | None:
         if observation.kind in ("shuffler.shuffle_complete", "shoe.deal_started",
-                                "shoe.deal_complete"):  # fmt: skip
+                                "shoe.deal_complete", "acceptors.wager_accepted",
+                                "progressive_controller.lights"):  # fmt: skip
             return observation.kind
         if observation.kind == "progressive_controller.button":
             button = observation.data.get("button")
@@ -440,6 +446,7 @@ class TableDaemon:
                 round=state.round,
                 rounds_since_stub_count=state.rounds_since_stub_count,
                 deck_age_h=state.deck_age_h(time.time()),
+                meter_cents=state.meter_cents,
                 state=state.to_dict(),
                 cause=cause,
             ),

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tableside.drivers.registry import available_drivers
 from tableside.rules.model import Game
+from tableside.rules.progressive import PayTable
 
 __all__ = [
     "BrokerConfig",
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "DeviceConfig",
     "JournalConfig",
+    "ProgressiveConfig",
     "TableConfig",
     "load_config",
     "validate_config",
@@ -133,6 +135,39 @@ class JournalConfig(_Strict):
     max_mb: Annotated[float, Field(ge=1)] | None = 2000
 
 
+class ProgressiveConfig(_Strict):
+    """Caribbean Stud's progressive pay table (555.13(d)-(e)); amounts in dollars. A table
+    below the minimums is refused."""
+
+    #: share of each $1 progressive wager that goes to the meter (555.13(e): at least 70)
+    rate_percent: Annotated[float, Field(gt=0, le=100)]
+    initial: Annotated[float, Field(ge=0)]
+    reset: Annotated[float, Field(ge=0)]
+    #: the straight flush pays 10% of the meter, or $5,000 (as the casino designates)
+    straight_flush: Literal["ten_percent", "fixed"]
+    four_of_a_kind: float = 500
+    full_house: float = 100
+    flush: float = 50
+
+    def pay_table(self) -> PayTable:
+        return PayTable(
+            rate_percent=self.rate_percent,
+            initial_cents=round(self.initial * 100),
+            reset_cents=round(self.reset * 100),
+            straight_flush=self.straight_flush,
+            four_of_a_kind_cents=round(self.four_of_a_kind * 100),
+            full_house_cents=round(self.full_house * 100),
+            flush_cents=round(self.flush * 100),
+        )
+
+    @model_validator(mode="after")
+    def _at_least_the_minimums(self) -> ProgressiveConfig:
+        problems = self.pay_table().problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class DeviceConfig(_Strict):
     #: driver name from the registry (tableside.shuffler, or an installed plug-in)
     driver: str
@@ -199,12 +234,18 @@ class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
+    progressive: ProgressiveConfig | None = None
     devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
 
     @model_validator(mode="after")
     def _has_devices(self) -> Config:
         if not self.devices:
             raise ValueError("a table needs at least one device under [devices.<name>]")
+        if self.progressive is not None and self.table.game is not Game.CARIBBEAN_STUD:
+            raise ValueError(
+                "[progressive] is Caribbean Stud's progressive pay table (555.13); "
+                f"not for {self.table.game.value}"
+            )
         return self
 
     @property

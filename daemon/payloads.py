@@ -134,6 +134,9 @@ class TablePayload(Envelope):
     round: int = Field(description="rounds begun since the table was first opened")
     rounds_since_stub_count: int
     deck_age_h: float | None = Field(description="hours the cards in play have been in play")
+    meter_cents: int | None = Field(
+        default=None, description="the progressive meter (555.13), when the table has one"
+    )
     state: dict[str, Any] = Field(description="the whole state, as rules/table.py keeps it")
     cause: str = Field(description="the event that changed it (a command or a device event)")
 

@@ -54,6 +54,13 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "reader_inspected": frozenset({Role.FLOORPERSON}),
     "device_removed": frozenset({Role.FLOORPERSON, Role.TECHNICIAN}),
     "device_installed": frozenset({Role.FLOORPERSON, Role.TECHNICIAN}),
+    # 555.12(b): the dealer verifies the hand and the light; a floorperson validates
+    "progressive_hand": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "validate_payout": frozenset({Role.FLOORPERSON}),
+    "pay_progressive": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "chips_collected": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "card_exposed": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "misdeal": frozenset({Role.DEALER, Role.FLOORPERSON}),
 }
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tableside.rules.progressive import PayTable
 
 __all__ = [
     "Action",
@@ -64,6 +67,8 @@ class TableFacts:
     game: Game
     shuffler_counts: bool = True
     decks: int | None = None  # Spanish 21: 6 or 8 decks of 48 (551.3(a))
+    #: the progressive pay table (555.13), when the table has a progressive system
+    progressive: PayTable | None = None
 
     @property
     def full_deck_counts(self) -> frozenset[int]:

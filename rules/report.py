@@ -84,5 +84,20 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
             f"| {_clause(rule)} | `{rule.id}`: {rule.summary} | {games} | `{rule.trigger}` "
             f"| {_when(rule)} | {actions} | {rule.affects} | {proved} |"
         )
-    lines += ["", f"{sum(1 for _ in RULES)} rules.", ""]
+    lines += [
+        "",
+        f"{sum(1 for _ in RULES)} rules.",
+        "",
+        "## Not rows",
+        "",
+        "* **Progressive payouts** (555.12(b), 555.13(d)-(f)): the pay table's minimums, the",
+        "  meter, the three steps before a payout, the order of payment and royal flushes sharing",
+        "  the meter are in [`rules/progressive.py`](../rules/progressive.py) and the table state",
+        "  machine; proved by `test_progressive_payouts.py` and, through the daemon,",
+        "  `test_progressive.py::test_progressive_meter_and_payout_through_the_daemon`.",
+        "* **Hand rankings** (555.6, 557.6, 559.6, 543.6, 543.11):",
+        "  [`rules/hands.py`](../rules/hands.py), proved against every five-, four- and three-card",
+        "  hand and an exact eight-deck baccarat enumeration in `test_hands.py`.",
+        "",
+    ]
     return "\n".join(lines)

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
 from tableside.rules.table_rows import TABLE_RULES
 
-__all__ = ["RULES", "SHOE_RULES", "SHUFFLER_RULES"]
+__all__ = ["REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
 
 _CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21
 
@@ -232,5 +234,12 @@ SHOE_RULES: tuple[Rule, ...] = (
          "or replaced."),
 )  # fmt: skip
 
+#: the same misdeal rules when the dealer reports the stack (dealt by hand or a manual shoe)
+REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
+    dataclasses.replace(rule, id=f"{rule.id}-reported", trigger="table.misdeal")
+    for rule in SHOE_RULES
+    if rule.trigger == "shoe.stack_dispensed"
+)
+
 #: every rule, in the order rulings are given
-RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *TABLE_RULES)
+RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *TABLE_RULES)

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tableside.rules.hands import FiveCard
 from tableside.rules.model import Observation, TableFacts
+from tableside.rules.progressive import PAYING_HANDS, payout
 
 __all__ = [
     "TABLE_EVENTS",
@@ -59,6 +61,25 @@ class ShufflingMethod(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """A progressive payout hand this round, and the steps of 555.12(b) recorded for it."""
+
+    seat: int
+    hand: str  # a FiveCard name, e.g. "royal_flush"
+    lit: bool = False  # (2) the light on the seat's acceptor device is illuminated
+    validated: bool = False  # (3) a floorperson validated it
+    paid_cents: int | None = None
+
+    def missing(self) -> list[str]:
+        out = []
+        if not self.lit:
+            out.append(f"the light at seat {self.seat} is not lit")
+        if not self.validated:
+            out.append(f"no floorperson has validated seat {self.seat}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class TableState:
     """Everything the table must remember between events; published retained, journaled,
     and taken back from the journal after a restart."""
@@ -81,11 +102,30 @@ class TableState:
     halted_by: str | None = None
     #: the gaming day (UTC date) of the card reader's last floorperson inspection (551.2(e))
     reader_inspected_on: str | None = None
+    #: the progressive meter, in millicents (rules/progressive.py); None: no progressive
+    meter_millicents: int | None = None
+    #: this round's progressive payout hands
+    claims: tuple[Claim, ...] = ()
+    #: wagers the acceptors accepted since betting opened (555.8(b): the chips must match)
+    wagers_accepted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["devices"] = sorted(self.devices)
+        out["claims"] = [dataclasses.asdict(c) for c in self.claims]
         return out
+
+    @property
+    def meter_cents(self) -> int | None:
+        return None if self.meter_millicents is None else self.meter_millicents // 1000
+
+    def claim(self, seat: int) -> Claim | None:
+        return next((c for c in self.claims if c.seat == seat), None)
+
+    def with_claim(self, claim: Claim) -> TableState:
+        others = tuple(c for c in self.claims if c.seat != claim.seat)
+        claims = tuple(sorted((*others, claim), key=lambda c: -c.seat))
+        return dataclasses.replace(self, claims=claims)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TableState:
@@ -95,6 +135,7 @@ class TableState:
         values["phase"] = Phase(values.get("phase", Phase.CLOSED))
         values["dealing"] = DealingMethod(values.get("dealing", DealingMethod.AUTOMATED_SHOE))
         values["shuffling"] = ShufflingMethod(values.get("shuffling", ShufflingMethod.DEVICE))
+        values["claims"] = tuple(Claim(**c) for c in values.get("claims", ()))
         return cls(**values)
 
     def deck_age_h(self, at: float) -> float | None:
@@ -131,9 +172,25 @@ TABLE_EVENTS: dict[str, str] = {
     "device_installed": "args: device_class; also clears a halt the device caused",
     "new_cards": "new decks are put in play (deck age starts again)",
     "reader_inspected": "the floorperson inspected the card reader for this gaming day",
+    "progressive_hand": "args: seat, hand (royal_flush, straight_flush, four_of_a_kind, "
+    "full_house, flush): a winning progressive hand at that seat (555.12(b)(1))",
+    "validate_payout": "args: seat: a floorperson validated that seat's payout (555.12(b)(3))",
+    "pay_progressive": "args: seat: pay it, at the meter as it stands (555.13(f))",
+    "chips_collected": "args: count: the progressive wager chips the dealer collected (555.8(b))",
+    "card_exposed": "args: card: hole or dealer: a card was exposed (555.14(a), 557.13(d))",
+    "misdeal": "args: target (seat1..seat7, dealer, community), count: the cards it got "
+    "(555.14(d), 557.13(c), 559.15(c)) when dealt by hand or from a manual shoe",
 }
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
+
+#: cards each hand should get, by game (555.10(b), 557.10(b) with the dealer's sixth card,
+#: 559.12(b) with two community cards after the discard)
+_EXPECTED: dict[str, dict[str, int]] = {
+    "caribbean_stud": {"seat": 5, "dealer": 5},
+    "four_card_poker": {"seat": 5, "dealer": 6},
+    "let_it_ride": {"seat": 3, "community": 2},
+}
 
 
 def _gaming_day(at: float) -> str:
@@ -159,7 +216,7 @@ def step(
         case "close_table":
             new = dataclasses.replace(state, phase=Phase.CLOSED)
         case "bets_open":
-            new = dataclasses.replace(state, phase=Phase.BETTING)
+            new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0)
         case "no_more_bets":
             new = dataclasses.replace(state, phase=Phase.NO_MORE_BETS)
         case "start_round" | "shoe.deal_started":
@@ -170,6 +227,7 @@ def step(
                 shuffled_since_last_round=False,
                 rounds_since_stub_count=state.rounds_since_stub_count + 1,
                 deck_last_dealt=state.deck_ready or state.deck_last_dealt,
+                claims=(),
             )
             two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
             observe(
@@ -234,6 +292,111 @@ def step(
                                       deck_last_dealt=None)  # fmt: skip
         case "reader_inspected":
             new = dataclasses.replace(state, reader_inspected_on=_gaming_day(at))
+        case "acceptors.wager_accepted":
+            new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
+            if facts.progressive is not None:
+                added = _meter(facts, state) + facts.progressive.contribution_millicents()
+                new = dataclasses.replace(new, meter_millicents=added)
+        case "chips_collected":
+            chips = data.get("count")
+            if not isinstance(chips, int) or chips < 0:
+                raise ValueError("chips_collected: args count, the gaming chips collected")
+            observe("chips_collected", count=chips, accepted=state.wagers_accepted,
+                    game=facts.game.value)  # fmt: skip
+        case "card_exposed":
+            card = data.get("card")
+            if card not in ("hole", "dealer"):
+                raise ValueError("card_exposed: args card, hole or dealer")
+            observe("card_exposed", card=card, phase=state.phase.value)
+        case "misdeal":
+            target, count = data.get("target"), data.get("count")
+            expected = data.get(
+                "expected",
+                _EXPECTED.get(facts.game.value, {}).get(
+                    "seat" if isinstance(target, str) and target.startswith("seat") else str(target)
+                ),
+            )
+            if not isinstance(target, str) or not isinstance(count, int) or expected is None:
+                raise ValueError(
+                    "misdeal: args target (seat1..seat7, dealer, community) and "
+                    "count (the cards it got); expected when the game has no rule"
+                )
+            observe("misdeal", target=target, count=count, expected=expected)  # fmt: skip
+        case "progressive_controller.lights":
+            lit = set(data.get("lit") or ())
+            claims = tuple(dataclasses.replace(c, lit=c.seat in lit) for c in state.claims)
+            new = dataclasses.replace(state, claims=claims)
+        case "progressive_hand" | "validate_payout" | "pay_progressive":
+            new = _progressive(facts, state, kind, data, observe)
         case _:
             return state, []
     return new, seen
+
+
+def _meter(facts: TableFacts, state: TableState) -> int:
+    """The meter in millicents: as kept, or the initial amount before the first wager."""
+    if state.meter_millicents is not None:
+        return state.meter_millicents
+    return 0 if facts.progressive is None else facts.progressive.initial_cents * 1000
+
+
+def _seat(kind: str, data: Mapping[str, Any]) -> int:
+    seat = data.get("seat")
+    if not isinstance(seat, int) or not 1 <= seat <= 7:
+        raise ValueError(f"{kind}: args seat, a betting position 1-7")
+    return seat
+
+
+def _progressive(
+    facts: TableFacts, state: TableState, kind: str, data: Mapping[str, Any], observe: Any
+) -> TableState:
+    """555.12(b): before a progressive hand is paid, (1) it wins, (2) the seat's light is lit,
+    (3) a floorperson validated it; 555.13(f): paid at the meter as it stands at its turn, and
+    royal flushes share the meter."""
+    table = facts.progressive
+    if table is None:
+        raise ValueError(f"{kind}: this table has no progressive pay table ([progressive])")
+    seat = _seat(kind, data)
+    claim = state.claim(seat)
+    if kind == "progressive_hand":
+        names = [h.name.lower() for h in PAYING_HANDS]
+        hand = data.get("hand")
+        if hand not in names:
+            raise ValueError(f"progressive_hand: hand must be one of {', '.join(names)}")
+        if claim is not None and claim.paid_cents is not None:
+            raise ValueError(f"progressive_hand: seat {seat} has been paid this round")
+        return state.with_claim(Claim(seat, str(hand)))
+    if claim is None:
+        raise ValueError(f"{kind}: no progressive hand recorded at seat {seat} this round")
+    if claim.paid_cents is not None:
+        raise ValueError(f"{kind}: seat {seat} has been paid this round")
+    if kind == "validate_payout":
+        return state.with_claim(dataclasses.replace(claim, validated=True))
+    # pay_progressive: every step, and in turn (from the dealer's right: the highest seat first)
+    missing = claim.missing()
+    if missing:
+        raise ValueError(f"pay_progressive: not paid: {'; '.join(missing)}")
+    before = [c.seat for c in state.claims if c.seat > seat and c.paid_cents is None]
+    if before:
+        raise ValueError(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
+                         "right)")  # fmt: skip
+    meter = _meter(facts, state)
+    hand = FiveCard[claim.hand.upper()]
+    if hand is FiveCard.ROYAL_FLUSH:
+        royals = [c for c in state.claims if c.hand == "royal_flush"]
+        waiting = [m for c in royals for m in c.missing()]
+        if waiting:
+            raise ValueError("pay_progressive: the royal flushes share the meter and are paid "
+                             f"together: {'; '.join(waiting)}")  # fmt: skip
+        share, after = payout(table, hand, meter, royal_flushes=len(royals))
+        new = state
+        for royal in royals:
+            new = new.with_claim(dataclasses.replace(royal, paid_cents=share))
+            observe("progressive_paid", seat=royal.seat, hand=royal.hand, cents=share,
+                    meter_cents_before=meter // 1000, shared_by=len(royals))  # fmt: skip
+        return dataclasses.replace(new, meter_millicents=after)
+    amount, after = payout(table, hand, meter)
+    observe("progressive_paid", seat=seat, hand=claim.hand, cents=amount,
+            meter_cents_before=meter // 1000, shared_by=1)  # fmt: skip
+    paid = state.with_claim(dataclasses.replace(claim, paid_cents=amount))
+    return dataclasses.replace(paid, meter_millicents=after)

@@ -6,7 +6,7 @@ cited as (c)(2) is the (c) line followed by its item (2)."""
 
 from __future__ import annotations
 
-from tableside.rules.model import Action, Game, Rule, When
+from tableside.rules.model import Action, FieldRef, Game, Rule, When
 
 __all__ = ["TABLE_RULES"]
 
@@ -277,6 +277,34 @@ _WORDS: dict[str, str] = {
         "the entire deck of cards shall be removed from the table."
     ),
 }
+_WORDS["555.8(b)"] = (
+    "Prior to dealing the cards and after all Ante and progressive payout wagers have been "
+    "placed, the dealer shall announce ''no more bets'' and use the table game progressive "
+    "payout wager system to prevent the placement of any additional progressive payout wagers. "
+    "The dealer shall then collect any progressive payout wagers and, on the layout in front of "
+    "the table inventory container, verify that the number of gaming chips wagered equals the "
+    "number of progressive payout wagers accepted by the table game progressive payout wager "
+    "system. The dealer shall then place the gaming chips into the table inventory container."
+)
+_WORDS["559.12(a)(2)"] = (
+    "If the cards are dealt from an automated dealing shoe, the following requirements shall be "
+    "observed: Prior to the shoe dispensing any stacks of cards, the dealer shall then announce "
+    "''no more bets.'' If any Let It Ride Bonus Wagers have been made, the dealer shall also "
+    "collect these wagers from the approved wagering devices and shall then verify, on the "
+    "layout in front of the table inventory container, that the number of gaming chips wagered "
+    "equals the number of wagers acknowledged or accepted by the wagering devices. The dealer "
+    "shall then place the gaming chips into the table inventory container."
+)
+_WORDS["555.14(a)"] = (
+    "If a hole card is exposed prior to the dealer announcing ''no more bets,'' all hands shall "
+    "be void, all wagers being returned to the players and the cards shall be reshuffled."
+)
+_WORDS["557.13(d)"] = (
+    "If one or more of the dealer's cards is inadvertently exposed prior to the dealer revealing "
+    "his cards in accordance with § 557.11(e) (relating to play wagers; procedures for "
+    "completion of each round of play), all hands shall be void, all wagers shall be returned "
+    "to the players and the cards shall be reshuffled."
+)
 _WORDS["551.16(m)"] = (
     "If a card reader device malfunctions, the dealer may not continue dealing the game of "
     "Spanish 21 at that table until the card reader device is repaired or replaced."
@@ -358,10 +386,26 @@ def _game_rows(game: Game) -> list[Rule]:
     return rows
 
 
+_RESHUFFLE_VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
+_CHIPS_DIFFER = (When("count", "!=", FieldRef("accepted")),)
+
 TABLE_RULES: tuple[Rule, ...] = (
     *_game_rows(_CS),
     *_game_rows(_FCP),
     *_game_rows(_LIR),
+    _row("555.8(b)", _CS, "chips-match-wagers", "table.chips_collected", _CHIPS_DIFFER,
+         (Action.ALERT,),
+         "The progressive wager chips collected differ from the wagers the system accepted."),
+    _row("559.12(a)(2)", _LIR, "chips-match-wagers", "table.chips_collected", _CHIPS_DIFFER,
+         (Action.ALERT,),
+         "The bonus wager chips collected differ from the wagers the devices accepted."),
+    _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
+         (When("card", "==", "hole"), When("phase", "in", ("open", "betting"))), _RESHUFFLE_VOID,
+         "A hole card was exposed before \"no more bets\": all hands void, reshuffle."),
+    _row("557.13(d)", _FCP, "dealer-card-exposed", "table.card_exposed",
+         (When("card", "==", "dealer"),
+          When("phase", "in", ("no_more_bets", "dealing", "decisions"))), _RESHUFFLE_VOID,
+         "A dealer's card was exposed before the dealer revealed: all hands void, reshuffle."),
     _row("551.16(k)", _S21, "device-first", "table.other_method",
          (When("device_class", "==", "shuffler"),), (Action.REMOVE_DEVICE,),
          "Another shuffling method while the shuffler is on the table: remove it first."),

@@ -257,3 +257,83 @@ async def test_what_an_acceptor_held_before_we_connected_is_said(
         assert not sub.matching(event("wager_accepted"))
     finally:
         await stop(task, bus_task, sub_task)
+
+
+async def test_progressive_meter_and_payout_through_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """The meter grows with the wagers the acceptors accept; a royal flush is paid only once
+    its light is lit and a floorperson (not the dealer) validated it, from the meter, which then
+    starts again at the reset amount; it all survives a restart."""
+    from tableside.daemon.config import ProgressiveConfig
+
+    controller, bus = progressive_table(SEATS, [], interval=0.6, heartbeat=0.2,
+                                        betting_time=0.2, players=(1, 2, 3))  # fmt: skip
+    controller_url, controller_task = await start_simulator(controller, "socket")
+    bus_url, bus_task = await start_simulator(bus, "socket")  # type: ignore[arg-type]
+    config = Config(
+        table=TableConfig(id="prog-2", game=Game.CARIBBEAN_STUD, state_dir=tmp_path),
+        broker=BrokerConfig(url=mosquitto.url),
+        progressive=ProgressiveConfig(rate_percent=75, initial=10_000, reset=8_000,
+                                      straight_flush="ten_percent"),
+        devices={
+            "progressive": DeviceConfig(driver="tableside.progressive_controller",
+                                        url=controller_url, heartbeat_timeout_s=1),
+            "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
+                                      poll_interval_s=0.05),
+        },
+    )  # fmt: skip
+    sub = Subscriber(mosquitto.url, "tableside/prog-2/#")
+    sub_task = asyncio.create_task(sub.run())
+    await asyncio.wait_for(sub.connected.wait(), 10)
+
+    def table(m: Any) -> bool:
+        return bool(m.kind == "table" and not m.retained)
+
+    asked = iter(range(1000))
+
+    async def ask(client: aiomqtt.Client, role: str, command: str, **args: Any) -> dict[str, Any]:
+        body = {"command": command, "device": "table" if command != "set_lights" else
+                "progressive", "args": args, "request_id": f"r{next(asked)}"}  # fmt: skip
+        await client.publish(f"tableside/prog-2/command/{role}", json.dumps(body), qos=1)
+        found = await sub.wait_for(
+            lambda m: m.kind == "command_result" and m.payload["request_id"] == body["request_id"]
+        )
+        return dict(found[-1].payload)
+
+    daemon = TableDaemon(config)
+    task = asyncio.create_task(daemon.run())
+    try:
+        wagers = await sub.wait_for(event("wager_accepted"), count=3, within=30)
+        meter = await sub.wait_for(lambda m: table(m) and m.payload["meter_cents"] > 10_000_00)
+        assert meter[-1].payload["meter_cents"] == 10_000_00 + 75 * len(
+            [w for w in sub.matching(event("wager_accepted"))
+             if w.payload["seq"] < meter[-1].payload["seq"]])  # fmt: skip
+        assert wagers
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            assert (await ask(client, "dealer", "progressive_hand", seat=2, hand="royal_flush"))[
+                "ok"
+            ]
+            refused = await ask(client, "dealer", "pay_progressive", seat=2)
+            assert "not paid: the light at seat 2 is not lit" in refused["error"]
+            assert (await ask(client, "dealer", "set_lights", seats=[2]))["ok"]
+            await sub.wait_for(lambda m: table(m) and m.payload["state"]["claims"]
+                               and m.payload["state"]["claims"][0]["lit"])  # fmt: skip
+            refused = await ask(client, "dealer", "validate_payout", seat=2)
+            assert (
+                refused["error"]
+                == "a dealer may not give 'validate_payout' (it needs: floorperson)"
+            )
+            assert (await ask(client, "floorperson", "validate_payout", seat=2))["ok"]
+            before = daemon.table_state.meter_cents
+            assert (await ask(client, "dealer", "pay_progressive", seat=2))["ok"]
+        (paid,) = [m for m in sub.matching(table) if m.payload["cause"] == "pay_progressive"]
+        assert paid.payload["state"]["claims"][0]["paid_cents"] == before
+        assert paid.payload["meter_cents"] <= 8_000_00 + 75 * 10  # reset, then a few wagers
+    finally:
+        await stop(task, controller_task, bus_task, sub_task)
+    # Restarted: the meter is where it was, not back at the initial amount.
+    kept = daemon.table_state.meter_cents
+    again = TableDaemon(config)
+    assert again.table_state.meter_cents == kept
+    again.journal.close()

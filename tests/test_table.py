@@ -221,3 +221,58 @@ def test_state_survives_a_round_trip_through_json() -> None:
     table("declare_method", dealing="hand")
     again = TableState.from_dict(table.state.to_dict())
     assert again == table.state
+
+
+@pytest.mark.parametrize(("game", "clause"), [(Game.CARIBBEAN_STUD, "555.8(b)"),
+                                              (Game.LET_IT_RIDE, "559.12(a)(2)")])  # fmt: skip
+def test_chips_collected_must_match_the_wagers_accepted(game: Game, clause: str) -> None:
+    table = Table(game)
+    table("bets_open")
+    for seat in (1, 2, 5):
+        table("acceptors.wager_accepted", seat=seat, credit=1)
+    table("no_more_bets")
+    assert table("chips_collected", count=3) == []
+    assert table("chips_collected", count=2) == [clause]
+    table("bets_open")  # a new round counts again
+    assert table("chips_collected", count=0) == []
+
+
+def test_exposed_cards() -> None:
+    table = Table(Game.CARIBBEAN_STUD)
+    table("bets_open")
+    assert table("card_exposed", card="hole") == ["555.14(a)"]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
+    table("no_more_bets")
+    assert table("card_exposed", card="hole") == [], "after no more bets: not this clause"
+    four = Table(Game.FOUR_CARD_POKER)
+    four("bets_open")
+    four("no_more_bets")
+    four("shoe.deal_started")
+    assert four("card_exposed", card="dealer") == ["557.13(d)"]
+    four("reveal")
+    assert four("card_exposed", card="dealer") == [], "revealed already"
+    with pytest.raises(ValueError, match="hole or dealer"):
+        four("card_exposed", card="player")
+
+
+@pytest.mark.parametrize(
+    ("game", "target", "count", "clause", "actions"),
+    [
+        (Game.CARIBBEAN_STUD, "seat2", 4, "555.14(d)", (Action.VOID_HAND,)),
+        (Game.CARIBBEAN_STUD, "dealer", 4, "555.14(d)", (Action.DEAL_ADDITIONAL_CARD,)),
+        (Game.FOUR_CARD_POKER, "dealer", 5, "557.13(c)",
+         (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)),
+        (Game.LET_IT_RIDE, "community", 3, "559.15(c)",
+         (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)),
+    ],
+)  # fmt: skip
+def test_a_misdeal_the_dealer_reports(
+    game: Game, target: str, count: int, clause: str, actions: tuple[Action, ...]
+) -> None:
+    table = Table(game)
+    assert table("misdeal", target=target, count=count) == [clause]
+    assert table.last_actions() == actions
+    right = {"seat2": 5, "dealer": 5 if game is Game.CARIBBEAN_STUD else 6, "community": 2}
+    assert table("misdeal", target=target, count=right[target]) == []
+    with pytest.raises(ValueError, match="target"):
+        table("misdeal", target="seat2")
