@@ -384,7 +384,8 @@ class TableDaemon:
     def _table_kind(observation: Observation) -> str | None:
         if observation.kind in ("shuffler.shuffle_complete", "shoe.deal_started",
                                 "shoe.deal_complete", "acceptors.wager_accepted",
-                                "progressive_controller.lights"):  # fmt: skip
+                                "progressive_controller.lights", "card_reader.status",
+                                "card_reader.hole_card_checked"):  # fmt: skip
             return observation.kind
         if observation.kind == "progressive_controller.button":
             button = observation.data.get("button")

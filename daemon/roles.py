@@ -61,6 +61,15 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "chips_collected": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "card_exposed": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "misdeal": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    # Spanish 21: what the dealer does around the card reader, and what turns up in the shoe
+    "up_card": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "more_cards": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "insurance_placed": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "insurance_collected": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "match_the_dealer_settled": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "card_face_up": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "ten_found": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "too_few_cards": frozenset({Role.DEALER, Role.FLOORPERSON}),
 }
 
 

@@ -45,6 +45,7 @@ class Action(enum.StrEnum):
     ALERT = "alert"  # a floorperson must be told now
     REPLACE_CARDS = "replace_cards"  # new decks are put in play (deck age)
     COUNT_STUB = "count_stub"  # the dealer counts the stub now
+    BURN_CARD = "burn_card"  # the first card is drawn face down into the discard rack
 
 
 class FactRef(enum.StrEnum):

@@ -108,6 +108,14 @@ class TableState:
     claims: tuple[Claim, ...] = ()
     #: wagers the acceptors accepted since betting opened (555.8(b): the chips must match)
     wagers_accepted: int = 0
+    #: Spanish 21, this round: the dealer's up card, whether the hole card went through the
+    #: reader, cards found face up, tens found; and whether the reader lets a player learn the
+    #: hole card (551.16(l)), as it reports or as configured
+    up_card: str | None = None
+    hole_card_checked: bool = False
+    face_up_found: int = 0
+    tens_found: int = 0
+    reader_reveals: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -180,9 +188,20 @@ TABLE_EVENTS: dict[str, str] = {
     "card_exposed": "args: card: hole or dealer: a card was exposed (555.14(a), 557.13(d))",
     "misdeal": "args: target (seat1..seat7, dealer, community), count: the cards it got "
     "(555.14(d), 557.13(c), 559.15(c)) when dealt by hand or from a manual shoe",
+    "up_card": "Spanish 21: args rank (A, 2..10, J, Q, K): the dealer's first card (551.8(e))",
+    "more_cards": "Spanish 21: the dealer starts dealing the players' additional cards",
+    "insurance_placed": "Spanish 21: an Insurance Wager was placed (551.10(b))",
+    "insurance_collected": "Spanish 21: losing Insurance Wagers were collected (551.10(d))",
+    "match_the_dealer_settled": "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))",
+    "card_face_up": "Spanish 21: a card was found face up in the shoe (551.16(a))",
+    "ten_found": "Spanish 21: a 10 was found in the shoe (551.16(b))",
+    "too_few_cards": "Spanish 21: too few cards left in the shoe for the round (551.16(g))",
 }
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
+_RANKS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
+#: 551.8(e): an up card that sends the hole card through the reader
+_READER_GATE = ("A", "K", "Q", "J")
 
 #: cards each hand should get, by game (555.10(b), 557.10(b) with the dealer's sixth card,
 #: 559.12(b) with two community cards after the discard)
@@ -228,6 +247,10 @@ def step(
                 rounds_since_stub_count=state.rounds_since_stub_count + 1,
                 deck_last_dealt=state.deck_ready or state.deck_last_dealt,
                 claims=(),
+                up_card=None,
+                hole_card_checked=False,
+                face_up_found=0,
+                tens_found=0,
             )
             two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
             observe(
@@ -326,6 +349,31 @@ def step(
             lit = set(data.get("lit") or ())
             claims = tuple(dataclasses.replace(c, lit=c.seat in lit) for c in state.claims)
             new = dataclasses.replace(state, claims=claims)
+        case "card_reader.status":
+            reveals = data.get("reveals_hole_card")
+            if isinstance(reveals, bool):
+                new = dataclasses.replace(state, reader_reveals=reveals)
+        case "up_card":
+            rank = str(data.get("rank", "")).upper()
+            if rank not in _RANKS:
+                raise ValueError(f"up_card: args rank, one of {', '.join(_RANKS)}")
+            new = dataclasses.replace(state, up_card=rank)
+        case "card_reader.hole_card_checked":
+            new = dataclasses.replace(state, hole_card_checked=True)
+            observe("hole_card_checked", up_card=state.up_card,
+                    gate=state.up_card in _READER_GATE if state.up_card else None,
+                    reveals=state.reader_reveals)  # fmt: skip
+        case "more_cards" | "insurance_placed" | "insurance_collected" | "match_the_dealer_settled":
+            observe(kind, up_card=state.up_card,
+                    gate=state.up_card in _READER_GATE if state.up_card else None,
+                    hole_card_checked=state.hole_card_checked)  # fmt: skip
+        case "card_face_up" | "ten_found":
+            field_name = "face_up_found" if kind == "card_face_up" else "tens_found"
+            found = getattr(state, field_name) + 1
+            new = dataclasses.replace(state, **{field_name: found})
+            observe(kind, found=found)
+        case "too_few_cards":
+            observe(kind)
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
         case _:

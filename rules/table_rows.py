@@ -305,6 +305,65 @@ _WORDS["557.13(d)"] = (
     "completion of each round of play), all hands shall be void, all wagers shall be returned "
     "to the players and the cards shall be reshuffled."
 )
+_WORDS["551.8(e)"] = (
+    "If the dealer's first card is an ace, king, queen or jack of any suit, the dealer shall "
+    "determine whether the hole card will give the dealer a Blackjack prior to dealing any "
+    "additional cards to the players at the table. The dealer shall insert the hole card into "
+    "the card reader device by moving the card face down on the layout without exposing it to "
+    "anyone, including the dealer, at the table."
+)
+_S21_L = (
+    "If the dealer inserts his hole card into a card reader device when the value of his first "
+    "card is not an ace, king, queen or jack, the dealer, after notification to a floorperson or "
+    "higher, shall: "
+)
+_WORDS["551.16(l)(1)"] = _S21_L + (
+    "If the particular card reader device in use provides any player with the opportunity to "
+    "determine the value of the hole card, call all hands dead, collect the cards and return "
+    "each player's wager."
+)
+_WORDS["551.16(l)(2)"] = _S21_L + (
+    "If the particular card reader device in use does not provide any player with the "
+    "opportunity to determine the value of the hole card, continue play."
+)
+_WORDS["551.10(b)"] = (
+    "An Insurance Wager shall be made by placing on the Insurance line of the layout an amount "
+    "not more than half the amount staked on the player's initial wager. A player may wager an "
+    "amount in excess of half the initial wager to the next unit that can be wagered in chips, "
+    "when because of the limitation of the value of chip denominations, half the initial wager "
+    "cannot be bet. Insurance Wagers shall be placed prior to the dealer inserting his hole "
+    "card into the card reader device."
+)
+_WORDS["551.10(d)"] = (
+    "Losing Insurance Wagers shall be collected by the dealer immediately after the dealer "
+    "inserts his hole card into the card reader device and determines that he does not have a "
+    "Blackjack and before he draws any additional cards."
+)
+_WORDS["551.7(d)"] = (
+    "Immediately after the second card is dealt to each player and the dealer, and prior to any "
+    "additional cards being dealt to any player at the table or the dealer and before any card "
+    "reader device is utilized, losing Match-The-Dealer wagers shall be collected by the "
+    "dealer, and all winning Match-The-Dealer wagers shall be paid by the dealer, in accordance "
+    "with subsection (e)."
+)
+_WORDS["551.16(a)"] = (
+    "A card found turned face up in the shoe may not be used in the game and shall be placed in "
+    "the discard rack. If more than one card is found face up in the shoe during the dealing of "
+    "the cards, the round of play shall be void and the cards shall be reshuffled."
+)
+_WORDS["551.16(b)"] = (
+    "If a 10 card of any suit is found in the shoe, it may not be used in the game and shall be "
+    "removed from the shoe and torn in half by a floorperson and placed in the box, envelope or "
+    "container that the decks came from. If more than one 10 card is found in the shoe during "
+    "the dealing of the cards, the round of play shall be void and the decks of cards shall be "
+    "removed from play."
+)
+_WORDS["551.16(g)"] = (
+    "If there are insufficient cards remaining in the shoe to complete a round of play, all of "
+    "the cards in the discard rack shall be shuffled and cut in accordance with § 551.5 "
+    "(relating to shuffle and cut of the cards), the first card shall be drawn face down and "
+    "placed in the discard rack, and the dealer shall complete the round of play."
+)
 _WORDS["551.16(m)"] = (
     "If a card reader device malfunctions, the dealer may not continue dealing the game of "
     "Spanish 21 at that table until the card reader device is repaired or replaced."
@@ -409,6 +468,43 @@ TABLE_RULES: tuple[Rule, ...] = (
     _row("551.16(k)", _S21, "device-first", "table.other_method",
          (When("device_class", "==", "shuffler"),), (Action.REMOVE_DEVICE,),
          "Another shuffling method while the shuffler is on the table: remove it first."),
+    # -- Spanish 21: the card reader and the shoe --------------------------------------------
+    _row("551.8(e)", _S21, "reader-before-more-cards", "table.more_cards",
+         (When("gate", "==", True), When("hole_card_checked", "==", False)), (Action.ALERT,),
+         "More cards are dealt before the hole card went through the reader (up card A, K, Q "
+         "or J)."),
+    _row("551.16(l)(1)", _S21, "reader-wrong-up-card-reveals", "table.hole_card_checked",
+         (When("gate", "==", False), When("reveals", "==", True)),
+         (Action.ALERT, Action.VOID_ALL_HANDS, Action.RETURN_WAGERS),
+         "The hole card went into a reader that lets players learn it, on an up card that "
+         "needs no check: all hands dead, wagers returned."),
+    _row("551.16(l)(2)", _S21, "reader-wrong-up-card", "table.hole_card_checked",
+         (When("gate", "==", False), When("reveals", "==", False)), (Action.ALERT,),
+         "The hole card went into the reader on an up card that needs no check; this reader "
+         "shows players nothing: tell a floorperson, play continues."),
+    _row("551.10(b)", _S21, "insurance-before-reader", "table.insurance_placed",
+         (When("hole_card_checked", "==", True),), (Action.ALERT,),
+         "An Insurance Wager was placed after the hole card went into the reader."),
+    _row("551.10(d)", _S21, "insurance-collected-after-reader", "table.insurance_collected",
+         (When("hole_card_checked", "==", False),), (Action.ALERT,),
+         "Losing Insurance Wagers were collected before the reader said \"no Blackjack\"."),
+    _row("551.7(d)", _S21, "match-the-dealer-before-reader", "table.match_the_dealer_settled",
+         (When("hole_card_checked", "==", True),), (Action.ALERT,),
+         "Match-The-Dealer wagers were settled after the card reader was used."),
+    _row("551.16(a)", _S21, "face-up-one", "table.card_face_up", (When("found", "==", 1),),
+         (Action.DISCARD_CARD,), "A card was found face up in the shoe: discard it."),
+    _row("551.16(a)", _S21, "face-up-more", "table.card_face_up", (When("found", ">=", 2),),
+         (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE),
+         "More than one card was found face up in the shoe: the round is void, reshuffle."),
+    _row("551.16(b)", _S21, "ten-one", "table.ten_found", (When("found", "==", 1),),
+         (Action.DISCARD_CARD, Action.ALERT),
+         "A 10 was found in the shoe: a floorperson removes it and tears it in half."),
+    _row("551.16(b)", _S21, "ten-more", "table.ten_found", (When("found", ">=", 2),),
+         (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK),
+         "More than one 10 was found in the shoe: the round is void, the decks leave play."),
+    _row("551.16(g)", _S21, "too-few-cards", "table.too_few_cards", (),
+         (Action.RESHUFFLE, Action.BURN_CARD),
+         "Too few cards to finish the round: shuffle the discards, burn one, finish the round."),
     _row("551.2(e)", _S21, "reader-inspection", "table.round",
          (When("reader_inspected_today", "==", False),), (Action.HALT_DEALING, Action.ALERT),
          "No floorperson inspection of the card reader is recorded for this gaming day."),

@@ -276,3 +276,69 @@ def test_a_misdeal_the_dealer_reports(
     assert table("misdeal", target=target, count=right[target]) == []
     with pytest.raises(ValueError, match="target"):
         table("misdeal", target="seat2")
+
+
+def spanish_21(reveals: bool = False) -> Table:
+    table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
+    table("card_reader.status", state="ready", reveals_hole_card=reveals)
+    table("open_table")
+    table("reader_inspected")
+    table("shuffler.shuffle_complete")
+    table("start_round")
+    return table
+
+
+def test_spanish_21_up_card_gate() -> None:
+    table = spanish_21()
+    table("up_card", rank="K")
+    assert table("more_cards") == ["551.8(e)"], "more cards before the hole card was checked"
+    assert table("card_reader.hole_card_checked", check_id=1, blackjack=False) == []
+    assert table("more_cards") == []
+    with pytest.raises(ValueError, match="rank"):
+        table("up_card", rank="Z")
+
+
+@pytest.mark.parametrize(
+    ("reveals", "clause", "actions"),
+    [
+        (True, "551.16(l)(1)", (Action.ALERT, Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)),
+        (False, "551.16(l)(2)", (Action.ALERT,)),
+    ],
+)
+def test_spanish_21_reader_used_on_a_wrong_up_card(
+    reveals: bool, clause: str, actions: tuple[Action, ...]
+) -> None:
+    table = spanish_21(reveals)
+    table("up_card", rank="7")
+    assert table("card_reader.hole_card_checked", check_id=1, blackjack=False) == [clause]
+    assert table.last_actions() == actions
+
+
+def test_spanish_21_insurance_and_match_the_dealer_order() -> None:
+    table = spanish_21()
+    table("up_card", rank="A")
+    assert table("match_the_dealer_settled") == []
+    assert table("insurance_placed") == []
+    assert table("insurance_collected") == ["551.10(d)"], "before the reader said no Blackjack"
+    table("card_reader.hole_card_checked", check_id=1, blackjack=False)
+    assert table("insurance_collected") == []
+    assert table("insurance_placed") == ["551.10(b)"]
+    assert table("match_the_dealer_settled") == ["551.7(d)"]
+
+
+def test_spanish_21_shoe_irregularities() -> None:
+    table = spanish_21()
+    assert table("card_face_up") == ["551.16(a)"]
+    assert table.last_actions() == (Action.DISCARD_CARD,)
+    assert table("card_face_up") == ["551.16(a)"]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
+    assert table("ten_found") == ["551.16(b)"]
+    assert table.last_actions() == (Action.DISCARD_CARD, Action.ALERT)
+    assert table("ten_found") == ["551.16(b)"]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK)
+    assert table("too_few_cards") == ["551.16(g)"]
+    assert table.last_actions() == (Action.RESHUFFLE, Action.BURN_CARD)
+    table("shuffler.shuffle_complete")
+    table("start_round")  # a new round counts again
+    assert table("card_face_up") == ["551.16(a)"]
+    assert table.last_actions() == (Action.DISCARD_CARD,)
