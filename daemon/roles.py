@@ -70,6 +70,12 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "card_face_up": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "ten_found": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "too_few_cards": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    # baccarat: what the dealer (or a shoe that reads cards) reports
+    "first_card": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "cover_card": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "drawn_in_error": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "card_face_up_in_shoe": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "coup": frozenset({Role.DEALER, Role.FLOORPERSON}),
 }
 
 

@@ -28,6 +28,8 @@ class Game(enum.StrEnum):
     FOUR_CARD_POKER = "four_card_poker"  # Chapter 557
     LET_IT_RIDE = "let_it_ride"  # Chapter 559
     SPANISH_21 = "spanish_21"  # Chapter 551
+    MIDIBACCARAT = "midibaccarat"  # Chapter 543
+    BACCARAT = "baccarat"  # Chapter 545
 
 
 class Action(enum.StrEnum):
@@ -45,7 +47,9 @@ class Action(enum.StrEnum):
     ALERT = "alert"  # a floorperson must be told now
     REPLACE_CARDS = "replace_cards"  # new decks are put in play (deck age)
     COUNT_STUB = "count_stub"  # the dealer counts the stub now
-    BURN_CARD = "burn_card"  # the first card is drawn face down into the discard rack
+    BURN_CARD = "burn_card"  # cards go unseen into the discard rack (how many: the event's burn)
+    LAST_HAND = "last_hand"  # baccarat: finish this hand, announce "last hand", one more
+    NEXT_CARD = "use_as_next_card"  # an undisclosed card drawn in error is used as the next
 
 
 class FactRef(enum.StrEnum):

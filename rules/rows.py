@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
 from tableside.rules.table_rows import TABLE_RULES
 
@@ -242,4 +243,10 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
 )
 
 #: every rule, in the order rulings are given
-RULES: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *TABLE_RULES)
+RULES: tuple[Rule, ...] = (
+    *SHUFFLER_RULES,
+    *SHOE_RULES,
+    *REPORTED_MISDEALS,
+    *TABLE_RULES,
+    *BACCARAT_RULES,
+)

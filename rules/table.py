@@ -116,6 +116,8 @@ class TableState:
     face_up_found: int = 0
     tens_found: int = 0
     reader_reveals: bool | None = None
+    #: baccarat: the round in which the cover card came out (543.10(e)); None: not yet
+    cover_card_round: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -195,7 +197,13 @@ TABLE_EVENTS: dict[str, str] = {
     "match_the_dealer_settled": "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))",
     "card_face_up": "Spanish 21: a card was found face up in the shoe (551.16(a))",
     "ten_found": "Spanish 21: a 10 was found in the shoe (551.16(b))",
-    "too_few_cards": "Spanish 21: too few cards left in the shoe for the round (551.16(g))",
+    "too_few_cards": "too few cards left in the shoe for the round (551.16(g), 543.14(e))",
+    "first_card": "baccarat: args rank: the first card of a new shoe (543.5(g))",
+    "cover_card": "baccarat: the cover card came out (543.10(e))",
+    "drawn_in_error": "baccarat: args disclosed (true/false): a card drawn in error (543.14)",
+    "card_face_up_in_shoe": "baccarat: args rank: a card found face up in the shoe (543.14(d))",
+    "coup": 'baccarat: args player, banker: the cards each hand got, e.g. ["K", "7"] '
+    "(543.11 and its Table 1)",
 }
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
@@ -267,6 +275,8 @@ def step(
                 halted_by=state.halted_by,
                 reader_inspected_today=state.reader_inspected_on == _gaming_day(at),
                 game=facts.game.value,
+                past_last_hand=state.cover_card_round is not None
+                and state.round + 1 > state.cover_card_round + 1,
             )
         case "deal_done" | "shoe.deal_complete":
             new = dataclasses.replace(state, phase=Phase.DECISIONS)
@@ -312,7 +322,7 @@ def step(
             new = dataclasses.replace(state, halted_by=str(data.get("device_class")))
         case "new_cards":
             new = dataclasses.replace(state, cards_in_play_since=at, deck_ready=None,
-                                      deck_last_dealt=None)  # fmt: skip
+                                      deck_last_dealt=None, cover_card_round=None)  # fmt: skip
         case "reader_inspected":
             new = dataclasses.replace(state, reader_inspected_on=_gaming_day(at))
         case "acceptors.wager_accepted":
@@ -374,6 +384,19 @@ def step(
             observe(kind, found=found)
         case "too_few_cards":
             observe(kind)
+        case "first_card" | "card_face_up_in_shoe":
+            value = _baccarat_burn(kind, data)
+            observe(kind, burn=value)
+        case "cover_card":
+            new = dataclasses.replace(state, cover_card_round=state.round)
+            observe(kind)
+        case "drawn_in_error":
+            disclosed = data.get("disclosed")
+            if not isinstance(disclosed, bool):
+                raise ValueError("drawn_in_error: args disclosed (true/false)")
+            observe(kind, disclosed=disclosed, burn=1 if disclosed else 0)
+        case "coup":
+            observe(kind, **_coup(data))
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
         case _:
@@ -448,3 +471,46 @@ def _progressive(
             meter_cents_before=meter // 1000, shared_by=1)  # fmt: skip
     paid = state.with_claim(dataclasses.replace(claim, paid_cents=amount))
     return dataclasses.replace(paid, meter_millicents=after)
+
+
+def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:
+    """543.5(g), 543.14(d): a 10, jack, queen or king counts ten, an ace one, and the rest
+    their face value: that many cards more are burned."""
+    rank = str(data.get("rank", "")).upper()
+    if rank not in _RANKS:
+        raise ValueError(f"{kind}: args rank, one of {', '.join(_RANKS)}")
+    return 1 if rank == "A" else 10 if rank in ("10", "J", "Q", "K") else int(rank)
+
+
+def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A coup as dealt (from a shoe that reads cards, or the dealer) against 543.11 and its
+    Table 1: who drew, and who should have."""
+    from tableside.rules.hands import baccarat_point, baccarat_value, banker_draws, player_draws
+
+    def ranks(side: str) -> list[int]:
+        cards = data.get(side)
+        if not isinstance(cards, list) or not 2 <= len(cards) <= 3:
+            raise ValueError(f'coup: args {side}, its two or three cards, e.g. ["K", "7"]')
+        out = []
+        for card in cards:
+            text = str(card).upper()
+            if text not in _RANKS:
+                raise ValueError(f"coup: {card!r} is no card rank ({', '.join(_RANKS)})")
+            out.append(_RANKS.index(text) + 1)
+        return out
+
+    player, banker = ranks("player"), ranks("banker")
+    p, b = baccarat_point(player[:2]), baccarat_point(banker[:2])
+    natural = p >= 8 or b >= 8
+    player_should = player_draws(p, b)
+    third = baccarat_value(player[2]) if len(player) == 3 else None
+    banker_should = banker_draws(p, b, third)
+    return {
+        "natural": natural,
+        "player_drew": len(player) == 3,
+        "player_should_draw": player_should,
+        "banker_drew": len(banker) == 3,
+        "banker_should_draw": banker_should,
+        "player_points": baccarat_point(player),
+        "banker_points": baccarat_point(banker),
+    }

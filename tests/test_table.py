@@ -342,3 +342,66 @@ def test_spanish_21_shoe_irregularities() -> None:
     table("start_round")  # a new round counts again
     assert table("card_face_up") == ["551.16(a)"]
     assert table.last_actions() == (Action.DISCARD_CARD,)
+
+
+#: each baccarat chapter's clauses, written out (docs/rules.md credits a test by the clauses
+#: it names)
+BACCARAT: dict[Game, dict[str, str]] = {
+    Game.MIDIBACCARAT: {
+        "burn": "543.5(g)", "cover": "543.10(e)", "face_up": "543.14(d)",
+        "undisclosed": "543.14(a)", "disclosed": "543.14(c)", "too_few": "543.14(e)",
+        "natural": "543.11(a)", "player_third": "543.14(b)", "player_draws": "543.11(b)(1)",
+        "banker": "543.11(c)",
+    },
+    Game.BACCARAT: {
+        "burn": "545.5(f)", "cover": "545.10(e)", "face_up": "545.15(d)",
+        "undisclosed": "545.15(a)", "disclosed": "545.15(c)", "too_few": "545.15(e)",
+        "natural": "545.11(a)", "player_third": "545.15(b)", "player_draws": "545.11(b)(1)",
+        "banker": "545.11(c)",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("game", list(BACCARAT))
+def test_baccarat_shoe_rules(game: Game) -> None:
+    clause = BACCARAT[game]
+    table = Table(game, devices=())
+    assert table("first_card", rank="K") == [clause["burn"]]
+    assert table.last_actions() == (Action.BURN_CARD,)
+    assert table("first_card", rank="7") == [clause["burn"]]
+    assert table("card_face_up_in_shoe", rank="A") == [clause["face_up"]]
+    assert table("drawn_in_error", disclosed=False) == [clause["undisclosed"]]
+    assert table("drawn_in_error", disclosed=True) == [clause["disclosed"]]
+    assert table("too_few_cards") == [clause["too_few"]]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS,
+                                    Action.REPLACE_CARDS)  # fmt: skip
+    # The cover card: this hand, one more ("last hand"), then new decks.
+    table("start_round")
+    assert table("cover_card") == [clause["cover"]]
+    assert table.last_actions() == (Action.LAST_HAND,)
+    assert clause["cover"] not in table("start_round"), "the last hand"
+    assert clause["cover"] in table("start_round"), "one hand too many"
+    table("new_cards")
+    assert clause["cover"] not in table("start_round")
+
+
+@pytest.mark.parametrize("game", list(BACCARAT))
+@pytest.mark.parametrize(
+    ("player", "banker", "expected"),
+    [
+        (["K", "7"], ["5", "Q"], ["banker"]),  # player stood on 7: banker on 5 must draw
+        (["9", "K"], ["2", "3"], []),  # a Natural: no more cards
+        (["9", "K"], ["2", "3", "4"], ["natural"]),  # a card after a Natural
+        (["2", "3", "4"], ["K", "6"], []),  # player drew on 5; banker 6 stays on a 4
+        (["2", "3", "6"], ["K", "6"], ["banker"]),  # banker 6 must draw on a 6: it did not
+        (["K", "6", "2"], ["K", "2", "9"], ["player_third"]),  # player drew on 6: not allowed
+        (["K", "4"], ["K", "7"], ["player_draws"]),  # player stayed on 4
+    ],
+)
+def test_each_coup_against_the_drawing_rules(
+    game: Game, player: list[str], banker: list[str], expected: list[str]
+) -> None:
+    table = Table(game, devices=())
+    assert table("coup", player=player, banker=banker) == [BACCARAT[game][e] for e in expected]
+    with pytest.raises(ValueError, match="no card rank"):
+        table("coup", player=["X", "2"], banker=["3", "4"])
