@@ -83,3 +83,27 @@ async def test_the_round_through_the_daemon(mosquitto: Mosquitto, tmp_path: Path
         assert start.payload["cause"] == "start"
         assert start.payload["round"] == 2 and start.payload["phase"] == "decisions"
         assert table.daemon.restored["table_state"] == 1
+
+
+async def test_the_command_line_asks_as_a_role(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    import asyncio
+
+    from tableside.cli import main
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        await table.daemon.publisher.connected.wait()
+        common = ["--table", "hil-1", "--broker", mosquitto.url]
+
+        def ask(*argv: str) -> int:
+            return main(["command", *argv, *common])
+
+        assert await asyncio.to_thread(ask, "floorperson", "table", "open_table") == 0
+        assert await asyncio.to_thread(ask, "dealer", "table", "declare_method",
+                                       "dealing=hand") == 1  # fmt: skip
+        assert await asyncio.to_thread(ask, "dealer", "table", "stub_count", "count=52",
+                                       "misdealt=false") == 0  # fmt: skip
+        assert table.daemon.table_state.phase.value == "open"
+        assert table.daemon.table_state.rounds_since_stub_count == 0
+        assert main(["command", "dealer", "table", "open_table", "--broker", mosquitto.url]) == 2

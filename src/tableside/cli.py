@@ -135,6 +135,22 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--to-seq", type=int, help="last seq to export")
             action.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
 
+    command = sub.add_parser(
+        "command", help="ask a table to do something, as a role, and wait for its answer"
+    )
+    command.add_argument("role", help="dealer, floorperson or technician")
+    command.add_argument("device", help='a device of the table, or "table"')
+    command.add_argument("name", metavar="COMMAND", help="e.g. open_table, start_shuffle")
+    command.add_argument("args", nargs="*", metavar="KEY=VALUE", help="arguments (TOML values)")
+    command.add_argument("--config", type=Path, help="take table id, broker and prefix from here")
+    command.add_argument("--table", help="table id (default: from --config)")
+    command.add_argument("--broker", help="mqtt://host:port (default: from --config)")
+    command.add_argument("--prefix", help="topic prefix (default tableside)")
+    command.add_argument("--username", help="your broker user (the ACL gives it its role)")
+    command.add_argument("--password", help="or TABLESIDE_PASSWORD in the environment")
+    command.add_argument("--ca-file", type=Path, help="mqtts: the broker's CA")
+    command.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
+
     rules = sub.add_parser("rules", help="write docs/rules.md from the rule rows")
     rules.add_argument("output", type=Path, help="the markdown file to write")
     rules.add_argument("--tests", type=Path, default=Path("tests"), help="where the tests are")
@@ -441,6 +457,81 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_command(args: argparse.Namespace) -> int:
+    import os
+    import tomllib
+    import uuid
+    from urllib.parse import urlsplit
+
+    import aiomqtt
+
+    from tableside.daemon.config import ConfigError, load_config
+
+    table, broker, prefix = args.table, args.broker, args.prefix
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        table = table or config.table.id
+        broker = broker or config.broker.url
+        prefix = prefix or config.broker.topic_prefix
+    if not table:
+        print("tableside command: give --table or --config", file=sys.stderr)
+        return 2
+    values: dict[str, Any] = {}
+    for item in args.args:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            print(f"tableside command: {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        try:
+            values[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            values[key] = text  # a bare word is a string
+    url = urlsplit(broker or "mqtt://127.0.0.1:1883")
+    base = f"{prefix or 'tableside'}/{table}"
+    request_id = f"cli-{uuid.uuid4().hex[:12]}"
+    body = {"command": args.name, "device": args.device, "args": values,
+            "request_id": request_id}  # fmt: skip
+    tls = None
+    if url.scheme == "mqtts":
+        tls = aiomqtt.TLSParameters(ca_certs=str(args.ca_file) if args.ca_file else None)
+
+    async def go() -> int:
+        async with aiomqtt.Client(
+            url.hostname or "127.0.0.1",
+            url.port or (8883 if tls else 1883),
+            username=args.username,
+            password=args.password or os.environ.get("TABLESIDE_PASSWORD"),
+            tls_params=tls,
+        ) as client:
+            await client.subscribe(f"{base}/command_result", qos=1)
+            await client.publish(f"{base}/command/{args.role}", json.dumps(body), qos=1)
+            try:
+                async with asyncio.timeout(args.timeout):
+                    async for message in client.messages:
+                        answer = json.loads(bytes(message.payload or b""))
+                        if answer.get("request_id") == request_id:
+                            print(json.dumps(answer))
+                            if not answer.get("ok"):
+                                print(f"refused: {answer.get('error')}", file=sys.stderr)
+                            return 0 if answer.get("ok") else 1
+            except TimeoutError:
+                pass
+        why = "is its daemon running, and may this user publish there?"
+        print(f"tableside command: no answer from table {table} in {args.timeout} s ({why})",
+              file=sys.stderr)  # fmt: skip
+        return 3
+
+    try:
+        return asyncio.run(go())
+    except aiomqtt.MqttError as exc:
+        print(f"tableside command: broker {broker}: {exc}", file=sys.stderr)
+        return 3
+
+
 def _cmd_rules(args: argparse.Namespace) -> int:
     from tableside.rules.report import render, tests_naming
 
@@ -450,6 +541,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
+    "command": _cmd_command,
     "rules": _cmd_rules,
     "journal": _cmd_journal,
     "run": _cmd_run,
