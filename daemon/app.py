@@ -210,6 +210,8 @@ class TableDaemon:
                     self._notify(self.notifier.stopping)
                     for task in drivers:
                         task.cancel()
+                    # What the drivers say as they stop goes out before "offline", the last word.
+                    await asyncio.wait(drivers, timeout=self.shutdown_grace)
                     self.publisher.stop()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(self.shutdown_grace):
