@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tableside.drivers.registry import available_drivers
+from tableside.rules import paytables
 from tableside.rules.model import Game
 from tableside.rules.progressive import PayTable
 
@@ -168,6 +169,14 @@ class ProgressiveConfig(_Strict):
         return self
 
 
+#: the pay tables a game may have (rules/paytables.py)
+_PAY_TABLES = {
+    Game.CARIBBEAN_STUD: ("caribbean_stud_bet",),
+    Game.FOUR_CARD_POKER: ("four_card_ante_bonus", "aces_up"),
+    Game.LET_IT_RIDE: ("let_it_ride", "let_it_ride_bonus", "three_card_bonus"),
+}
+
+
 class DeviceConfig(_Strict):
     #: driver name from the registry (tableside.shuffler, or an installed plug-in)
     driver: str
@@ -235,12 +244,24 @@ class Config(_Strict):
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
     progressive: ProgressiveConfig | None = None
+    #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
+    pay_tables: dict[str, dict[str, float] | str] = Field(default_factory=dict)
     devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
 
     @model_validator(mode="after")
     def _has_devices(self) -> Config:
         if not self.devices:
             raise ValueError("a table needs at least one device under [devices.<name>]")
+        allowed = _PAY_TABLES.get(self.table.game, ())
+        problems = []
+        for kind, pays in self.pay_tables.items():
+            if kind not in allowed:
+                problems.append(f"{kind} is no pay table of {self.table.game.value} (its: "
+                                f"{', '.join(allowed) or 'none'})")  # fmt: skip
+            else:
+                problems += paytables.check(kind, pays)
+        if problems:
+            raise ValueError("pay_tables: " + "; ".join(problems))
         if self.progressive is not None and self.table.game is not Game.CARIBBEAN_STUD:
             raise ValueError(
                 "[progressive] is Caribbean Stud's progressive pay table (555.13); "
