@@ -34,15 +34,15 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         will = " (last will)" if msg.get("will") else ""
         return f"{head} TABLE {msg.get('table')} is {msg.get('status')}{will}{flags}"
     if kind == "table":
-        extra = [
+        parts = [
             f"round {msg.get('round')}",
             f"rounds since stub count {msg.get('rounds_since_stub_count')}",
         ]
         if msg.get("deck_age_h") is not None:
-            extra.append(f"deck age {msg['deck_age_h']:.2f} h")
+            parts.append(f"deck age {msg['deck_age_h']:.2f} h")
         if msg.get("meter_cents") is not None:
-            extra.append(f"meter ${msg['meter_cents'] / 100:,.2f}")
-        return (f"{head} TABLE   {msg.get('phase')}: {', '.join(extra)} "
+            parts.append(f"meter ${msg['meter_cents'] / 100:,.2f}")
+        return (f"{head} TABLE   {msg.get('phase')}: {', '.join(parts)} "
                 f"(after {msg.get('cause')}){flags}")  # fmt: skip
     if kind == "ruling":
         actions = ", ".join(msg.get("actions", []))
