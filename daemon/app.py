@@ -387,7 +387,8 @@ class TableDaemon:
         if observation.kind in ("shuffler.shuffle_complete", "shoe.deal_started",
                                 "shoe.deal_complete", "acceptors.wager_accepted",
                                 "progressive_controller.lights", "card_reader.status",
-                                "card_reader.hole_card_checked"):  # fmt: skip
+                                "card_reader.hole_card_checked",
+                                "shoe.stack_dispensed"):  # fmt: skip
             return observation.kind
         if observation.kind == "progressive_controller.button":
             button = observation.data.get("button")

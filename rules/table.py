@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tableside.rules.hands import FiveCard
+from tableside.rules.hands import FiveCard, five_card
 from tableside.rules.model import Observation, TableFacts
 from tableside.rules.progressive import PAYING_HANDS, payout
 
@@ -399,9 +399,36 @@ def step(
             observe(kind, **_coup(data))
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
+        case "shoe.stack_dispensed":
+            new = _read_hand(facts, state, data)
         case _:
             return state, []
     return new, seen
+
+
+def _read_hand(facts: TableFacts, state: TableState, data: Mapping[str, Any]) -> TableState:
+    """A shoe that reads cards shows a player's five-card hand: a progressive payout hand is
+    recorded at once (555.12(b)(1), "verify that the hand is a winning hand"), ranked as 555.6
+    ranks it. The cards stay on the table; only the hand's name is kept."""
+    target, cards = str(data.get("target", "")), data.get("cards") or ()
+    if facts.progressive is None or not target.startswith("seat") or len(cards) != 5:
+        return state
+    try:
+        hand = five_card([_card(c) for c in cards])[0]
+        seat = int(target.removeprefix("seat"))
+    except ValueError:
+        return state  # not cards this table can read: the dealer records the hand instead
+    if FiveCard(hand) not in PAYING_HANDS or state.claim(seat) is not None:
+        return state
+    return state.with_claim(Claim(seat, FiveCard(hand).name.lower()))
+
+
+def _card(name: str) -> tuple[int, int]:
+    """``"AS"``, ``"10H"`` → (rank, suit), as drivers/cards.py names them."""
+    rank, suit = str(name)[:-1], str(name)[-1:]
+    if rank not in _RANKS or suit not in "CDHS" or not suit:
+        raise ValueError(f"no card {name!r}")
+    return _RANKS.index(rank) + 1, "CDHS".index(suit)
 
 
 def _meter(facts: TableFacts, state: TableState) -> int:

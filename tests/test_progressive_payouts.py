@@ -152,3 +152,15 @@ def test_a_dealer_cannot_validate_a_payout() -> None:
     )
     assert refusal("floorperson", "validate_payout") is None
     assert refusal("dealer", "pay_progressive") is None
+
+
+def test_a_shoe_that_reads_cards_records_the_progressive_hand() -> None:
+    table = Table()
+    table("shoe.deal_started")
+    table("shoe.stack_dispensed", target="seat4", count=5, cards=["AS", "KS", "QS", "JS", "10S"])
+    table("shoe.stack_dispensed", target="seat2", count=5, cards=["2C", "2D", "9H", "JS", "KD"])
+    table("shoe.stack_dispensed", target="dealer", count=5, cards=["AH", "KH", "QH", "JH", "10H"])
+    table("shoe.stack_dispensed", target="seat5", count=5, cards=["2H", "5H", "9H", "JH", "KH"])
+    assert [(c.seat, c.hand) for c in table.state.claims] == [(5, "flush"), (4, "royal_flush")]
+    table("shoe.stack_dispensed", target="seat6", count=5, cards=["??", "2H", "5H", "9H", "JH"])
+    assert table.state.claim(6) is None, "unreadable: the dealer records it instead"
