@@ -204,3 +204,32 @@ async def test_same_driver_over_a_serial_line(mosquitto: Mosquitto, tmp_path: Pa
         reader_status = [s for s in status if s.topic.endswith("/card_reader/event")]
         assert reader_status[0].payload["data"]["reveals_hole_card"] is False
         assert reader_status[0].payload["data"]["reveals_source"] == "device"
+
+
+@pytest.mark.parametrize(("reveals", "clause"), [(True, "551.16(l)(1)"), (False, "551.16(l)(2)")])
+async def test_reader_used_on_a_wrong_up_card_through_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path, reveals: bool, clause: str
+) -> None:
+    """The dealer says the up card is a 7; the reader then checks the hole card: the ruling
+    depends on what the reader itself reports of its model (551.16(l)(1) or (2))."""
+    import json
+
+    import aiomqtt
+
+    sim = reader(reveals_hole_card=reveals)
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"card_reader": sim},
+        game=Game.SPANISH_21,
+    ) as table:  # fmt: skip
+        sub = table.subscriber
+        await sub.wait_for(event("status"))
+        await table.daemon.publisher.connected.wait()
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            for role, command, args in (("floorperson", "reader_inspected", {}),
+                                        ("dealer", "up_card", {"rank": "7"})):  # fmt: skip
+                body = {"command": command, "device": "table", "args": args}
+                await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
+        found = await sub.wait_for(
+            lambda m: m.kind == "ruling" and m.payload["clause"] == f"58 Pa. Code § {clause}"
+        )
+        assert found[0].payload["event"]["event"] == "hole_card_checked"
