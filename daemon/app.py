@@ -489,7 +489,9 @@ class TableDaemon:
 
     # -- commands -------------------------------------------------------------------------
 
-    def _on_command(self, topic: str, payload: bytes) -> None:
+    def _on_command(
+        self, topic: str, payload: bytes, reply: tuple[str, bytes] | None = None
+    ) -> None:
         """A request on ``<prefix>/<table>/command/<role>``: checked in this order — readable,
         a known role, a command that role may give, a device that has it — and carried out,
         or refused with the reason. Either way the result is journaled and published."""
@@ -503,7 +505,7 @@ class TableDaemon:
         if request is not None:
             error = refusal(role, request.command)
             if error is None and request.device == "table":
-                self._table_command(role, request)
+                self._table_command(role, request, reply)
                 return
             if error is None and request.device not in self.devices:
                 known = ", ".join(sorted(self.devices))
@@ -511,38 +513,41 @@ class TableDaemon:
         if error is None and self._tasks is None:
             error = "the daemon is stopping"
         if error is not None or request is None or self._tasks is None:
-            self._command_result(role, request, error)
+            self._command_result(role, request, error, reply)
             return
         name = f"command.{request.device}"
-        self._tasks.create_task(self._run_command(role, request), name=name)
+        self._tasks.create_task(self._run_command(role, request, reply), name=name)
 
-    def _table_command(self, role: str, request: CommandRequest) -> None:
+    def _table_command(
+        self, role: str, request: CommandRequest, reply: tuple[str, bytes] | None
+    ) -> None:
         """A person tells the table something (docs/commands.md, device "table")."""
         if request.command not in TABLE_EVENTS:
             known = ", ".join(sorted(TABLE_EVENTS))
-            self._command_result(role, request,
-                                 f"the table has no command {request.command!r} (table "
-                                 f"commands: {known})")  # fmt: skip
+            error = f"the table has no command {request.command!r} (table commands: {known})"
+            self._command_result(role, request, error, reply)
             return
         try:
             self._table_step(request.command, request.args, utc_ms())
         except ValueError as exc:
-            self._command_result(role, request, str(exc))
+            self._command_result(role, request, str(exc), reply)
             return
-        self._command_result(role, request, None)
+        self._command_result(role, request, None, reply)
 
-    async def _run_command(self, role: str, request: CommandRequest) -> None:
+    async def _run_command(
+        self, role: str, request: CommandRequest, reply: tuple[str, bytes] | None
+    ) -> None:
         runtime = self.devices[request.device]
         try:
             name, args = self._expand(runtime, request)
             await runtime.driver.command(name, args)
         except (TablesideDriverError, ValueError) as exc:
-            self._command_result(role, request, str(exc))
+            self._command_result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
             log.exception("command_failed", device=request.device, command=request.command)
-            self._command_result(role, request, f"internal error: {exc!r}")
+            self._command_result(role, request, f"internal error: {exc!r}", reply)
         else:
-            self._command_result(role, request, None)
+            self._command_result(role, request, None, reply)
 
     def _expand(self, rt: DeviceRuntime, request: CommandRequest) -> tuple[str, Mapping[str, Any]]:
         """Table-level commands become device commands: ``deal_round`` with the positions that
@@ -557,21 +562,29 @@ class TableDaemon:
             return "deal", {"round": request.args.get("round"), "stacks": stacks}
         return request.command, request.args
 
-    def _command_result(self, role: str, request: CommandRequest | None, error: str | None) -> None:
+    def _command_result(
+        self,
+        role: str,
+        request: CommandRequest | None,
+        error: str | None,
+        reply: tuple[str, bytes] | None = None,
+    ) -> None:
+        """Journal and publish what became of a request; MQTT v5: a copy to its response
+        topic, with its correlation data."""
         if error:
             log.warning("command_refused", role=role, error=error,
                         command=request.command if request else None)  # fmt: skip
-        self.publisher.publish(
-            self.topics.command_result,
-            CommandResult(
-                table=self.table,
-                ts=utc_ms(),
-                seq=self.publisher.next_seq(),
-                role=role,
-                device=request.device if request else None,
-                command=request.command if request else None,
-                request_id=request.request_id if request else None,
-                ok=error is None,
-                error=error,
-            ),
+        result = CommandResult(
+            table=self.table,
+            ts=utc_ms(),
+            seq=self.publisher.next_seq(),
+            role=role,
+            device=request.device if request else None,
+            command=request.command if request else None,
+            request_id=request.request_id if request else None,
+            ok=error is None,
+            error=error,
         )
+        self.publisher.publish(self.topics.command_result, result)
+        if reply is not None:
+            self.publisher.respond(reply, result)

@@ -65,6 +65,9 @@ class BrokerConfig(_Strict):
     #: default: tableside-<table id>, unique per table
     client_id: str | None = None
     keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
+    #: "5": requests may ask for a response (response topic and correlation data); "3.1.1" for
+    #: a broker that speaks nothing newer
+    mqtt_version: Literal["5", "3.1.1"] = "5"
     username: str | None = None
     password: str | None = None
     #: mqtts:// only: the CA that signed the broker's certificate (default: the system's CAs)
@@ -114,10 +117,14 @@ class BrokerConfig(_Strict):
 
     def client_kwargs(self) -> dict[str, Any]:
         """aiomqtt.Client arguments for credentials and TLS."""
-        kwargs: dict[str, Any] = {"username": self.username, "password": self.password}
-        if self.tls:
-            import aiomqtt
+        import aiomqtt
 
+        kwargs: dict[str, Any] = {"username": self.username, "password": self.password}
+        if self.mqtt_version == "5":
+            kwargs["protocol"] = aiomqtt.ProtocolVersion.V5
+        else:
+            kwargs["protocol"] = aiomqtt.ProtocolVersion.V311
+        if self.tls:
             kwargs["tls_params"] = aiomqtt.TLSParameters(
                 ca_certs=str(self.ca_file) if self.ca_file else None,
                 certfile=str(self.cert_file) if self.cert_file else None,

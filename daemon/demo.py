@@ -138,10 +138,12 @@ async def run_demo(
     decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
     devices, shuffler, reader = _devices(game, rounds, interval, faults, bool(faults))
     async with contextlib.AsyncExitStack() as stack:
+        mqtt_version: Literal["5", "3.1.1"] = "5"
         if await broker_answers(broker_url):
             print(f"-- broker: {broker_url} answers; using it", file=out)
         else:
             broker_url = await stack.enter_async_context(embedded_broker())
+            mqtt_version = "3.1.1"  # amqtt speaks nothing newer
             print(
                 f"-- broker: none at the configured URL; embedded broker on {broker_url}", file=out
             )
@@ -171,7 +173,7 @@ async def run_demo(
             table_id = f"demo-{game.value.replace('_', '-')}"
             config = Config(
                 table=TableConfig(id=table_id, game=game, decks=decks, state_dir=state_dir),
-                broker=BrokerConfig(url=broker_url),
+                broker=BrokerConfig(url=broker_url, mqtt_version=mqtt_version),
                 devices={
                     d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
                     for d in devices

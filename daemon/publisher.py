@@ -34,7 +34,8 @@ __all__ = ["CommandHandler", "Publisher", "Topics", "marked"]
 
 log = structlog.get_logger("tableside.mqtt")
 
-CommandHandler = Callable[[str, bytes], None]
+#: (topic, payload, where to send a response: (response topic, correlation data) or None)
+CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
 
 
 def marked(payload: bytes, **flags: bool) -> bytes:
@@ -42,6 +43,11 @@ def marked(payload: bytes, **flags: bool) -> bytes:
     body = json.loads(payload)
     body.update(flags)
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _said_if_failed(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("response_not_sent", error=str(task.exception()))
 
 
 class Topics:
@@ -54,6 +60,7 @@ class Topics:
         self.table_state = f"{self.base}/table"
         self.command_filter = f"{self.base}/command/+"
         self.command_result = f"{self.base}/command_result"
+        self.response_prefix = f"{self.base}/response/"
 
     def device_state(self, device: str) -> str:
         return f"{self.base}/device/{device}/state"
@@ -95,6 +102,7 @@ class Publisher:
         self.published = 0
         self.redelivered = 0
         self._backoff = Backoff(initial=0.2, maximum=15.0)
+        self._client: aiomqtt.Client | None = None
 
     # -- what the daemon calls -------------------------------------------------------------
 
@@ -116,6 +124,28 @@ class Publisher:
         """Retained state from the journal, sent again on the next connection."""
         seq = int(json.loads(payload).get("seq", -1))
         self._retained.setdefault(topic, (seq, payload))
+
+    def respond(self, reply: tuple[str, bytes], payload: Envelope) -> None:
+        """MQTT v5: send a copy of a command's result to the requester's response topic, with
+        its correlation data (the result itself is journaled on command_result). Only topics
+        under ``<table>/response/`` (the table's own subtree, which the ACL lets it write)."""
+        topic, correlation = reply
+        client = self._client
+        if not topic.startswith(self.topics.response_prefix):
+            log.warning("response_topic_refused", topic=topic,
+                        allowed=self.topics.response_prefix + "…")  # fmt: skip
+            return
+        if client is None:
+            log.warning("response_not_sent", topic=topic, why="no broker connection")
+            return
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        properties.CorrelationData = correlation
+        data = payload.model_dump_json().encode()
+        task = asyncio.ensure_future(client.publish(topic, data, qos=1, properties=properties))
+        task.add_done_callback(_said_if_failed)
 
     @property
     def pending(self) -> int:
@@ -162,16 +192,20 @@ class Publisher:
         will = aiomqtt.Will(
             self.topics.status, will_payload.model_dump_json().encode(), qos=1, retain=True
         )
+        kwargs = self.broker.client_kwargs()
+        if kwargs["protocol"] == aiomqtt.ProtocolVersion.V5:
+            kwargs["clean_start"] = True
+        else:
+            kwargs["clean_session"] = True
         async with aiomqtt.Client(
             self.broker.host,
             self.broker.port,
             identifier=self.client_id,
             will=will,
-            clean_session=True,
             keepalive=self.broker.keepalive_s,
             timeout=10,
             max_inflight_messages=self.window,
-            **self.broker.client_kwargs(),
+            **kwargs,
         ) as client:
             client.pending_calls_threshold = self.window + 10  # a full window is normal here
             self.connections += 1
@@ -187,19 +221,29 @@ class Publisher:
             if self._on_command is not None:
                 await client.subscribe(self.topics.command_filter, qos=1)
             self.connected.set()
+            self._client = client
             log.info("broker_connected", url=self.broker.url, client_id=self.client_id,
                      unsent=self.pending)  # fmt: skip
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._watch_incoming(client), name="mqtt.incoming")
-                tg.create_task(self._drain(client), name="mqtt.drain")
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(self._watch_incoming(client), name="mqtt.incoming")
+                    tg.create_task(self._drain(client), name="mqtt.drain")
+            finally:
+                self._client = None
 
     async def _watch_incoming(self, client: aiomqtt.Client) -> NoReturn:
         """Deliver commands; raises MqttError as soon as the connection drops."""
         async for message in client.messages:
             if self._on_command is None or not isinstance(message.payload, bytes):
                 continue
+            reply = None
+            properties = message.properties
+            response_topic = getattr(properties, "ResponseTopic", None) if properties else None
+            if response_topic:
+                correlation = getattr(properties, "CorrelationData", b"") or b""
+                reply = (str(response_topic), bytes(correlation))
             try:
-                self._on_command(str(message.topic), message.payload)
+                self._on_command(str(message.topic), message.payload, reply)
             except Exception:
                 # Whatever a request contains, it must not take the broker link down.
                 log.exception("command_handling_failed", topic=str(message.topic))

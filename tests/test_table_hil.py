@@ -107,3 +107,42 @@ async def test_the_command_line_asks_as_a_role(mosquitto: Mosquitto, tmp_path: P
         assert table.daemon.table_state.phase.value == "open"
         assert table.daemon.table_state.rounds_since_stub_count == 0
         assert main(["command", "dealer", "table", "open_table", "--broker", mosquitto.url]) == 2
+
+
+async def test_mqtt_v5_request_and_response(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """A v5 request with a response topic and correlation data gets its answer there, with the
+    same correlation data; the result is also journaled and published on command_result."""
+    import asyncio
+
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        await table.daemon.publisher.connected.wait()
+        mine = "tableside/hil-1/response/pit-7"
+        async with aiomqtt.Client(
+            "127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5
+        ) as client:
+            await client.subscribe(mine, qos=1)
+            answers = []
+            for correlation, role in ((b"\x01req-1", "floorperson"), (b"\x02req-2", "dealer")):
+                props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+                props.ResponseTopic = mine
+                props.CorrelationData = correlation
+                body = {"command": "open_table", "device": "table"}
+                await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1,
+                                     properties=props)  # fmt: skip
+                async with asyncio.timeout(10):
+                    async for message in client.messages:
+                        correlated = getattr(message.properties, "CorrelationData", None)
+                        assert isinstance(message.payload, bytes)
+                        answers.append((correlated, json.loads(message.payload)))
+                        break
+        assert answers[0][0] == b"\x01req-1" and answers[0][1]["ok"] is True
+        assert (
+            answers[1][0] == b"\x02req-2" and "may not give 'open_table'" in answers[1][1]["error"]
+        )
+        results = await table.subscriber.wait_for(lambda m: m.kind == "command_result", count=2)
+        assert [r.payload["ok"] for r in results] == [True, False]
