@@ -153,6 +153,7 @@ def make_config(
     table_id: str = "hil-1",
     publish_cards: bool = False,
     heartbeat_timeout: float = 1.0,
+    counts_cards: bool = True,
 ) -> Config:
     return Config(
         table=TableConfig(
@@ -170,6 +171,7 @@ def make_config(
                 url=url,
                 heartbeat_timeout_s=heartbeat_timeout,
                 ack_timeout_s=0.2,
+                counts_cards=counts_cards,
             )
             for name, url in (
                 {"shuffler": device_url} if isinstance(device_url, str) else device_url
@@ -223,6 +225,7 @@ async def simulated_table(
     game: Game = Game.CARIBBEAN_STUD,
     publish_cards: bool = False,
     heartbeat_timeout: float = 1.0,
+    counts_cards: bool = True,
 ) -> AsyncIterator[SimulatedTable]:
     sims = {sim.protocol.name: sim, **(others or {})}
     subscriber = Subscriber(broker_url, "tableside/#")
@@ -243,6 +246,7 @@ async def simulated_table(
         game,
         publish_cards=publish_cards,
         heartbeat_timeout=heartbeat_timeout,
+        counts_cards=counts_cards,
     )
     daemon = TableDaemon(config)
     tasks["daemon"] = asyncio.create_task(daemon.run(), name="daemon")

@@ -11,7 +11,7 @@ from typing import Any
 import aiomqtt
 
 from .conftest import Mosquitto
-from .hil import Received, SimulatedTable, event, simulated_table, simulator
+from .hil import Predicate, Received, SimulatedTable, event, simulated_table, simulator
 from .test_shoe import shoe
 
 
@@ -146,3 +146,49 @@ async def test_mqtt_v5_request_and_response(mosquitto: Mosquitto, tmp_path: Path
         )
         results = await table.subscriber.wait_for(lambda m: m.kind == "command_result", count=2)
         assert [r.payload["ok"] for r in results] == [True, False]
+
+
+def dealt(n: int) -> Predicate:
+    return lambda m: (
+        table_state(m) and m.payload["round"] == n and m.payload["phase"] == "decisions"
+    )
+
+
+async def test_stub_count_and_alternating_decks_from_the_devices(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A shuffler that does not count cards and alternates two decks, and a shoe dealing each
+    round: the sixth round without a stub count is a ruling (555.10(d)); a deck dealt twice
+    running is one (555.3(b)(4)); the dealer's stub count of 52 resets the count."""
+    shuffler = simulator(interval=None, two_deck=True)
+    async with simulated_table(
+        mosquitto.url, tmp_path, shuffler, others={"shoe": shoe(interval=None)},
+        counts_cards=False,
+    ) as table:  # fmt: skip
+        sub = table.subscriber
+        await table.daemon.publisher.connected.wait()
+        port = mosquitto.port
+        async with aiomqtt.Client("127.0.0.1", port) as client:
+
+            async def shuffle() -> None:
+                body = {"command": "start_shuffle", "device": "shuffler"}
+                done = len(sub.matching(event("shuffle_complete")))
+                await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
+                await sub.wait_for(event("shuffle_complete"), count=done + 1)
+
+            for n in range(1, 7):
+                await shuffle()
+                await deal(port, n)
+                await sub.wait_for(dealt(n))
+        rulings = [m.payload for m in sub.matching(lambda m: m.kind == "ruling")]
+        assert [(r["clause"], r["round"]) for r in rulings] == [("58 Pa. Code § 555.10(d)", 6)]
+        await ask(port, "dealer", "stub_count", "s1", count=52, misdealt=False)
+        assert (await result(table, "s1"))["ok"]
+        assert table.daemon.table_state.rounds_since_stub_count == 0
+        # Deal again without a shuffle: the deck dealt last round comes round again.
+        await deal(port, 7)
+        found = await sub.wait_for(
+            lambda m: m.kind == "ruling" and m.payload["round"] == 7, count=2
+        )
+        assert {f.payload["clause"] for f in found} == {"58 Pa. Code § 555.5(a)",
+                                                        "58 Pa. Code § 555.3(b)(4)"}  # fmt: skip
