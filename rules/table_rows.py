@@ -364,6 +364,14 @@ _WORDS["551.16(g)"] = (
     "(relating to shuffle and cut of the cards), the first card shall be drawn face down and "
     "placed in the discard rack, and the dealer shall complete the round of play."
 )
+_WORDS["555.14(c)"] = _WORDS["557.13(b)"] = (
+    "A card drawn in error without its face being exposed shall be used as though it was the "
+    "next card from the shoe or the deck."
+)
+_WORDS["559.15(b)"] = (
+    "A card dealt in error without its face being exposed shall be used as though it was the "
+    "next card from the shoe or the deck."
+)
 _WORDS["551.16(m)"] = (
     "If a card reader device malfunctions, the dealer may not continue dealing the game of "
     "Spanish 21 at that table until the card reader device is repaired or replaced."
@@ -465,6 +473,12 @@ TABLE_RULES: tuple[Rule, ...] = (
          (When("card", "==", "dealer"),
           When("phase", "in", ("no_more_bets", "dealing", "decisions"))), _RESHUFFLE_VOID,
          "A dealer's card was exposed before the dealer revealed: all hands void, reshuffle."),
+    *(
+        _row(clause, game, "drawn-in-error", "table.drawn_in_error",
+             (When("disclosed", "==", False),), (Action.NEXT_CARD,),
+             "A card drawn in error, its face not exposed: use it as the next card.")
+        for game, clause in ((_CS, "555.14(c)"), (_FCP, "557.13(b)"), (_LIR, "559.15(b)"))
+    ),
     _row("551.16(k)", _S21, "device-first", "table.other_method",
          (When("device_class", "==", "shuffler"),), (Action.REMOVE_DEVICE,),
          "Another shuffling method while the shuffler is on the table: remove it first."),

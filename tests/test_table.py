@@ -405,3 +405,18 @@ def test_each_coup_against_the_drawing_rules(
     assert table("coup", player=player, banker=banker) == [BACCARAT[game][e] for e in expected]
     with pytest.raises(ValueError, match="no card rank"):
         table("coup", player=["X", "2"], banker=["3", "4"])
+
+
+DRAWN_IN_ERROR = [
+    (Game.CARIBBEAN_STUD, "555.14(c)"),
+    (Game.FOUR_CARD_POKER, "557.13(b)"),
+    (Game.LET_IT_RIDE, "559.15(b)"),
+]
+
+
+@pytest.mark.parametrize(("game", "clause"), DRAWN_IN_ERROR)
+def test_a_card_drawn_in_error_is_the_next_card(game: Game, clause: str) -> None:
+    table = Table(game)
+    assert table("drawn_in_error", disclosed=False) == [clause]
+    assert table.last_actions() == (Action.NEXT_CARD,)
+    assert table("drawn_in_error", disclosed=True) == [], "a card exposed: not this clause"
