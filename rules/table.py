@@ -200,7 +200,7 @@ TABLE_EVENTS: dict[str, str] = {
     "too_few_cards": "too few cards left in the shoe for the round (551.16(g), 543.14(e))",
     "first_card": "baccarat: args rank: the first card of a new shoe (543.5(g))",
     "cover_card": "baccarat: the cover card came out (543.10(e))",
-    "drawn_in_error": "baccarat: args disclosed (true/false): a card drawn in error (543.14)",
+    "drawn_in_error": "args disclosed (true/false): a card drawn in error (555.14(c), 543.14)",
     "card_face_up_in_shoe": "baccarat: args rank: a card found face up in the shoe (543.14(d))",
     "coup": 'baccarat: args player, banker: the cards each hand got, e.g. ["K", "7"] '
     "(543.11 and its Table 1)",
