@@ -104,6 +104,11 @@ class DeviceRuntime:
         return before != (self.device_state, self.fault)
 
 
+def _bonus_pays(config: Config) -> dict[str, float] | None:
+    table = config.pay_tables.get("let_it_ride_bonus")
+    return dict(table) if isinstance(table, dict) else None
+
+
 async def _raise_when(failed: asyncio.Future[None]) -> None:
     """Re-raise in the task group what failed in another thread (the journal's writer)."""
     await failed
@@ -167,6 +172,7 @@ class TableDaemon:
             shuffler_counts=any(d.counts_cards for d in shufflers),
             decks=config.table.decks,
             progressive=config.progressive.pay_table() if config.progressive else None,
+            bonus_pays=_bonus_pays(config),
         )
         self.table_state = TableState(
             devices=frozenset(rt.driver.device_class for rt in self.devices.values())

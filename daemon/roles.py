@@ -58,6 +58,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "progressive_hand": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "validate_payout": frozenset({Role.FLOORPERSON}),
     "pay_progressive": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    "pay_bonus": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "chips_collected": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "card_exposed": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "misdeal": frozenset({Role.DEALER, Role.FLOORPERSON}),

@@ -74,6 +74,8 @@ class TableFacts:
     decks: int | None = None  # Spanish 21: 6 or 8 decks of 48 (551.3(a))
     #: the progressive pay table (555.13), when the table has a progressive system
     progressive: PayTable | None = None
+    #: Let It Ride Bonus amounts in dollars (559.14(d)), as the casino's pay table has them
+    bonus_pays: Mapping[str, float] | None = None
 
     @property
     def full_deck_counts(self) -> frozenset[int]:

@@ -401,9 +401,27 @@ def step(
             new = _progressive(facts, state, kind, data, observe)
         case "shoe.stack_dispensed":
             new = _read_hand(facts, state, data)
+        case "pay_bonus":
+            observe("bonus_paid", **_bonus(facts, data))
         case _:
             return state, []
     return new, seen
+
+
+def _bonus(facts: TableFacts, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
+    559.14(d) or the casino's higher one; three of a kind or better wins."""
+    from tableside.rules.paytables import MINIMUMS
+
+    if facts.game.value != "let_it_ride":
+        raise ValueError("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
+    seat = _seat("pay_bonus", data)
+    table = facts.bonus_pays or MINIMUMS["let_it_ride_bonus"]
+    hand = str(data.get("hand"))
+    if hand not in table:
+        raise ValueError(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
+                         "a lesser hand loses the wager")  # fmt: skip
+    return {"seat": seat, "hand": hand, "dollars": table[hand]}
 
 
 def _read_hand(facts: TableFacts, state: TableState, data: Mapping[str, Any]) -> TableState:

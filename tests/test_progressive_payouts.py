@@ -164,3 +164,24 @@ def test_a_shoe_that_reads_cards_records_the_progressive_hand() -> None:
     assert [(c.seat, c.hand) for c in table.state.claims] == [(5, "flush"), (4, "royal_flush")]
     table("shoe.stack_dispensed", target="seat6", count=5, cards=["??", "2H", "5H", "9H", "JH"])
     assert table.state.claim(6) is None, "unreadable: the dealer records it instead"
+
+
+def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
+    minimums = TableFacts(Game.LET_IT_RIDE)
+    pays = {"royal_flush": 50_000, "straight_flush": 2_500, "four_of_a_kind": 400,
+            "full_house": 200, "flush": 50, "straight": 25, "three_of_a_kind": 5}  # fmt: skip
+    casino = TableFacts(Game.LET_IT_RIDE, bonus_pays=pays)
+
+    def paid(facts: TableFacts, hand: str) -> dict[str, Any]:
+        _, seen = step(facts, TableState(), TableEvent("pay_bonus", 0.0, {"seat": 2, "hand": hand}))
+        return dict(seen[0].data)
+
+    assert paid(minimums, "royal_flush")["dollars"] == 25_000  # 559.14(d)
+    assert paid(casino, "royal_flush")["dollars"] == 50_000  # the casino's higher amount
+    assert paid(casino, "three_of_a_kind") == {"round": 0, "seat": 2, "hand": "three_of_a_kind",
+                                               "dollars": 5}  # fmt: skip
+    with pytest.raises(ValueError, match="a lesser hand loses"):
+        paid(minimums, "two_pair")
+    with pytest.raises(ValueError, match="Let It Ride's"):
+        step(TableFacts(Game.CARIBBEAN_STUD), TableState(),
+             TableEvent("pay_bonus", 0.0, {"seat": 1, "hand": "flush"}))  # fmt: skip
