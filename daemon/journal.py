@@ -49,7 +49,9 @@ __all__ = [
     "JournalError",
     "Problem",
     "Record",
+    "export_records",
     "record_hash",
+    "recover",
     "verify_file",
 ]
 
@@ -212,6 +214,8 @@ class Journal:
         self._reader: sqlite3.Connection | None = None
         self._read_lock = asyncio.Lock()
         self._queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
+        # the writer thread and a prune() called from outside never share a transaction
+        self._db_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cache: collections.deque[Record] = collections.deque()
@@ -313,10 +317,11 @@ class Journal:
                 if batch:
                     self._commit(conn, batch)
                 elif self.acked != self._acked_written:
-                    self._write_acked(conn)
+                    with self._db_lock:
+                        self._write_acked(conn)
                 if time.monotonic() - last_prune > self.prune_every_s:
                     last_prune = time.monotonic()
-                    self.prune(conn)
+                    self.prune()
             except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
                 log.critical("journal_write_failed", path=str(self.path), error=str(exc))
                 self._tell_loop(self._fail, JournalError(f"journal {self.path}: {exc}"))
@@ -324,6 +329,14 @@ class Journal:
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Record]) -> None:
         latest = {r.key: r for r in batch if r.key is not None}
+        with self._db_lock:
+            self._commit_locked(conn, batch, latest)
+        self.commits += 1
+        self._tell_loop(self._on_durable, batch[-1].seq)
+
+    def _commit_locked(
+        self, conn: sqlite3.Connection, batch: list[Record], latest: dict[str, Record]
+    ) -> None:
         conn.execute("BEGIN")
         try:
             conn.executemany(
@@ -343,20 +356,22 @@ class Journal:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        self.commits += 1
-        self._tell_loop(self._on_durable, batch[-1].seq)
 
     def _write_acked(self, conn: sqlite3.Connection) -> None:
         acked = self.acked
         conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
         self._acked_written = acked
 
-    def prune(self, conn: sqlite3.Connection | None = None) -> int:
+    def prune(self) -> int:
         """Delete acknowledged records older than ``retain_days`` or beyond ``max_mb``; never
         one the broker has not acknowledged. Returns how many went."""
-        conn = conn or self._conn
+        conn = self._conn
         if conn is None:
             return 0
+        with self._db_lock:
+            return self._prune_locked(conn)
+
+    def _prune_locked(self, conn: sqlite3.Connection) -> int:
         acked = int(_meta(conn)["acked"])
         limit_seq = -1
         if self.retain_days is not None:
@@ -473,7 +488,8 @@ class Journal:
             raise JournalError("journal not open")
         return {k: bytes(p) for k, p in conn.execute("SELECT key, payload FROM latest")}
 
-    # -- export ----------------------------------------------------------------------------
+
+# -- export and recovery (the CLI's `tableside journal …`) ----------------------------------
 
 
 def export_records(
