@@ -1,8 +1,11 @@
-"""The table daemon: drivers → rule engine → publisher, under one TaskGroup.
+"""The table daemon: drivers → rule engine and table state → journal → publisher, under one
+TaskGroup.
 
 Device events are handled synchronously as the driver reports them (no queue hop): each gets
-its seq, goes to the outbox as an event, updates the device's retained state, and is put to the
-rule engine, whose rulings follow it into the outbox in the same order.
+its seq from the journal, is journaled as an event, updates the device's retained state, is put
+to the rule engine, and moves the table's state (rules/table.py); rulings and the table's new
+state follow it into the journal in the same order. The publisher sends what the journal has
+committed. People's requests (commands by role, docs/commands.md) take the same path.
 """
 
 from __future__ import annotations
