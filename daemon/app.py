@@ -397,7 +397,7 @@ class TableDaemon:
                                 "shoe.deal_complete", "acceptors.wager_accepted",
                                 "progressive_controller.lights", "card_reader.status",
                                 "card_reader.hole_card_checked",
-                                "shoe.stack_dispensed"):  # fmt: skip
+                                "shoe.stack_dispensed", "shoe.card_drawn"):  # fmt: skip
             return observation.kind
         if observation.kind == "progressive_controller.button":
             button = observation.data.get("button")

@@ -118,9 +118,15 @@ class TableState:
     reader_reveals: bool | None = None
     #: baccarat: the round in which the cover card came out (543.10(e)); None: not yet
     cover_card_round: int | None = None
+    #: baccarat, from a shoe that reads cards: the coup being drawn (its number, the ranks so
+    #: far, whether it has been judged). Never published: card values stay on the table.
+    coup_round: int | None = None
+    coup: tuple[int, ...] = ()
+    coup_judged: int = 0  # how many of its cards the last judgement saw
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        del out["coup"]  # card values stay on the table
         out["devices"] = sorted(self.devices)
         out["claims"] = [dataclasses.asdict(c) for c in self.claims]
         return out
@@ -397,6 +403,8 @@ def step(
             observe(kind, disclosed=disclosed, burn=1 if disclosed else 0)
         case "coup":
             observe(kind, **_coup(data))
+        case "shoe.card_drawn":
+            new = _card_drawn(state, data, observe)
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
         case "shoe.stack_dispensed":
@@ -516,6 +524,61 @@ def _progressive(
             meter_cents_before=meter // 1000, shared_by=1)  # fmt: skip
     paid = state.with_claim(dataclasses.replace(claim, paid_cents=amount))
     return dataclasses.replace(paid, meter_millicents=after)
+
+
+def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Any) -> TableState:
+    """A baccarat shoe that reads cards reports each card drawn: the table deals them to the
+    Player's and Banker's Hands in order (543.9(c), 543.10) and judges the coup against the
+    drawing rules as soon as it is complete, has a card too many, or (when the next coup
+    starts) stayed short."""
+    try:
+        rank = _card(str(data.get("card")))[0]
+    except ValueError:
+        return state  # an unreadable card: the dealer reports the coup instead
+    coup_round = data.get("round")
+    if coup_round != state.coup_round:
+        if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
+            observe("coup", **_coup(_split(state.coup)))
+        state = dataclasses.replace(state, coup_round=coup_round, coup=(), coup_judged=0,
+                                    round=state.round + 1, phase=Phase.DEALING)  # fmt: skip
+    new = dataclasses.replace(state, coup=(*state.coup, rank))
+    if len(new.coup) < 4:
+        return new
+    due = _due(new.coup)
+    # complete: judged once; a card after that is one too many: judged again, with it
+    if due is not None and len(new.coup) >= due and len(new.coup) > new.coup_judged:
+        observe("coup", **_coup(_split(new.coup)))
+        return dataclasses.replace(new, coup_judged=len(new.coup))
+    return new
+
+
+def _due(ranks: tuple[int, ...]) -> int | None:
+    """How many cards this coup should have by the drawing rules (None: not known yet)."""
+    from tableside.rules.hands import baccarat_point, baccarat_value, banker_draws, player_draws
+
+    p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
+    if not player_draws(p, b):
+        return 5 if banker_draws(p, b, None) else 4
+    if len(ranks) < 5:
+        return None
+    return 6 if banker_draws(p, b, baccarat_value(ranks[4])) else 5
+
+
+def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
+    """The coup's cards to the hands, in dealing order: P B P B, then the Player's third when
+    it was due (or when nobody's was: 543.14(b)'s case), then the Banker's."""
+    from tableside.rules.hands import baccarat_point, banker_draws, player_draws
+
+    names = [_RANKS[r - 1] for r in ranks]
+    player, banker = [names[0], names[2]], [names[1], names[3]]
+    p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
+    rest = names[4:]
+    if rest:
+        to_banker_first = not player_draws(p, b) and banker_draws(p, b, None)
+        (banker if to_banker_first else player).append(rest.pop(0))
+    if rest and len(banker) < 3:
+        banker.append(rest.pop(0))
+    return {"player": player, "banker": banker}
 
 
 def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:

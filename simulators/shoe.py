@@ -32,6 +32,8 @@ _OWN_FAULTS: dict[str, str] = {
     "extra": "the first stack has VALUE cards more than planned, e.g. extra=1@2",
     "faceup": "VALUE cards (default 1) are found face up during the deal",
     "door": "the door is opened during the deal (fault DOOR_OPEN)",
+    "extra_card": "baccarat: one card more than the drawing rules allow is drawn",
+    "skip_draw": "baccarat: a hand that must draw stays (no third card where one is due)",
 }
 FAULTS: dict[str, str] = {**_OWN_FAULTS, **LINE_FAULTS}
 
@@ -73,6 +75,9 @@ class ShoeSimulator(FramedSimulator):
     reads_cards: bool = False
     stack_time: float = 0.05
     fault_clear_time: float = 0.3
+    #: a baccarat shoe that reads cards: each cycle is one coup, drawn card by card (CardDrawn)
+    baccarat: bool = False
+    decks: int = 8
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,6 +119,9 @@ class ShoeSimulator(FramedSimulator):
     async def cycle(
         self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
     ) -> None:
+        if self.baccarat:
+            await self._coup(link, n, faults)
+            return
         round_, stacks = request
         self._load()
         await link.send(p.CardsLoaded(self.deck_size))
@@ -150,3 +158,52 @@ class ShoeSimulator(FramedSimulator):
         await link.send(p.StubRemoved(round_, self._remaining))
         self.rounds_dealt += 1
         await self.set_state(link, p.ShoeState.IDLE)
+
+    # -- baccarat ----------------------------------------------------------------------------
+
+    async def _coup(self, link: FramedLink, n: int, faults: Mapping[str, str | None]) -> None:
+        """One coup, as a dealer who knows the drawing rules draws it. The simulated dealer
+        follows them on its own (a simulator may not use the rule engine, tests/test_layers.py:
+        an independent implementation is what lets the engine be checked against it)."""
+        if self._remaining < 6:
+            deck = [card_code(rank, suit) for suit in range(4) for rank in range(1, 14)]
+            self._deck = deck * self.decks
+            self.rng.shuffle(self._deck)
+            self._remaining = len(self._deck)
+        drawn: list[int] = []
+
+        async def draw() -> int:
+            card = self._deck.pop(0)
+            self._remaining -= 1
+            await asyncio.sleep(self.stack_time)
+            await link.send(p.CardDrawn(n, len(drawn), card))
+            drawn.append(card)
+            return _value(card)
+
+        await self.set_state(link, p.ShoeState.DEALING)
+        values = [await draw() for _ in range(4)]
+        player, banker = (values[0] + values[2]) % 10, (values[1] + values[3]) % 10
+        third: int | None = None
+        if player < 8 and banker < 8:
+            if player <= 5 and "skip_draw" not in faults:
+                third = await draw()
+            if _banker_draws(banker, third):
+                await draw()
+        if "extra_card" in faults:
+            log.info("sim_fault", fault="extra_card", round=n)
+            await draw()
+        self.rounds_dealt += 1
+        await self.set_state(link, p.ShoeState.IDLE)
+
+
+def _value(card: int) -> int:
+    rank = card & 0x0F
+    return 0 if rank >= 10 else rank
+
+
+def _banker_draws(banker: int, player_third: int | None) -> bool:
+    if player_third is None:
+        return banker <= 5
+    table = {0: range(10), 1: range(10), 2: range(10), 3: (0, 1, 2, 3, 4, 5, 6, 7, 9),
+             4: range(2, 8), 5: range(4, 8), 6: (6, 7)}  # fmt: skip
+    return player_third in table.get(banker, ())

@@ -420,3 +420,21 @@ def test_a_card_drawn_in_error_is_the_next_card(game: Game, clause: str) -> None
     assert table("drawn_in_error", disclosed=False) == [clause]
     assert table.last_actions() == (Action.NEXT_CARD,)
     assert table("drawn_in_error", disclosed=True) == [], "a card exposed: not this clause"
+
+
+def test_coups_from_a_shoe_that_reads_cards() -> None:
+    table = Table(Game.BACCARAT, devices=("shoe",))
+
+    def coup(round_: int, *cards: str) -> list[str]:
+        found = []
+        for index, card in enumerate(cards):
+            found += table("shoe.card_drawn", round=round_, index=index, card=card)
+        return found
+
+    assert coup(1, "2S", "3H", "4D", "KC", "5S") == []  # P 6 stays, B 3 draws: 5 cards, right
+    assert table.state.round == 1 and "coup" not in table.state.to_dict(), "values stay here"
+    assert coup(2, "9S", "KH", "KD", "2C") == []  # a Natural: four cards
+    assert coup(2, "4H") == ["545.11(a)"], "one card too many, after a Natural"
+    # P 4 must draw, and B 0 too; the dealer went on to the next coup: judged short then
+    assert coup(3, "2S", "KH", "2D", "KC") == []
+    assert coup(4, "KS") == ["545.11(b)(1)", "545.11(c)"]

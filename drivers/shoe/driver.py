@@ -109,6 +109,9 @@ class ShoeDriver(FramedDriver):
                     total=message.total,
                     card=card_name(message.card) if message.card else None,
                 )
+            case p.CardDrawn():
+                return ev.CardDrawn(device=d, round=message.round, index=message.index,
+                                    card=card_name(message.card))  # fmt: skip
             case p.ShoeFault():
                 return ev.ShoeFault(
                     device=d,

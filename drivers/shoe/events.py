@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from tableside.drivers.events import DeviceEvent
 
 __all__ = [
+    "CardDrawn",
     "CardFaceUp",
     "CardsLoaded",
     "DealCompleted",
@@ -61,6 +62,17 @@ class CardFaceUp(DeviceEvent):
     index: int
     total: int  # face-up cards so far in this round (555.14(b): one vs more than one)
     card: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardDrawn(DeviceEvent):
+    """Baccarat: a card drawn from a shoe that reads cards (its identity stays on the table)."""
+
+    kind: ClassVar[str] = "card_drawn"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"card"})
+    round: int
+    index: int
+    card: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

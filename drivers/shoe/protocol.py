@@ -229,6 +229,29 @@ class FaceUpCard:
 
 
 @dataclass(frozen=True, slots=True)
+class CardDrawn:
+    """Baccarat: the dealer drew a card from a shoe that reads cards: ``round`` u32 (the coup),
+    ``index`` u8 (0 the first card of the coup), ``card`` u8. The host assigns cards to the
+    Player's and Banker's Hands in dealing order and checks the drawing rules."""
+
+    TYPE: ClassVar[int] = 0x2A
+    round: int
+    index: int
+    card: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u32(self.round).u8(self.index).u8(self.card).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "CardDrawn")
+        msg = cls(r.u32(), r.u8(), r.u8())
+        r.end()
+        check_cards((msg.card,), "CardDrawn.card")
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
 class ShoeFault:
     """``round`` u32 (0 between rounds), ``code`` u8, ``index`` u8 (stack), ``detail`` str."""
 
@@ -313,6 +336,7 @@ PROTOCOL = MessageSet(
     ShoeFault,
     StubRemoved,
     DealComplete,
+    CardDrawn,
     DealRound,
     QueryStatus,
     QueryIdentity,
