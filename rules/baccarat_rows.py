@@ -114,6 +114,10 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
         row(f"{error}(e)", "too-few-cards", "table.too_few_cards", (),
             (*_VOID, Action.REPLACE_CARDS), _TOO_FEW,
             "Too few cards to finish the round: the round is void, wagers returned, new cards."),
+        row(f"{error}(a)", "card-after-the-coup", "table.coup", (When("extra_cards", ">=", 1),),
+            (Action.NEXT_CARD,), _UNDISCLOSED.format(comma="" if midi else ","),
+            "A card drawn after both hands had their cards: drawn in error, it is the first "
+            "card of the next hand."),
         row(f"{ch}.11(a)", "natural", "table.coup",
             (When("natural", "==", True), When("player_drew", "==", True)), (Action.ALERT,),
             natural, "A third card was dealt to a hand after a Natural."),

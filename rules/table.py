@@ -576,9 +576,12 @@ def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
     if rest:
         to_banker_first = not player_draws(p, b) and banker_draws(p, b, None)
         (banker if to_banker_first else player).append(rest.pop(0))
-    if rest and len(banker) < 3:
-        banker.append(rest.pop(0))
-    return {"player": player, "banker": banker}
+    # what is left: the Player's third if it has none (a card no rule allowed, 543.14(b)),
+    # then the Banker's
+    for hand in (player, banker):
+        if rest and len(hand) < 3:
+            hand.append(rest.pop(0))
+    return {"player": player, "banker": banker, "extra": rest}
 
 
 def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:
@@ -613,7 +616,9 @@ def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
     player_should = player_draws(p, b)
     third = baccarat_value(player[2]) if len(player) == 3 else None
     banker_should = banker_draws(p, b, third)
+    extra = data.get("extra") or []
     return {
+        "extra_cards": len(extra) if isinstance(extra, list) else 0,
         "natural": natural,
         "player_drew": len(player) == 3,
         "player_should_draw": player_should,

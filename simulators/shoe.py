@@ -165,11 +165,12 @@ class ShoeSimulator(FramedSimulator):
         """One coup, as a dealer who knows the drawing rules draws it. The simulated dealer
         follows them on its own (a simulator may not use the rule engine, tests/test_layers.py:
         an independent implementation is what lets the engine be checked against it)."""
-        if self._remaining < 6:
+        if len(self._deck) < 6:  # a new shoe of `decks` decks
             deck = [card_code(rank, suit) for suit in range(4) for rank in range(1, 14)]
             self._deck = deck * self.decks
             self.rng.shuffle(self._deck)
             self._remaining = len(self._deck)
+            await link.send(p.CardsLoaded(len(self._deck)))
         drawn: list[int] = []
 
         async def draw() -> int:

@@ -44,6 +44,7 @@ messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(p.ShoeFault, u32, st.sampled_from(p.ShoeFaultCode), u8, st.text(max_size=20)),
     st.builds(p.StubRemoved, u32, st.integers(0, 65535)),
     st.builds(p.DealComplete, u32, st.integers(0, 255), st.integers(0, 65535)),
+    st.builds(p.CardDrawn, u32, u8, st.builds(card_code, st.integers(1, 13), st.integers(0, 3))),
     st.builds(p.DealRound, u32, stacks),
 )  # fmt: skip
 
@@ -241,3 +242,25 @@ async def test_deal_round_command_uses_the_game_pattern(
     by_id = {r.payload["request_id"]: r.payload for r in results}
     assert by_id["d1"]["ok"] and not by_id["d2"]["ok"]
     assert "positions must be 1..7" in by_id["d2"]["error"]
+
+
+async def test_a_baccarat_shoe_that_reads_cards(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """Coups drawn card by card by the simulated dealer (who follows the drawing rules on its
+    own); the daemon deals them to the hands and judges each: only the coup with a card too
+    many gives a ruling. The cards themselves never reach MQTT."""
+    from .hil import simulator
+
+    baccarat = shoe("extra_card@3", baccarat=True, interval=0.1, stack_time=0.005)
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": baccarat},
+        game=Game.BACCARAT,
+    ) as table:  # fmt: skip
+        sub = table.subscriber
+        await sub.wait_for(lambda m: m.kind == "table" and m.payload["round"] >= 6, within=30)
+        drawn = sub.matching(event("card_drawn"))
+        assert drawn and all("card" not in m.payload["data"] for m in drawn)
+        rulings = sub.matching(ruling())
+        assert rulings and {r.payload["round"] for r in rulings} == {3}
+        assert all(r.payload["clause"].startswith("58 Pa. Code § 545.") for r in rulings)
+        states = [m for m in sub.matching(lambda m: m.kind == "table")]
+        assert all("coup" not in m.payload["state"] for m in states)

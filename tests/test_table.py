@@ -438,3 +438,13 @@ def test_coups_from_a_shoe_that_reads_cards() -> None:
     # P 4 must draw, and B 0 too; the dealer went on to the next coup: judged short then
     assert coup(3, "2S", "KH", "2D", "KC") == []
     assert coup(4, "KS") == ["545.11(b)(1)", "545.11(c)"]
+
+
+def test_a_card_after_a_complete_coup_is_drawn_in_error() -> None:
+    table = Table(Game.MIDIBACCARAT, devices=("shoe",))
+    found = []
+    # P 2+3+4 = 9 drew on 5; B 0 draws on anything: six cards, then one too many
+    for index, card in enumerate(["2S", "KH", "3D", "QC", "4S", "5H", "9C"]):
+        found += table("shoe.card_drawn", round=1, index=index, card=card)
+    assert found == ["543.14(a)"]
+    assert table.last_actions() == (Action.NEXT_CARD,)
