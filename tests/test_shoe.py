@@ -264,3 +264,37 @@ async def test_a_baccarat_shoe_that_reads_cards(mosquitto: Mosquitto, tmp_path: 
         assert all(r.payload["clause"].startswith("58 Pa. Code § 545.") for r in rulings)
         states = [m for m in sub.matching(lambda m: m.kind == "table")]
         assert all("coup" not in m.payload["state"] for m in states)
+
+
+async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
+    """skip_draw: the Player's Hand stays where it must draw (P 2+2 = 4), so the only third
+    card is the Banker's (B 0 draws). A shoe reports cards, not hands: the table deals the
+    fifth card to the Player as the rules would, and so finds the coup a card short on the
+    Banker's side — an irregularity either way, which is what the rule must catch."""
+    from tableside.drivers.cards import card_name
+    from tableside.rules import Game, TableFacts, evaluate
+    from tableside.rules.table import TableEvent, TableState, step
+    from tableside.simulators.shoe import ShoeSimulator
+
+    class Link:
+        def __init__(self) -> None:
+            self.sent: list[object] = []
+
+        async def send(self, message: object) -> None:
+            self.sent.append(message)
+
+    sim = build_simulator("shoe", {"baccarat": True, "stack_time": 0}, [])
+    assert isinstance(sim, ShoeSimulator)
+    spades = [card_code(r, 3) for r in (2, 13, 2, 12, 9, 8, 7, 6, 5, 4)]
+    sim._deck = list(spades)
+    link = Link()
+    await sim._coup(link, 1, {"skip_draw": None})  # type: ignore[arg-type]
+    drawn = [m for m in link.sent if isinstance(m, p.CardDrawn)]
+    assert [m.card for m in drawn] == spades[:5]
+    facts, state, found = TableFacts(Game.BACCARAT), TableState(), []
+    reported = [(1, m.index, card_name(m.card)) for m in drawn] + [(2, 0, "AS")]  # then coup 2
+    for coup, index, card in reported:
+        event = TableEvent("shoe.card_drawn", 0.0, {"round": coup, "index": index, "card": card})
+        state, seen = step(facts, state, event)
+        found += [r.rule.citation for o in seen for r in evaluate(facts, o)]
+    assert found == ["58 Pa. Code § 545.11(c)"]
