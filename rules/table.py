@@ -294,6 +294,10 @@ def step(
             deck = data.get("deck")
             ready = deck if deck in ("A", "B") else state.deck_ready
             new = dataclasses.replace(state, shuffled_since_last_round=True, deck_ready=ready)
+            # two decks: the one shuffled now must not be the one in play this round
+            in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
+            if deck in ("A", "B") and in_play and deck == state.deck_last_dealt:
+                observe("deck_in_both", deck=deck)
         case "stub_count":
             count, misdealt = data.get("count"), data.get("misdealt", False)
             if not isinstance(count, int) or not isinstance(misdealt, bool):

@@ -372,6 +372,14 @@ _WORDS["559.15(b)"] = (
     "A card dealt in error without its face being exposed shall be used as though it was the "
     "next card from the shoe or the deck."
 )
+_B3 = (
+    "If an automated card shuffling device is used, a certificate holder {may} permitted to use "
+    "a second deck of cards to play the game, provided that: One deck is being shuffled by the "
+    "automated card shuffling device while the other deck is being {used}."
+)
+_WORDS["555.3(b)(3)"] = _B3.format(may="shall be", used="dealt or used to play the game")
+_WORDS["557.3(b)(3)"] = _B3.format(may="may be", used="used to play the game")
+_WORDS["559.3(b)(3)"] = _B3.format(may="shall be", used="used to play the game")
 _WORDS["551.16(m)"] = (
     "If a card reader device malfunctions, the dealer may not continue dealing the game of "
     "Spanish 21 at that table until the card reader device is repaired or replaced."
@@ -415,6 +423,9 @@ def _game_rows(game: Game) -> list[Rule]:
         _row(f"{ch}.3(b)(4)", game, "decks-alternate", "table.round",
              (When("same_deck", "==", True),), (Action.ALERT,),
              "The same deck is dealt two rounds running: the two decks must alternate."),
+        _row(f"{ch}.3(b)(3)", game, "deck-shuffled-while-in-play", "table.deck_in_both", (),
+             (Action.ALERT,),
+             "The shuffler delivered the deck that is in play this round: both decks in play."),
         _row(f"{ch}.3(c)(1)", game, "deck-age-hand", "table.round",
              (When("by_hand", "==", True), When("deck_age_h", ">=", 4)),
              (Action.REPLACE_CARDS,),

@@ -79,19 +79,22 @@ SHUFFLE_EACH_ROUND = [
 #: and per dealing method the stub count's (due, outcome) clauses
 CLAUSES: dict[Game, dict[str, Any]] = {
     Game.CARIBBEAN_STUD: {
-        "decks": "555.3(b)(4)", "age_hand": "555.3(c)(1)", "age_shoe": "555.3(c)(2)",
+        "both": "555.3(b)(3)", "decks": "555.3(b)(4)",
+        "age_hand": "555.3(c)(1)", "age_shoe": "555.3(c)(2)",
         "hand": "555.9(a)(1)",
         "stub": {"automated_shoe": ("555.10(d)", "555.10(f)"),
                  "manual_shoe": ("555.8(f)", "555.8(h)"), "hand": ("555.9(d)", "555.9(f)")},
     },
     Game.FOUR_CARD_POKER: {
-        "decks": "557.3(b)(4)", "age_hand": "557.3(c)(1)", "age_shoe": "557.3(c)(2)",
+        "both": "557.3(b)(3)", "decks": "557.3(b)(4)",
+        "age_hand": "557.3(c)(1)", "age_shoe": "557.3(c)(2)",
         "hand": "557.9(a)(1)",
         "stub": {"automated_shoe": ("557.10(d)", "557.10(f)"),
                  "manual_shoe": ("557.8(f)", "557.8(h)"), "hand": ("557.9(d)", "557.9(f)")},
     },
     Game.LET_IT_RIDE: {
-        "decks": "559.3(b)(4)", "age_hand": "559.3(c)(1)", "age_shoe": "559.3(c)(2)",
+        "both": "559.3(b)(3)", "decks": "559.3(b)(4)",
+        "age_hand": "559.3(c)(1)", "age_shoe": "559.3(c)(2)",
         "hand": "559.11(a)(1)",
         "stub": {"automated_shoe": ("559.12(d)", "559.12(f)"),
                  "manual_shoe": ("559.10(f)", "559.10(h)"), "hand": ("559.11(d)", "559.11(f)")},
@@ -448,3 +451,16 @@ def test_a_card_after_a_complete_coup_is_drawn_in_error() -> None:
         found += table("shoe.card_drawn", round=1, index=index, card=card)
     assert found == ["543.14(a)"]
     assert table.last_actions() == (Action.NEXT_CARD,)
+
+
+@pytest.mark.parametrize("game", POKER)
+def test_the_deck_in_play_is_not_the_one_shuffled(game: Game) -> None:
+    table = Table(game)
+    table("open_table")
+    table.round(deck="A")
+    table("shuffler.shuffle_complete", deck="B")
+    table("shoe.deal_started")
+    assert table("shuffler.shuffle_complete", deck="A") == [], "the other deck: right"
+    table("round_settled")
+    table("shoe.deal_started")  # deck A in play now
+    assert table("shuffler.shuffle_complete", deck="A") == [CLAUSES[game]["both"]]
