@@ -177,19 +177,20 @@ async def replay(work: Path, count: int) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="tableside-replay-"))
-    naive = naive_rate(work / "naive.sqlite", args.naive_records)
-    group, commits = await group_rate(work / "group.sqlite", args.records)
-    return {
-        "bench": "replay",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(),
-        "filesystem_of": str(work),
-        "commit_per_record_per_s": round(naive),
-        "group_commit_per_s": round(group),
-        "group_commits": commits,
-        "replay": await replay(work, args.records),
-    }
+    with tempfile.TemporaryDirectory(prefix="tableside-replay-") as directory:
+        work = Path(directory)
+        naive = naive_rate(work / "naive.sqlite", args.naive_records)
+        group, commits = await group_rate(work / "group.sqlite", args.records)
+        return {
+            "bench": "replay",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": machine(),
+            "filesystem_of": str(work),
+            "commit_per_record_per_s": round(naive),
+            "group_commit_per_s": round(group),
+            "group_commits": commits,
+            "replay": await replay(work, args.records),
+        }
 
 
 def main() -> int:

@@ -247,6 +247,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             "round": args.round_interval,
         },
         "samples": samples,
+        "work": str(work),
     }
 
 
@@ -259,9 +260,14 @@ def main() -> int:
     parser.add_argument("--round-interval", type=float, default=1.0)
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--verbose", action="store_true", help="print each sample")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = parser.parse_args()
     args.sample = min(args.sample, max(1.0, args.duration / 5))
     result = asyncio.run(soak(args))
+    if not args.keep:
+        shutil.rmtree(result.pop("work"), ignore_errors=True)
+    else:
+        print(f"kept: {result['work']}")
     args.output.mkdir(parents=True, exist_ok=True)
     out = args.output / f"soak-{int(args.duration)}s.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
