@@ -86,9 +86,7 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
 
     def row(clause: str, name: str, trigger: str, when: tuple[When, ...],
             actions: tuple[Action, ...], words: str, summary: str) -> Rule:  # fmt: skip
-        return Rule(id=f"{clause}.{name}", games=frozenset({game}), trigger=trigger, when=when,
-                    actions=actions, citation=f"58 Pa. Code § {clause}", words=words,
-                    summary=summary)  # fmt: skip
+        return Rule.of(clause, game, name, trigger, when, actions, words, summary)
 
     return [
         row(burn, "burn", "table.first_card", (), (Action.BURN_CARD,), _BURN,

@@ -155,6 +155,32 @@ class Rule:
     #: e.g. seat3)
     affects: str = "all"
 
+    @classmethod
+    def of(
+        cls,
+        clause: str,
+        game: Game,
+        name: str,
+        trigger: str,
+        when: tuple[When, ...],
+        actions: tuple[Action, ...],
+        words: str,
+        summary: str,
+        affects: str = "all",
+    ) -> Rule:
+        """One game's row for a clause (``"555.14(d)"``): its id is ``<clause>.<name>``."""
+        return cls(
+            id=f"{clause}.{name}",
+            games=frozenset({game}),
+            trigger=trigger,
+            when=when,
+            actions=actions,
+            citation=f"58 Pa. Code § {clause}",
+            words=words,
+            summary=summary,
+            affects=affects,
+        )
+
     def affected(self, observation: Observation) -> list[str]:
         if self.affects == "target":
             return [str(observation.data.get("target"))]

@@ -158,17 +158,7 @@ def _row(
     summary: str,
     affects: str = "all",
 ) -> Rule:
-    return Rule(
-        id=f"{section}.{name}",
-        games=frozenset({game}),
-        trigger=trigger,
-        when=when,
-        actions=actions,
-        citation=f"58 Pa. Code § {section}",
-        words=_WORDS[section],
-        summary=summary,
-        affects=affects,
-    )
+    return Rule.of(section, game, name, trigger, when, actions, _WORDS[section], summary, affects)
 
 
 _SHOE_SECTIONS = ((_CS, "555.14(f)", "555.14(b)"), (_FCP, "557.13(f)", "557.13(a)"),

@@ -70,12 +70,6 @@ _WORDS: dict[str, str] = {
         "upon completion of the shuffling of the cards, inserts the stack of cards directly "
         "into a dealing shoe."
     ),
-    "559.3(b)(4)": (
-        "If an automated card shuffling device is used, a certificate holder shall be permitted"
-        " to use a second deck of cards to play the game, provided that: Both decks are "
-        "continuously alternated in and out of play, with each deck being used for every other "
-        "round of play."
-    ),
     "559.3(c)(1)": (
         "The decks of cards used in Let It Ride Poker shall be changed: At least every 4 hours "
         "if the cards are dealt by hand."
@@ -88,20 +82,7 @@ _WORDS: dict[str, str] = {
         "If the cards are dealt from the dealer's hand, the following requirements shall be "
         "observed: An automated shuffling device shall be used to shuffle the cards."
     ),
-    "557.9(a)(1)": (
-        "If the cards are dealt from the dealer's hand, the following requirements shall be "
-        "observed: An automated shuffling device shall be used to shuffle the cards."
-    ),
-    "559.11(a)(1)": (
-        "If the cards are dealt from the dealer's hand, the following requirements shall be "
-        "observed: An automated shuffling device shall be used to shuffle the cards."
-    ),
     "555.14(g)": (
-        "An automated card shuffling device or automated dealing shoe shall be removed from a "
-        "gaming table before any other method of shuffling or dealing may be utilized at that "
-        "table."
-    ),
-    "557.13(g)": (
         "An automated card shuffling device or automated dealing shoe shall be removed from a "
         "gaming table before any other method of shuffling or dealing may be utilized at that "
         "table."
@@ -132,40 +113,6 @@ _WORDS: dict[str, str] = {
         " on the layout."
     ),
     "555.8(h)": (
-        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
-        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
-        " (a player or the area designed for the placement of the dealer's hand has more or "
-        "less than five cards) but 52 cards remain in the deck, all hands shall be void and all"
-        " wagers shall be returned to the players. If the cards have not been misdealt, all "
-        "hands shall be considered void, all wagers shall be returned to the players and the "
-        "entire deck of cards shall be removed from the table."
-    ),
-    "555.9(d)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall count the stub at least once every five rounds of play "
-        "to determine that the correct number of cards are still present in the deck. The "
-        "dealer shall determine the number of cards in the stub by counting the cards face down"
-        " on the layout."
-    ),
-    "555.9(f)": (
-        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
-        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
-        " (a player or the area designed for the placement of the dealer's hand has more or "
-        "less than five cards) but 52 cards remain in the deck, all hands shall be void and all"
-        " wagers shall be returned to the players. If the cards have not been misdealt, all "
-        "hands shall be considered void, all wagers shall be returned to the players and the "
-        "entire deck of cards shall be removed from the table."
-    ),
-    "555.10(d)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall count the stub at least once every five rounds of play "
-        "to determine that the correct number of cards are still present in the deck. The "
-        "dealer shall determine the number of cards in the stub by counting the cards face down"
-        " on the layout."
-    ),
-    "555.10(f)": (
         "If the count of the stub indicates that the number of cards in the deck is incorrect, "
         "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
         " (a player or the area designed for the placement of the dealer's hand has more or "
@@ -208,31 +155,6 @@ _WORDS: dict[str, str] = {
         "considered void, all wagers shall be returned to the players and the entire deck of "
         "cards shall be removed from the table."
     ),
-    "557.10(d)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall be required to count the stub at least once every five "
-        "rounds of play to determine that the correct number of cards are still present in the "
-        "deck. The dealer shall determine the number of cards in the stub by counting the cards"
-        " face down on the layout."
-    ),
-    "557.10(f)": (
-        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
-        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
-        " (a player has more or less than five cards or the dealer has more or less than six "
-        "cards) but 52 cards remain in the deck, all hands shall be void and all wagers shall "
-        "be returned to the players. If the cards have not been misdealt, all hands shall be "
-        "considered void, all wagers shall be returned to the players and the entire deck of "
-        "cards shall be removed from the table."
-    ),
-    "559.10(f)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall count the stub at least once every five rounds of play "
-        "to determine that the correct number of cards are still present in the deck. The "
-        "dealer shall determine the number of cards in the stub by counting the cards face down"
-        " on the layout."
-    ),
     "559.10(h)": (
         "If the count of the stub indicates that the number of cards in the deck is incorrect, "
         "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
@@ -241,31 +163,6 @@ _WORDS: dict[str, str] = {
         " and all wagers shall be returned to the players. If the cards have not been misdealt,"
         " all hands shall be considered void, all wagers shall be returned to the players and "
         "the entire deck of cards shall be removed from the table."
-    ),
-    "559.11(d)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall count the stub at least once every five rounds of play "
-        "to determine that the correct number of cards are still present in the deck. The "
-        "dealer shall determine the number of cards in the stub by counting the cards face down"
-        " on the layout."
-    ),
-    "559.11(f)": (
-        "If the count of the stub indicates that the number of cards in the deck is incorrect, "
-        "the dealer shall determine if the cards were misdealt. If the cards have been misdealt"
-        " (a player or the area designed for the placement of the community cards has more or "
-        "less than three or two cards) but 52 cards remain in the deck, all hands shall be void"
-        " and all wagers shall be returned to the players. If the cards have not been misdealt,"
-        " all hands shall be considered void, all wagers shall be returned to the players and "
-        "the entire deck of cards shall be removed from the table."
-    ),
-    "559.12(d)": (
-        "If an automated card shuffling device that counts the number of cards in the deck "
-        "after the completion of each shuffle and indicates whether 52 cards are present is not"
-        " being used, the dealer shall count the stub at least once every five rounds of play "
-        "to determine that the correct number of cards are still present in the deck. The "
-        "dealer shall determine the number of cards in the stub by counting the cards face down"
-        " on the layout."
     ),
     "559.12(f)": (
         "If the count of the stub indicates that the number of cards in the deck is incorrect, "
@@ -277,6 +174,21 @@ _WORDS: dict[str, str] = {
         "the entire deck of cards shall be removed from the table."
     ),
 }
+# The same words in another chapter or dealing section:
+_WORDS["559.3(b)(4)"] = _WORDS["555.3(b)(4)"]
+_WORDS["557.9(a)(1)"] = _WORDS["555.9(a)(1)"]
+_WORDS["559.11(a)(1)"] = _WORDS["555.9(a)(1)"]
+_WORDS["557.13(g)"] = _WORDS["555.14(g)"]
+_WORDS["555.9(d)"] = _WORDS["555.8(f)"]
+_WORDS["555.9(f)"] = _WORDS["555.8(h)"]
+_WORDS["555.10(d)"] = _WORDS["555.8(f)"]
+_WORDS["555.10(f)"] = _WORDS["555.8(h)"]
+_WORDS["557.10(d)"] = _WORDS["557.9(d)"]
+_WORDS["557.10(f)"] = _WORDS["557.9(f)"]
+_WORDS["559.10(f)"] = _WORDS["555.8(f)"]
+_WORDS["559.11(d)"] = _WORDS["555.8(f)"]
+_WORDS["559.11(f)"] = _WORDS["559.10(h)"]
+_WORDS["559.12(d)"] = _WORDS["555.8(f)"]
 _WORDS["555.8(b)"] = (
     "Prior to dealing the cards and after all Ante and progressive payout wagers have been "
     "placed, the dealer shall announce ''no more bets'' and use the table game progressive "
@@ -402,16 +314,7 @@ def _row(
     citation: str, game: Game, name: str, trigger: str, when: tuple[When, ...],
     actions: tuple[Action, ...], summary: str,
 ) -> Rule:  # fmt: skip
-    return Rule(
-        id=f"{citation}.{name}",
-        games=frozenset({game}),
-        trigger=trigger,
-        when=when,
-        actions=actions,
-        citation=f"58 Pa. Code § {citation}",
-        words=_WORDS[citation],
-        summary=summary,
-    )
+    return Rule.of(citation, game, name, trigger, when, actions, _WORDS[citation], summary)
 
 
 def _game_rows(game: Game) -> list[Rule]:
