@@ -436,7 +436,9 @@ class TableDaemon:
         self.table_state, seen = step(
             self.table_facts, before, TableEvent(kind, time.time(), dict(data))
         )
-        if self.table_state == before and not seen:
+        # Published when what is published changed (a coup's cards change the state, unseen).
+        shown = self.table_state != before and self.table_state.to_dict() != before.to_dict()
+        if not shown and not seen:
             return
         seq = self._publish_table(kind, ts)
         for observation in seen:

@@ -18,13 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tableside.rules.hands import FiveCard, five_card
+from tableside.rules.hands import (
+    FiveCard,
+    baccarat_point,
+    baccarat_value,
+    banker_draws,
+    five_card,
+    player_draws,
+)
 from tableside.rules.model import Observation, TableFacts
+from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
 
 __all__ = [
@@ -211,6 +219,9 @@ TABLE_EVENTS: dict[str, str] = {
     "coup": 'baccarat: args player, banker: the cards each hand got, e.g. ["K", "7"] '
     "(543.11 and its Table 1)",
 }
+
+#: records what the rows must judge: ``observe("round", shuffled=False, …)``
+Observe = Callable[..., None]
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
 _RANKS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
@@ -423,8 +434,6 @@ def step(
 def _bonus(facts: TableFacts, data: Mapping[str, Any]) -> dict[str, Any]:
     """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
     559.14(d) or the casino's higher one; three of a kind or better wins."""
-    from tableside.rules.paytables import MINIMUMS
-
     if facts.game.value != "let_it_ride":
         raise ValueError("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
     seat = _seat("pay_bonus", data)
@@ -476,7 +485,7 @@ def _seat(kind: str, data: Mapping[str, Any]) -> int:
 
 
 def _progressive(
-    facts: TableFacts, state: TableState, kind: str, data: Mapping[str, Any], observe: Any
+    facts: TableFacts, state: TableState, kind: str, data: Mapping[str, Any], observe: Observe
 ) -> TableState:
     """555.12(b): before a progressive hand is paid, (1) it wins, (2) the seat's light is lit,
     (3) a floorperson validated it; 555.13(f): paid at the meter as it stands at its turn, and
@@ -530,7 +539,7 @@ def _progressive(
     return dataclasses.replace(paid, meter_millicents=after)
 
 
-def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Any) -> TableState:
+def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Observe) -> TableState:
     """A baccarat shoe that reads cards reports each card drawn: the table deals them to the
     Player's and Banker's Hands in order (543.9(c), 543.10) and judges the coup against the
     drawing rules as soon as it is complete, has a card too many, or (when the next coup
@@ -558,8 +567,6 @@ def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Any) -> Tab
 
 def _due(ranks: tuple[int, ...]) -> int | None:
     """How many cards this coup should have by the drawing rules (None: not known yet)."""
-    from tableside.rules.hands import baccarat_point, baccarat_value, banker_draws, player_draws
-
     p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
     if not player_draws(p, b):
         return 5 if banker_draws(p, b, None) else 4
@@ -571,8 +578,6 @@ def _due(ranks: tuple[int, ...]) -> int | None:
 def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
     """The coup's cards to the hands, in dealing order: P B P B, then the Player's third when
     it was due (or when nobody's was: 543.14(b)'s case), then the Banker's."""
-    from tableside.rules.hands import baccarat_point, banker_draws, player_draws
-
     names = [_RANKS[r - 1] for r in ranks]
     player, banker = [names[0], names[2]], [names[1], names[3]]
     p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
@@ -600,7 +605,6 @@ def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:
 def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
     """A coup as dealt (from a shoe that reads cards, or the dealer) against 543.11 and its
     Table 1: who drew, and who should have."""
-    from tableside.rules.hands import baccarat_point, baccarat_value, banker_draws, player_draws
 
     def ranks(side: str) -> list[int]:
         cards = data.get(side)
