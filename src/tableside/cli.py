@@ -227,8 +227,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
-    import tomllib
-
     flags = {
         "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
         "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
@@ -236,15 +234,7 @@ def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         "two_deck": args.two_deck, "reads_cards": args.reads_cards,
     }  # fmt: skip
     settings = {k: v for k, v in flags.items() if v is not None}
-    for item in args.set:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            settings[key] = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            settings[key] = text  # a bare word is a string
-    return settings
+    return settings | _key_values(args.set, "--set")
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -310,30 +300,56 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return _run_async(go())
 
 
-def _cmd_monitor(args: argparse.Namespace) -> int:
+def _table_on_broker(args: argparse.Namespace, tool: str) -> tuple[str, str, str, Any] | None:
+    """(table, broker URL, topic prefix, the config or None) from --table/--broker/--prefix,
+    filled in from --config; None, having said why, when they name no table."""
     from tableside.daemon.config import ConfigError, load_config
-    from tableside.daemon.monitor import Monitor
 
-    table, broker, prefix = args.table, args.broker, args.prefix
-    client_kwargs: dict[str, Any] = {}
+    table, broker, prefix, config = args.table, args.broker, args.prefix, None
     if args.config:
         try:
             config = load_config(args.config)
         except ConfigError as exc:
             print(exc, file=sys.stderr)
-            return 2
+            return None
         table = table or config.table.id
         broker = broker or config.broker.url
         prefix = prefix or config.broker.topic_prefix
-        if not args.broker:
-            client_kwargs = config.broker.client_kwargs()
     if not table:
-        print("tableside monitor: give --table or --config", file=sys.stderr)
+        print(f"tableside {tool}: give --table or --config", file=sys.stderr)
+        return None
+    return table, broker or "mqtt://127.0.0.1:1883", prefix or "tableside", config
+
+
+def _key_values(items: Sequence[str], what: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items, each VALUE a TOML value (a bare word is a string)."""
+    import tomllib
+
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} {item!r}: expected KEY=VALUE")
+        try:
+            values[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            values[key] = text
+    return values
+
+
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    from tableside.daemon.monitor import Monitor
+
+    where = _table_on_broker(args, "monitor")
+    if where is None:
         return 2
+    table, broker, prefix, config = where
+    # the table's own credentials and TLS, unless another broker was named
+    client_kwargs = config.broker.client_kwargs() if config and not args.broker else {}
     monitor = Monitor(
-        broker or "mqtt://127.0.0.1:1883",
+        broker,
         table,
-        prefix or "tableside",
+        prefix,
         out=sys.stdout,
         client_kwargs=client_kwargs,
     )
@@ -459,39 +475,22 @@ def _cmd_journal(args: argparse.Namespace) -> int:
 
 def _cmd_command(args: argparse.Namespace) -> int:
     import os
-    import tomllib
     import uuid
     from urllib.parse import urlsplit
 
     import aiomqtt
 
-    from tableside.daemon.config import ConfigError, load_config
-
-    table, broker, prefix = args.table, args.broker, args.prefix
-    if args.config:
-        try:
-            config = load_config(args.config)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        table = table or config.table.id
-        broker = broker or config.broker.url
-        prefix = prefix or config.broker.topic_prefix
-    if not table:
-        print("tableside command: give --table or --config", file=sys.stderr)
+    where = _table_on_broker(args, "command")
+    if where is None:
         return 2
-    values: dict[str, Any] = {}
-    for item in args.args:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            print(f"tableside command: {item!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        try:
-            values[key] = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            values[key] = text  # a bare word is a string
-    url = urlsplit(broker or "mqtt://127.0.0.1:1883")
-    base = f"{prefix or 'tableside'}/{table}"
+    table, broker, prefix, _ = where
+    try:
+        values = _key_values(args.args, "argument")
+    except ValueError as exc:
+        print(f"tableside command: {exc}", file=sys.stderr)
+        return 2
+    url = urlsplit(broker)
+    base = f"{prefix}/{table}"
     request_id = f"cli-{uuid.uuid4().hex[:12]}"
     body = {"command": args.name, "device": args.device, "args": values,
             "request_id": request_id}  # fmt: skip
