@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 import aiomqtt
 
+from tableside.daemon.broker import free_port
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import ArqPolicy, FramedLink, Notice
 from tableside.drivers.shuffler import protocol as p
@@ -42,13 +42,6 @@ from tableside.simulators.listen import PtyEndpoint
 
 HERE = Path(__file__).resolve().parent
 SIM_IDENTITY = p.Identity("bench", "BENCH-1", "B0001", "1.0", bytes(32))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def cpu_seconds(pid: int) -> float:

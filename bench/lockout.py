@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -33,18 +32,12 @@ import aiomqtt
 import structlog
 
 from tableside.daemon.app import TableDaemon
+from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
 from tableside.rules.model import Game
 from tableside.simulators.listen import serve_socket
 from tableside.simulators.progressive import progressive_table
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def serve(sim: Any) -> tuple[str, asyncio.Task[None]]:

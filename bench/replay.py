@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 import aiomqtt
 import structlog
 
+from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, record_hash
 from tableside.daemon.logging import configure_logging
@@ -44,13 +44,6 @@ TABLE = "replay-1"
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def event(seq: int) -> DeviceEventPayload:

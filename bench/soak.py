@@ -26,7 +26,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from typing import Any
 
 import aiomqtt
 
+from tableside.daemon.broker import free_port
+
 TABLE = "soak-1"
 SEATS = {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 8, 7: 9}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -43,13 +44,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def rss_mib(pid: int) -> float:

@@ -14,16 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tableside.daemon.broker import free_port
+
+__all__ = ["Mosquitto", "free_port"]
+
 pytest_plugins = ["pytester"]
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _wait_port(port: int, timeout: float = 10.0) -> None:
