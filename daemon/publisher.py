@@ -23,6 +23,8 @@ from typing import Literal, NoReturn
 
 import aiomqtt
 import structlog
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
@@ -138,9 +140,6 @@ class Publisher:
         if client is None:
             log.warning("response_not_sent", topic=topic, why="no broker connection")
             return
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
-
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         properties.CorrelationData = correlation
         data = payload.model_dump_json().encode()

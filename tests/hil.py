@@ -100,12 +100,7 @@ class Subscriber:
     def fresh(self) -> list[Received]:
         """Live messages with a new seq (not retained replays, republished state, the will, or
         records sent again after a lost acknowledgement, which say ``redelivered``)."""
-        return [
-            m
-            for m in self.messages
-            if not m.retained
-            and not any(m.payload.get(flag) for flag in ("republished", "will", "redelivered"))
-        ]
+        return [m for m in self.messages if live(m) and not m.payload.get("redelivered")]
 
 
 def _record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
@@ -121,6 +116,18 @@ def _record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
 
     paho.on_message = on_message
     return flags
+
+
+def live(m: Received) -> bool:
+    """Not a repeat by design: retained replays, republished state and the will repeat a seq."""
+    return not m.retained and not m.payload.get("republished") and not m.payload.get("will")
+
+
+async def until(condition: Callable[[], bool], within: float = 30) -> None:
+    """Until ``condition()`` holds; TimeoutError after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 def event(name: str) -> Predicate:
@@ -270,21 +277,18 @@ def assert_every_seq_once(messages: list[Received], first: int, last: int) -> di
     every time but once — ``redelivered`` (the table sent it again) or the MQTT DUP flag (the
     broker did); the unmarked ones came in increasing order. Retained replays, republished
     state and the will are left out (they repeat a seq by design)."""
-    live = [
-        m
-        for m in messages
-        if not m.retained and not m.payload.get("republished") and not m.payload.get("will")
-    ]
-    seen = collections.Counter(m.payload["seq"] for m in live)
+    live_ones = [m for m in messages if live(m)]
+    seen = collections.Counter(m.payload["seq"] for m in live_ones)
     missing = [s for s in range(first, last + 1) if s not in seen]
-    unmarked = [m.payload["seq"] for m in live if not m.payload.get("redelivered") and not m.dup]
+    unmarked = [m.payload["seq"] for m in live_ones
+                if not m.payload.get("redelivered") and not m.dup]  # fmt: skip
     twice = sorted(s for s, n in collections.Counter(unmarked).items() if n > 1)
     assert not missing, f"{len(missing)} seq lost, first {missing[:10]}"
     assert not twice, f"unmarked duplicates: {twice[:10]}"
     assert unmarked == sorted(unmarked), "unmarked messages out of order"
     return {
-        "messages": len(live),
-        "redelivered": sum(bool(m.payload.get("redelivered")) for m in live),
-        "broker_dup": sum(m.dup for m in live),
+        "messages": len(live_ones),
+        "redelivered": sum(bool(m.payload.get("redelivered")) for m in live_ones),
+        "broker_dup": sum(m.dup for m in live_ones),
         "seqs": len(seen),
     }

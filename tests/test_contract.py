@@ -4,7 +4,6 @@ socket survives line noise and a pulled cable, and reports both as typed events.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from tableside.simulators.base import FramedSimulator
 from tableside.simulators.progressive import progressive_table
 from tableside.simulators.registry import build_simulator
 
-from .hil import start_simulator, stop
+from .hil import start_simulator, stop, until
 
 QUICK: dict[str, Any] = {"interval": 0.15, "heartbeat": 0.2}
 
@@ -27,12 +26,6 @@ def framed(device_class: str) -> FramedSimulator:
         sim, _bus = progressive_table({1: 3}, faults, betting_time=0.05, **QUICK)
         return sim
     return build_simulator(device_class, QUICK, faults)
-
-
-async def until(condition: Callable[[], bool], within: float = 15) -> None:
-    async with asyncio.timeout(within):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ nothing a device does makes it give up."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
@@ -20,7 +20,7 @@ from tableside.drivers.shuffler.driver import ShufflerDriver
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShuffleStarted
 from tableside.simulators.shuffler import ShufflerSimulator
 
-from .hil import simulator, start_simulator, stop
+from .hil import simulator, start_simulator, stop, until
 
 
 @asynccontextmanager
@@ -38,12 +38,6 @@ async def driven(
         assert not task.done(), "the driver gave up"
     finally:
         await stop(task, sim_task)
-
-
-async def until(condition: Callable[[], bool], within: float = 10) -> None:
-    async with asyncio.timeout(within):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 def count(events: list[DeviceEvent], kind: type[DeviceEvent]) -> int:

@@ -5,7 +5,7 @@ driver reconnects every time and reads the device's identity again."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +17,10 @@ from tableside.drivers.registry import get_driver
 from tableside.simulators.listen import serve_pty
 from tableside.simulators.registry import build_simulator
 
-from .hil import start_simulator, stop
+from .hil import start_simulator, stop, until
 from .test_card_reader import URL, reader, usb_bus
 
 CUTS = 3
-
-
-async def until(condition: Callable[[], bool], within: float = 30) -> None:
-    async with asyncio.timeout(within):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 def connects(events: list[DeviceEvent]) -> int:

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,13 +28,8 @@ from .hil import (
     simulator,
     start_simulator,
     stop,
+    until,
 )
-
-
-async def until(condition: Callable[[], bool], within: float = 30, what: str = "") -> None:
-    async with asyncio.timeout(within):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 def highest(messages: list[Received]) -> int:
