@@ -384,25 +384,11 @@ class TableDaemon:
         for ruling in evaluate(rt.facts, observation):
             self._publish_ruling(ruling.rule, observation, source, ts)
             halts = halts or Action.HALT_DEALING in ruling.rule.actions
-        # What moves the table: a shuffle, a deal, the dealer's buttons, a device that halts it.
-        table_kind = self._table_kind(observation)
-        if table_kind is not None:
-            self._table_step(table_kind, full, ts)
+        # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
+        # buttons, …) and leaves the rest; a device that halts dealing stops the table.
+        self._table_step(observation.kind, full, ts)
         if halts:
             self._table_step("halt", {"device_class": rt.driver.device_class}, ts)
-
-    @staticmethod
-    def _table_kind(observation: Observation) -> str | None:
-        if observation.kind in ("shuffler.shuffle_complete", "shoe.deal_started",
-                                "shoe.deal_complete", "acceptors.wager_accepted",
-                                "progressive_controller.lights", "card_reader.status",
-                                "card_reader.hole_card_checked",
-                                "shoe.stack_dispensed", "shoe.card_drawn"):  # fmt: skip
-            return observation.kind
-        if observation.kind == "progressive_controller.button":
-            button = observation.data.get("button")
-            return str(button) if button in ("no_more_bets", "bets_open") else None
-        return None
 
     def _publish_ruling(
         self, rule: Rule, observation: Observation, source: SourceEvent, ts: str

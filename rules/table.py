@@ -259,6 +259,10 @@ def step(
             new = dataclasses.replace(state, phase=Phase.OPEN, cards_in_play_since=since)
         case "close_table":
             new = dataclasses.replace(state, phase=Phase.CLOSED)
+        case "progressive_controller.button":
+            button = data.get("button")
+            if button in ("no_more_bets", "bets_open"):
+                return step(facts, state, TableEvent(str(button), at))
         case "bets_open":
             new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0)
         case "no_more_bets":

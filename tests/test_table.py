@@ -464,3 +464,15 @@ def test_the_deck_in_play_is_not_the_one_shuffled(game: Game) -> None:
     table("round_settled")
     table("shoe.deal_started")  # deck A in play now
     assert table("shuffler.shuffle_complete", deck="A") == [CLAUSES[game]["both"]]
+
+
+def test_the_control_devices_buttons_move_the_betting_phase() -> None:
+    table = Table()
+    table("progressive_controller.button", button="bets_open")
+    assert table.phase() is Phase.BETTING
+    table("progressive_controller.button", button="no_more_bets")
+    assert table.phase() is Phase.NO_MORE_BETS
+    table("progressive_controller.button", button="something_else")
+    assert table.phase() is Phase.NO_MORE_BETS
+    table("shuffler.status", state="idle")  # what does not move the table leaves it
+    assert table.phase() is Phase.NO_MORE_BETS
