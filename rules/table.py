@@ -598,12 +598,15 @@ def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
 
 
 def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:
-    """543.5(g), 543.14(d): a 10, jack, queen or king counts ten, an ace one, and the rest
-    their face value: that many cards more are burned."""
+    """How many cards more are burned. The first card of a shoe (543.5(g), 545.5(f)) counts a
+    10, jack, queen or king as ten; a card found face up (543.14(d), 545.15(d)) burns "the value
+    of the card", and 543.6(a)(2) gives those a value of zero. An ace is one either way."""
     rank = str(data.get("rank", "")).upper()
     if rank not in _RANKS:
         raise ValueError(f"{kind}: args rank, one of {', '.join(_RANKS)}")
-    return 1 if rank == "A" else 10 if rank in ("10", "J", "Q", "K") else int(rank)
+    if kind == "first_card":
+        return 1 if rank == "A" else 10 if rank in ("10", "J", "Q", "K") else int(rank)
+    return baccarat_value(_RANKS.index(rank) + 1)
 
 
 def _coup(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -476,3 +476,20 @@ def test_the_control_devices_buttons_move_the_betting_phase() -> None:
     assert table.phase() is Phase.NO_MORE_BETS
     table("shuffler.status", state="idle")  # what does not move the table leaves it
     assert table.phase() is Phase.NO_MORE_BETS
+
+
+@pytest.mark.parametrize("game", list(BACCARAT))
+@pytest.mark.parametrize(("kind", "rank", "burn"), [
+    ("first_card", "K", 10), ("first_card", "10", 10), ("first_card", "A", 1),
+    ("first_card", "7", 7),
+    # 543.6(a)(2) / 545.6(a)(2): a face-up 10 or court card has a value of zero
+    ("card_face_up_in_shoe", "K", 0), ("card_face_up_in_shoe", "10", 0),
+    ("card_face_up_in_shoe", "A", 1), ("card_face_up_in_shoe", "9", 9),
+])  # fmt: skip
+def test_baccarat_burns_by_the_clause_that_asks(
+    game: Game, kind: str, rank: str, burn: int
+) -> None:
+    """Only the first card of a shoe counts a ten or a court card as ten."""
+    _, seen = step(TableFacts(game), TableState(devices=frozenset()),
+                   TableEvent(kind, T0, {"rank": rank}))  # fmt: skip
+    assert [o.data["burn"] for o in seen] == [burn]
