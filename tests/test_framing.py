@@ -39,6 +39,22 @@ def test_crc_catalogue_check_value() -> None:
     assert crc16_ccitt(b"123456789") == 0x29B1
 
 
+def _crc_bitwise(data: bytes, crc: int = 0xFFFF) -> int:
+    """The CRC as its definition reads: poly 0x1021, MSB first, one bit at a time."""
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+@given(st.binary(max_size=300), st.integers(0, 0xFFFF))
+def test_crc_matches_its_definition(data: bytes, start: int) -> None:
+    assert crc16_ccitt(data, start) == _crc_bitwise(data, start)
+    assert crc16_ccitt(data[7:], crc16_ccitt(data[:7])) == crc16_ccitt(data)
+
+
 def test_documented_example_frame() -> None:
     # docs/protocols/shuffler.md, "Example": Heartbeat, seq 7, uptime 1000 ms
     raw = bytes.fromhex("a5 04 07 25 00 00 03 e8 fa df".replace(" ", ""))
