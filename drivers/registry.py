@@ -3,26 +3,24 @@ point group (a device maker's out-of-tree driver; see docs/drivers.md)."""
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import entry_points
 
 from tableside.drivers.base import Driver
-from tableside.drivers.card_reader.driver import CardReaderDriver
-from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
-from tableside.drivers.progressive.driver import ProgressiveControllerDriver
-from tableside.drivers.shoe.driver import ShoeDriver
-from tableside.drivers.shuffler.driver import ShufflerDriver
 
 __all__ = ["ENTRY_POINT_GROUP", "UnknownDriver", "available_drivers", "get_driver"]
 
 ENTRY_POINT_GROUP = "tableside.drivers"
 
-_BUILTIN: dict[str, type[Driver]] = {
-    "tableside.shuffler": ShufflerDriver,
-    "tableside.shoe": ShoeDriver,
-    "tableside.card_reader": CardReaderDriver,
-    "tableside.progressive_controller": ProgressiveControllerDriver,
-    "tableside.acceptors": CcTalkAcceptorsDriver,
-}
+# Imported when a config names them: a table runs the drivers it has, and loads no other.
+_BUILTIN: dict[str, str] = {
+    "tableside.shuffler": "tableside.drivers.shuffler.driver:ShufflerDriver",
+    "tableside.shoe": "tableside.drivers.shoe.driver:ShoeDriver",
+    "tableside.card_reader": "tableside.drivers.card_reader.driver:CardReaderDriver",
+    "tableside.progressive_controller":
+        "tableside.drivers.progressive.driver:ProgressiveControllerDriver",
+    "tableside.acceptors": "tableside.drivers.cctalk.driver:CcTalkAcceptorsDriver",
+}  # fmt: skip
 
 
 class UnknownDriver(LookupError):
@@ -39,7 +37,9 @@ def available_drivers() -> dict[str, str]:
 
 def get_driver(name: str) -> type[Driver]:
     if name in _BUILTIN:
-        return _BUILTIN[name]
+        module, _, attr = _BUILTIN[name].partition(":")
+        cls: type[Driver] = getattr(import_module(module), attr)
+        return cls
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
         cls = ep.load()
         if not (isinstance(cls, type) and issubclass(cls, Driver)):

@@ -70,3 +70,30 @@ def test_unknown_driver_names_the_known_ones() -> None:
             '[devices.x]\ndriver = "nonesuch"\nurl = "/dev/x"\n',
             use_env=False,
         )
+
+
+def test_a_table_imports_only_the_drivers_it_names() -> None:
+    """The registry is lazy: a shuffler-only table never imports the ccTalk or USB drivers."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tableside.drivers.registry import get_driver\n"
+        "get_driver('tableside.shuffler')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tableside.drivers.')"
+        " and m.endswith('.driver')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['tableside.drivers.shuffler.driver']"
+
+
+def test_the_built_in_names_are_the_packages_entry_points() -> None:
+    """The built-in table and pyproject.toml's entry points name the same classes."""
+    import tomllib
+
+    from tableside.drivers import registry
+
+    pyproject = Path(__file__).parent.parent / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["entry-points"]["tableside.drivers"]
+    assert declared == registry._BUILTIN
