@@ -12,7 +12,11 @@ from urllib.parse import urlsplit
 
 import aiomqtt
 
-__all__ = ["broker_answers", "embedded_broker", "free_port"]
+__all__ = ["NoEmbeddedBroker", "broker_answers", "embedded_broker", "free_port"]
+
+
+class NoEmbeddedBroker(RuntimeError):
+    """No broker answered and the embedded one is not installed."""
 
 
 def free_port() -> int:
@@ -38,7 +42,13 @@ async def broker_answers(url: str, within: float = 1.5) -> bool:
 @asynccontextmanager
 async def embedded_broker(port: int | None = None) -> AsyncIterator[str]:
     """Run an amqtt broker on 127.0.0.1; yields its mqtt:// URL."""
-    from amqtt.broker import Broker  # imported here: only the demo needs it
+    try:
+        from amqtt.broker import Broker  # imported here: only the demo needs it
+    except ImportError as exc:
+        raise NoEmbeddedBroker(
+            "no MQTT broker answered, and the embedded one needs the demo extra: "
+            "pip install 'tableside[demo]' (./dev.sh installs it), or pass --broker URL"
+        ) from exc
 
     for name in ("amqtt", "transitions"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -131,6 +131,21 @@ def test_demo_with_embedded_broker() -> None:
     assert int(done.group(1)) >= 2
 
 
+def test_demo_without_the_embedded_broker_says_what_to_install() -> None:
+    """A table installed without the demo extra has no amqtt: one line, no traceback."""
+    unused = f"mqtt://127.0.0.1:{free_port()}"
+    code = (
+        "import sys; sys.modules['amqtt'] = None\n"  # as if not installed
+        "from tableside.cli import main\n"
+        f"sys.exit(main(['demo', '--rounds', '1', '--broker', {unused!r}]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_env(), timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "pip install 'tableside[demo]'" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("game", "shown"),
     [

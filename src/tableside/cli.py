@@ -362,6 +362,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from tableside.daemon.broker import NoEmbeddedBroker
     from tableside.daemon.demo import DEFAULT_FAULTS, run_demo
     from tableside.rules.model import Game
 
@@ -377,7 +378,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tableside demo: {exc}", file=sys.stderr)
         return 2
-    return _run_async(coro)
+    try:
+        return _run_async(coro)
+    except NoEmbeddedBroker as exc:
+        print(f"tableside demo: {exc}", file=sys.stderr)
+        return 2
 
 
 def _cmd_schemas(args: argparse.Namespace) -> int:
