@@ -56,6 +56,7 @@ class FactRef(enum.StrEnum):
     """A value taken from the table's configuration when a rule is evaluated."""
 
     FULL_DECK_COUNTS = "full_deck_counts"
+    TENS_LEFT_IN_COUNTS = "tens_left_in_counts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,14 @@ class TableFacts:
             # 551.3(a): six or eight decks of 48 cards. A configured deck count pins it.
             return frozenset({48 * self.decks} if self.decks else {6 * 48, 8 * 48})
         return frozenset({52})  # 555.5(b), 557.5(b), 559.5(b): "whether 52 cards are present"
+
+    @property
+    def tens_left_in_counts(self) -> frozenset[int]:
+        """Spanish 21: the count of six or eight whole 52-card decks, which says the tens were
+        not taken out at the inspection (551.3(a), 551.4)."""
+        if self.game is Game.SPANISH_21:
+            return frozenset({52 * self.decks} if self.decks else {6 * 52, 8 * 52})
+        return frozenset()
 
     def resolve(self, ref: FactRef) -> Any:
         return getattr(self, ref.value)

@@ -74,13 +74,30 @@ SHUFFLER_RULES: tuple[Rule, ...] = (
         id="551.3(a).shuffler-count",
         games=frozenset({_S21}),
         trigger="shuffler.shuffle_complete",
-        when=_WRONG_COUNT,
+        when=(*_WRONG_COUNT, When("card_count", "not in", FactRef.TENS_LEFT_IN_COUNTS)),
         actions=(Action.REMOVE_DECK,),
         citation="58 Pa. Code § 551.3(a)",
         words=_S21_DECK_WORDS,
         summary=(
             "The counting shuffler found other than a full set of six or eight 48-card decks: "
             "the decks are wrong and leave the table."
+        ),
+        needs_counting_shuffler=True,
+    ),
+    Rule(
+        id="551.3(a).tens-left-in",
+        games=frozenset({_S21}),
+        trigger="shuffler.shuffle_complete",
+        when=(
+            When("counted", "==", True),
+            When("card_count", "in", FactRef.TENS_LEFT_IN_COUNTS),
+        ),
+        actions=(Action.REMOVE_DECK,),
+        citation="58 Pa. Code § 551.3(a)",
+        words=_S21_DECK_WORDS,
+        summary=(
+            "The counting shuffler found whole 52-card decks (6 × 52 or 8 × 52): the tens were "
+            "likely left in at the inspection; the decks leave the table."
         ),
         needs_counting_shuffler=True,
     ),

@@ -31,7 +31,7 @@ from tableside.rules.hands import (
     five_card,
     player_draws,
 )
-from tableside.rules.model import Observation, TableFacts
+from tableside.rules.model import Game, Observation, TableFacts
 from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
 
@@ -392,7 +392,14 @@ def step(
             rank = str(data.get("rank", "")).upper()
             if rank not in _RANKS:
                 raise ValueError(f"up_card: args rank, one of {', '.join(_RANKS)}")
-            new = dataclasses.replace(state, up_card=rank)
+            if rank == "10" and facts.game is Game.SPANISH_21:
+                # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card
+                # found in the shoe, torn up (551.16(b)); the up card is still to come.
+                found = state.tens_found + 1
+                new = dataclasses.replace(state, tens_found=found)
+                observe("ten_found", found=found, up_card=True)
+            else:
+                new = dataclasses.replace(state, up_card=rank)
         case "card_reader.hole_card_checked":
             new = dataclasses.replace(state, hole_card_checked=True)
             observe("hole_card_checked", up_card=state.up_card,

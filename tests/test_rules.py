@@ -67,6 +67,15 @@ def test_spanish_21_counts(decks: int | None, count: int, wrong: bool) -> None:
     assert [r.rule.citation for r in rulings] == ([COUNT_CLAUSE[Game.SPANISH_21]] if wrong else [])
 
 
+@pytest.mark.parametrize(("decks", "count"), [(6, 312), (8, 416), (None, 312), (None, 416)])
+def test_spanish_21_whole_decks_say_the_tens_were_left_in(decks: int | None, count: int) -> None:
+    """6 x 52 or 8 x 52 cards: one ruling, 551.3(a), that says the tens are likely still in."""
+    (ruling,) = evaluate(TableFacts(Game.SPANISH_21, decks=decks), complete(count))
+    assert ruling.rule.id == "551.3(a).tens-left-in"
+    assert ruling.rule.actions == (Action.REMOVE_DECK,)
+    assert "tens were likely left in" in ruling.rule.summary
+
+
 def test_count_rule_needs_a_counting_shuffler() -> None:
     assert evaluate(TableFacts(Game.CARIBBEAN_STUD, shuffler_counts=False), complete(51)) == []
     assert evaluate(TableFacts(Game.CARIBBEAN_STUD), complete(51, counted=False)) == []

@@ -317,6 +317,19 @@ def test_spanish_21_reader_used_on_a_wrong_up_card(
     assert table.last_actions() == actions
 
 
+def test_spanish_21_a_ten_is_never_the_up_card() -> None:
+    """No tens are in play (551.3(a)): a 10 given as the up card is a ten found (551.16(b)),
+    and the table still waits for the dealer's real up card."""
+    table = spanish_21()
+    assert table("up_card", rank="10") == ["551.16(b)"]
+    assert table.last_actions() == (Action.DISCARD_CARD, Action.ALERT)
+    assert table.state.up_card is None and table.state.tens_found == 1
+    assert table("up_card", rank="10") == ["551.16(b)"]
+    assert table.last_actions() == (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK)
+    table("up_card", rank="K")
+    assert table.state.up_card == "K"
+
+
 def test_spanish_21_insurance_and_match_the_dealer_order() -> None:
     table = spanish_21()
     table("up_card", rank="A")
