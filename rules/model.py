@@ -52,6 +52,12 @@ class Action(enum.StrEnum):
     NEXT_CARD = "use_as_next_card"  # an undisclosed card drawn in error is used as the next
 
 
+#: the actions that change what becomes of a hand
+_HAND_ACTIONS = frozenset(
+    {Action.VOID_ALL_HANDS, Action.VOID_HAND, Action.RETURN_WAGERS, Action.DEAL_ADDITIONAL_CARD}
+)
+
+
 class FactRef(enum.StrEnum):
     """A value taken from the table's configuration when a rule is evaluated."""
 
@@ -160,9 +166,15 @@ class Rule:
     summary: str  # the ruling in one plain sentence
     #: the rule applies only when the table's shuffler counts cards
     needs_counting_shuffler: bool = False
-    #: the hands it affects: "all", "dealer", or "target" (the observation's ``target`` field,
-    #: e.g. seat3)
-    affects: str = "all"
+    #: the hands it affects: "all", "dealer", "target" (the observation's ``target`` field,
+    #: e.g. seat3) or "none"; left empty, "all" when an action voids, returns or completes
+    #: hands, "none" otherwise (a card discarded, a deck removed, a floorperson alerted)
+    affects: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.affects:
+            touches = any(a in _HAND_ACTIONS for a in self.actions)
+            object.__setattr__(self, "affects", "all" if touches else "none")
 
     @classmethod
     def of(
@@ -175,7 +187,7 @@ class Rule:
         actions: tuple[Action, ...],
         words: str,
         summary: str,
-        affects: str = "all",
+        affects: str = "",
     ) -> Rule:
         """One game's row for a clause (``"555.14(d)"``): its id is ``<clause>.<name>``."""
         return cls(
@@ -193,7 +205,7 @@ class Rule:
     def affected(self, observation: Observation) -> list[str]:
         if self.affects == "target":
             return [str(observation.data.get("target"))]
-        return [self.affects]
+        return [] if self.affects == "none" else [self.affects]
 
     def applies(self, facts: TableFacts, observation: Observation) -> bool:
         return (

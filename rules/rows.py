@@ -173,7 +173,7 @@ def _row(
     when: tuple[When, ...],
     actions: tuple[Action, ...],
     summary: str,
-    affects: str = "all",
+    affects: str = "",
 ) -> Rule:
     return Rule.of(section, game, name, trigger, when, actions, _WORDS[section], summary, affects)
 

@@ -166,7 +166,9 @@ def test_one_card_face_up_is_discarded_more_voids(game: Game) -> None:
     (two,) = evaluate(TableFacts(game), shoe("card_face_up", round=1, index=2, total=2))
     assert one.rule.citation == two.rule.citation == f"58 Pa. Code § {FACE_UP[game]}"
     assert one.rule.actions == (Action.DISCARD_CARD,)
+    assert one.rule.affected(one.observation) == []  # the card goes; the hands stand
     assert two.rule.actions == VOID
+    assert two.rule.affected(two.observation) == ["all"]
 
 
 def test_caribbean_stud_misdeals_555_14_d() -> None:

@@ -177,7 +177,7 @@ async def test_every_shoe_fault_reaches_the_daemon(
             ("58 Pa. Code § 555.14(f)", void, ["all"], 1),  # jam
             ("58 Pa. Code § 555.14(f)", void, ["all"], 2),  # stopped
             ("58 Pa. Code § 555.14(d)", ["void_hand"], ["seat1"], 3),  # short stack
-            ("58 Pa. Code § 555.14(b)", ["discard_card"], ["all"], 4),  # one face up
+            ("58 Pa. Code § 555.14(b)", ["discard_card"], [], 4),  # one face up: no hand
             ("58 Pa. Code § 555.14(b)", void, ["all"], 5),  # two face up
             ("58 Pa. Code § 555.14(d)", ["void_hand"], ["seat1"], 6),  # extra card
         ]:
