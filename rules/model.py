@@ -63,6 +63,8 @@ class FactRef(enum.StrEnum):
 
     FULL_DECK_COUNTS = "full_deck_counts"
     TENS_LEFT_IN_COUNTS = "tens_left_in_counts"
+    #: the stack size the game's dealing procedure gives the observation's ``target``
+    STACK_SIZE = "stack_size"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,12 @@ class TableFacts:
             return frozenset({52 * self.decks} if self.decks else {6 * 52, 8 * 52})
         return frozenset()
 
-    def resolve(self, ref: FactRef) -> Any:
+    def resolve(self, ref: FactRef, data: Mapping[str, Any]) -> Any:
+        if ref is FactRef.STACK_SIZE:
+            # imported here: the patterns are written in terms of this module's Game
+            from tableside.rules.patterns import stack_size
+
+            return stack_size(self.game, str(data.get("target", "")))
         return getattr(self, ref.value)
 
 
@@ -129,7 +136,7 @@ class When:
             return False
         actual = data[self.field]
         if isinstance(self.value, FactRef):
-            expected = facts.resolve(self.value)
+            expected = facts.resolve(self.value, data)
         elif isinstance(self.value, FieldRef):
             if data.get(self.value.field) is None:
                 return False  # nothing to compare with

@@ -162,7 +162,8 @@ _WORDS["559.15(a)"] = _WORDS["557.13(a)"]
 _WORDS["559.15(e)"] = _WORDS["557.13(f)"]
 
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
-_MISCOUNT = (When("count", "!=", FieldRef("expected")),)
+# The game's count, never only the shoe's own plan: a shoe set for another game is misdealing.
+_MISCOUNT = (When("count", "!=", FactRef.STACK_SIZE),)
 
 
 def _row(
@@ -243,8 +244,16 @@ SHOE_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 #: the same misdeal rules when the dealer reports the stack (dealt by hand or a manual shoe)
+# The dealer reports a hand, not a stack: the table gives its expected size (a Four Card Poker
+# dealer's hand is six cards, a Let It Ride community two, after the discards).
+_HAND_MISCOUNT = When("count", "!=", FieldRef("expected"))
 REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
-    dataclasses.replace(rule, id=f"{rule.id}-reported", trigger="table.misdeal")
+    dataclasses.replace(
+        rule,
+        id=f"{rule.id}-reported",
+        trigger="table.misdeal",
+        when=tuple(_HAND_MISCOUNT if w in _MISCOUNT else w for w in rule.when),
+    )
     for rule in SHOE_RULES
     if rule.trigger == "shoe.stack_dispensed"
 )

@@ -32,6 +32,7 @@ from tableside.rules.hands import (
     player_draws,
 )
 from tableside.rules.model import Game, Observation, TableFacts
+from tableside.rules.patterns import plan_misfit
 from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
 
@@ -281,6 +282,10 @@ def step(
                 face_up_found=0,
                 tens_found=0,
             )
+            plan = data.get("plan")
+            misfit = (plan_misfit(facts.game, plan)
+                      if kind == "shoe.deal_started" and isinstance(plan, list | tuple)
+                      else None)  # fmt: skip
             two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
             observe(
                 "round",
@@ -299,6 +304,8 @@ def step(
                 past_last_hand=state.cover_card_round is not None
                 and state.round + 1 > state.cover_card_round + 1,
             )
+            if misfit is not None:
+                observe("deal_plan", reason=misfit)
         case "deal_done" | "shoe.deal_complete":
             new = dataclasses.replace(state, phase=Phase.DECISIONS)
         case "reveal":

@@ -14,6 +14,47 @@ _CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_R
 
 # Copied from ../shared/regulations, clause by clause.
 _WORDS: dict[str, str] = {
+    "555.10(b)": (
+        "The dealer shall then deal the first stack of cards dispensed by the "
+        "automated dealing shoe face down to the player farthest to the dealer's left "
+        "who has placed a wager in accordance with § 555.7 (relating to wagers). As "
+        "the remaining stacks are dispensed to the dealer by the automated dealing "
+        "shoe, the dealer shall, moving clockwise around the table, deliver a stack "
+        "face down to each of the other players who has placed a wager in accordance "
+        "with § 555.7. The dealer shall then deliver a stack of five cards face down "
+        "to the area designated for the dealer's hand."
+    ),
+    "557.10(b)": (
+        "The dealer shall deal the first stack of cards dispensed by the automated "
+        "dealing shoe face down to the player farthest to the dealer's left who has "
+        "placed an Ante Wager or Aces Up Wager. As the remaining stacks are dispensed "
+        "to the dealer by the automated dealing shoe, the dealer shall, moving "
+        "clockwise around the table, deal a stack face down to each of the other "
+        "players who has placed an Ante Wager or Aces Up Wager. The dealer shall then "
+        "deal a stack of five cards face down to himself. When the automated dealing "
+        "shoe dispenses the next stack of five cards, the dealer shall remove the "
+        "stack from the shoe and place the stack on the layout next to his hand. The "
+        "dealer shall spread the cards in the stack face down, with the bottom card of "
+        "the stack to the dealer's far left and the top card of the stack to the "
+        "dealer's far right. The dealer shall turn the bottom card of the stack (the "
+        "card on the dealer's far left) face up on the dealer's hand. The dealer shall "
+        "collect the remaining four cards of that stack and place the cards in the "
+        "discard rack without revealing the cards."
+    ),
+    "559.12(b)": (
+        "The dealer shall deliver the first stack of cards dispensed by the automated "
+        "dealing shoe face down to the player farthest to his left who has placed "
+        "three wagers in accordance with § 559.7 (relating to wagers). As the "
+        "remaining stacks are dispensed to the dealer by the automated dealing shoe, "
+        "the dealer shall, moving clockwise around the table, deliver a stack face "
+        "down to each of the other players who has placed three wagers in accordance "
+        "with § 559.7. The dealer shall then deliver a stack of three cards face down "
+        "to the area designated for the placement of the community cards, and spread "
+        "the stack within the designated area so that the top card is to the dealer's "
+        "right, the middle card is directly in front of the dealer, and the bottom "
+        "card is to the dealer's left. The dealer shall then remove the community card "
+        "that is to his left, and place that card in the discard rack face down."
+    ),
     "555.5(a)": (
         "Immediately prior to the commencement of play, unless the cards were preshuffled, and "
         "after each round of play has been completed, the dealer shall shuffle the cards, "
@@ -307,6 +348,7 @@ _METHODS = ("manual_shoe", "hand", "automated_shoe")
 _CHAPTER = {_CS: "555", _FCP: "557", _LIR: "559"}
 _OTHER_METHOD = {_CS: "555.14(g)", _FCP: "557.13(g)", _LIR: "559.15(f)"}
 _HAND_DEALING = {_CS: "555.9(a)(1)", _FCP: "557.9(a)(1)", _LIR: "559.11(a)(1)"}
+_SHOE_DEALING = {_CS: "555.10(b)", _FCP: "557.10(b)", _LIR: "559.12(b)"}
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
 
 
@@ -341,6 +383,9 @@ def _game_rows(game: Game) -> list[Rule]:
              (When("by_hand", "==", True), When("shuffler_on_table", "==", False)),
              (Action.ALERT,),
              "Cards are dealt by hand without an automated shuffler: one must be used."),
+        _row(_SHOE_DEALING[game], game, "shoe-plan", "table.deal_plan", (), (Action.ALERT,),
+             "The shoe's plan for the round is not the game's dealing procedure (stack sizes, "
+             "the dealer's or community stack): it is set for another game or misconfigured."),
         _row(_OTHER_METHOD[game], game, "device-first", "table.other_method", (),
              (Action.REMOVE_DEVICE,),
              "Another shuffling or dealing method while the device is on the table: remove "

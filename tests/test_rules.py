@@ -184,7 +184,12 @@ def test_caribbean_stud_misdeals_555_14_d() -> None:
     assert stack("dealer", 4) == [((Action.DEAL_ADDITIONAL_CARD,), ["dealer"])]
     assert stack("dealer", 6) == [(VOID, ["all"])]
     assert stack("seat1", 5) == []
-    assert stack("seat1", 4, expected=None) == []  # no plan known: nothing to compare with
+    # The game's count judges, not the shoe's own plan: a shoe set to deal four (or three, as
+    # for Let It Ride) misdeals every hand, whatever it expected.
+    assert stack("seat1", 4, expected=None) == [((Action.VOID_HAND,), ["seat1"])]
+    assert stack("seat1", 4, expected=4) == [((Action.VOID_HAND,), ["seat1"])]
+    assert stack("seat2", 3, expected=3) == [((Action.VOID_HAND,), ["seat2"])]
+    assert stack("dealer", 3, expected=3) == [(VOID, ["all"])]
 
 
 @pytest.mark.parametrize(("game", "section"), [(Game.FOUR_CARD_POKER, "557.13(c)"),

@@ -298,3 +298,37 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
         state, seen = step(facts, state, event)
         found += [r.rule.citation for o in seen for r in evaluate(facts, o)]
     assert found == ["58 Pa. Code § 545.11(c)"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # set to deal four cards to each player: the plan and every player's stack are wrong
+        ("1:4,2:4,D:5", {("555.10(b)", None), ("555.14(d)", "seat1"), ("555.14(d)", "seat2")}),
+        # set for Let It Ride: three each and a community stack, no dealer hand
+        ("1:3,2:3,C:3", {("555.10(b)", None), ("555.14(d)", "seat1"), ("555.14(d)", "seat2")}),
+    ],
+)
+async def test_a_shoe_set_for_another_game_is_judged_by_this_one(
+    mosquitto: Mosquitto, tmp_path: Path, spec: str, expected: set[tuple[str, str | None]]
+) -> None:
+    """The Caribbean Stud table judges the shoe's plan and each stack against 555.10(b) and
+    555.14(d), not against the sizes the shoe itself announced."""
+    from .hil import simulator
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None),
+        others={"shoe": shoe(interval=0.3, plan=spec)},
+    ) as table:  # fmt: skip
+        (done,) = await table.subscriber.wait_for(event("deal_complete"))
+        round_ = done.payload["data"]["round"]
+        found = table.subscriber.matching(ruling())
+    got = {
+        (r.payload["clause"].removeprefix("58 Pa. Code § "),
+         r.payload["affected"][0] if r.payload["affected"] else None)
+        for r in found
+        # the shuffler is left idle: 555.5(a) (no shuffle before the round) is not this test's
+        if r.payload["event"]["data"].get("round") == round_
+        and "555.5(a)" not in r.payload["clause"]
+    }  # fmt: skip
+    assert got == expected

@@ -506,3 +506,31 @@ def test_baccarat_burns_by_the_clause_that_asks(
     _, seen = step(TableFacts(game), TableState(devices=frozenset()),
                    TableEvent(kind, T0, {"rank": rank}))  # fmt: skip
     assert [o.data["burn"] for o in seen] == [burn]
+
+
+@pytest.mark.parametrize(
+    ("game", "clause", "plan"),
+    [
+        (Game.CARIBBEAN_STUD, "555.10(b)", [("seat1", 4), ("seat2", 4), ("dealer", 5)]),
+        (Game.CARIBBEAN_STUD, "555.10(b)", [("seat1", 3), ("seat2", 3), ("community", 3)]),
+        (Game.CARIBBEAN_STUD, "555.10(b)", [("seat1", 5), ("seat2", 5)]),  # no dealer stack
+        (Game.FOUR_CARD_POKER, "557.10(b)", [("seat1", 5), ("dealer", 5)]),  # no sixth card
+        (Game.LET_IT_RIDE, "559.12(b)", [("seat3", 5), ("dealer", 5)]),
+    ],
+)
+def test_a_shoe_plan_that_is_not_the_games_is_a_ruling(
+    game: Game, clause: str, plan: list[tuple[str, int]]
+) -> None:
+    table = Table(game)
+    stacks = [{"target": t, "size": n} for t, n in plan]
+    assert clause in table("shoe.deal_started", round=1, plan=stacks)
+    assert table.state.phase is Phase.DEALING  # the round is dealt; each stack is judged too
+
+
+@pytest.mark.parametrize("game", [Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE])
+def test_the_games_own_plan_is_no_ruling(game: Game) -> None:
+    from tableside.rules.patterns import dispense_pattern
+
+    table = Table(game)
+    table("shuffler.shuffle_complete")
+    assert table("shoe.deal_started", round=1, plan=dispense_pattern(game, [1, 4, 7])) == []
