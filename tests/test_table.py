@@ -201,6 +201,22 @@ def test_another_method_while_the_device_is_there(game: Game, clause: str) -> No
     assert table("declare_method", shuffling="manual") == []
 
 
+@pytest.mark.parametrize(("game", "clause"), [(Game.CARIBBEAN_STUD, "555.14(g)"),
+                         (Game.FOUR_CARD_POKER, "557.13(g)"), (Game.LET_IT_RIDE, "559.15(f)"),
+                         (Game.SPANISH_21, "551.16(k)")])  # fmt: skip
+def test_a_hand_shuffle_reported_with_the_shuffler_there(game: Game, clause: str) -> None:
+    """The same fact by another path, the same ruling: the dealer's "shuffled" while the
+    shuffler is on the table is another method, and is not the round's shuffle."""
+    table = Table(game)
+    table("open_table")
+    assert table("shuffled") == [clause]
+    assert table.last_actions() == (Action.REMOVE_DEVICE,)
+    assert not table.state.shuffled_since_last_round
+    table("device_removed", device_class="shuffler")
+    assert table("shuffled") == []
+    assert table.state.shuffled_since_last_round
+
+
 def test_spanish_21_reader_inspection_and_halt() -> None:
     table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
     table("open_table")

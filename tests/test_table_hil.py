@@ -197,3 +197,24 @@ async def test_stub_count_and_alternating_decks_from_the_devices(
         )
         assert {f.payload["clause"] for f in found} == {"58 Pa. Code § 555.5(a)",
                                                         "58 Pa. Code § 555.3(b)(4)"}  # fmt: skip
+
+
+async def test_a_hand_shuffle_with_the_shuffler_installed(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """The dealer says "shuffled" at a table whose shuffler is connected: 555.14(g), the same
+    ruling as a declared manual shuffle, through the running daemon."""
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        await table.daemon.publisher.connected.wait()
+        await ask(mosquitto.port, "floorperson", "open_table", "o1")
+        await ask(mosquitto.port, "dealer", "shuffled", "h1")
+        assert (await result(table, "h1"))["ok"]
+        (found,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
+        assert found.payload["clause"] == "58 Pa. Code § 555.14(g)"
+        assert found.payload["actions"] == ["remove_device"]
+        assert (
+            found.payload["event"] | {"event": "other_method", "device": "table"}
+            == found.payload["event"]
+        )
