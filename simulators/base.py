@@ -82,6 +82,16 @@ class FramedSimulator(abc.ABC):
     silent_disconnect: bool = False
     policy: ArqPolicy = field(default_factory=ArqPolicy)
 
+    def check_fault_value(self, fault: FaultSpec) -> None:
+        """Raise ValueError when a fault's VALUE is not what the fault takes (default: a number;
+        an integer for INT_VALUES)."""
+        try:
+            int(fault.value or "") if fault.name in self.INT_VALUES | {"noise"} else float(
+                fault.value or ""
+            )
+        except ValueError:
+            raise ValueError(f"fault {fault}: VALUE must be a number") from None
+
     def __post_init__(self) -> None:
         known = {**self.FAULTS, **LINE_FAULTS}
         for fault in self.faults:
@@ -95,12 +105,7 @@ class FramedSimulator(abc.ABC):
                     f"fault {fault}: {fault.name} needs a value, e.g. {fault.name}=1@{fault.at}"
                 )
             if fault.value is not None:
-                try:
-                    int(fault.value) if fault.name in self.INT_VALUES | {"noise"} else float(
-                        fault.value
-                    )
-                except ValueError:
-                    raise ValueError(f"fault {fault}: VALUE must be a number") from None
+                self.check_fault_value(fault)
         if self.identity is None:
             self.identity = SimIdentity(model=self.MODEL)
         self.cycles = 0  # cycles begun, across connections

@@ -20,18 +20,21 @@ from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import protocol as p
 from tableside.simulators.base import LINE_FAULTS, FramedSimulator
+from tableside.simulators.faults import FaultSpec
 
 __all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec"]
 
 log = structlog.get_logger("tableside.sim.shoe")
 
+# STACK: a stack by its place in the dealing order (1, 2, …) or by its target (seat3, dealer,
+# dealer_extra, community): every misdeal can be made in the regulation's own dealing order.
 _OWN_FAULTS: dict[str, str] = {
-    "jam": "the shoe jams after the first stack (fault JAM)",
-    "stop": "the shoe stops dealing after the first stack (fault STOPPED)",
-    "short": "the first stack has VALUE cards (a short stack), e.g. short=4@2",
-    "extra": "the first stack has VALUE cards more than planned, e.g. extra=1@2",
-    "faceup": "VALUE cards (default 1) are found face up during the deal",
-    "door": "the door is opened during the deal (fault DOOR_OPEN)",
+    "jam": "the shoe jams before STACK (default 2: after the first stack), e.g. jam=dealer@2",
+    "stop": "the shoe stops dealing before STACK (default 2), e.g. stop=4@1",
+    "short": "stack STACK (default 1) has K cards: short=K[:STACK]@N, e.g. short=4:dealer@2",
+    "extra": "stack STACK (default 1) has K cards more: extra=K[:STACK]@N, e.g. extra=1:3@2",
+    "faceup": "K cards (default 1) are found face up at STACK (default 1): faceup[=K[:STACK]]@N",
+    "door": "the door is opened before STACK (default 2) (fault DOOR_OPEN), e.g. door=3@1",
     "extra_card": "baccarat: one card more than the drawing rules allow is drawn",
     "skip_draw": "baccarat: a hand that must draw stays (no third card where one is due)",
 }
@@ -64,7 +67,6 @@ class ShoeSimulator(FramedSimulator):
     """Device-side dealing shoe."""
 
     FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
-    INT_VALUES: ClassVar[frozenset[str]] = frozenset({"short", "extra", "faceup"})
     NEED_VALUE: ClassVar[frozenset[str]] = frozenset({"short", "extra"})
     protocol: ClassVar[MessageSet] = p.PROTOCOL
 
@@ -86,6 +88,14 @@ class ShoeSimulator(FramedSimulator):
         self._fault: p.ShoeFaultCode | None = None
         self._remaining = self.deck_size
         self._deck: list[int] = []
+
+    def check_fault_value(self, fault: FaultSpec) -> None:
+        if fault.name in _STACK_FAULTS:
+            _stack_fault(fault.name, fault.value)
+        elif fault.name in _CARD_FAULTS:
+            _card_fault(fault.name, fault.value)
+        else:
+            super().check_fault_value(fault)
 
     def status(self) -> p.ShoeStatus:
         return p.ShoeStatus(self._state, self._fault, self.deck_size, self._remaining)
@@ -128,26 +138,32 @@ class ShoeSimulator(FramedSimulator):
         await self.set_state(link, p.ShoeState.DEALING)
         await link.send(p.DealStarted(round_, stacks))
         dispensed = 0
-        faceups = int(faults["faceup"] or 1) if "faceup" in faults else 0
+        # each fault, resolved to the stack (its index in this round's plan) it happens at
+        at = {
+            name: _place((_stack_fault if name in _STACK_FAULTS else _card_fault)(name, value),
+                         stacks)
+            for name, value in faults.items() if name in _STACK_FAULTS | _CARD_FAULTS
+        }  # fmt: skip
         for index, stack in enumerate(stacks):
             await asyncio.sleep(self.stack_time)
             if index == 1:
                 self.disconnect_now(faults)
-                for name, code in (("jam", p.ShoeFaultCode.JAM), ("stop", p.ShoeFaultCode.STOPPED),
-                                   ("door", p.ShoeFaultCode.DOOR_OPEN)):  # fmt: skip
-                    if name in faults:
-                        log.info("sim_fault", fault=name, round=round_)
-                        await link.send(p.ShoeFault(round_, code, index, f"simulated {name}"))
-                        await self.set_state(link, p.ShoeState.FAULT, code)
-                        await asyncio.sleep(self.fault_clear_time)
-                        await self.set_state(link, p.ShoeState.IDLE)
-                        return
+            for name, code in (("jam", p.ShoeFaultCode.JAM), ("stop", p.ShoeFaultCode.STOPPED),
+                               ("door", p.ShoeFaultCode.DOOR_OPEN)):  # fmt: skip
+                if name in at and at[name][0] == index:
+                    log.info("sim_fault", fault=name, round=round_, before_stack=index)
+                    await link.send(p.ShoeFault(round_, code, index, f"simulated {name}"))
+                    await self.set_state(link, p.ShoeState.FAULT, code)
+                    await asyncio.sleep(self.fault_clear_time)
+                    await self.set_state(link, p.ShoeState.IDLE)
+                    return
             size = stack.size
-            if index == 0 and "short" in faults:
-                size = int(faults["short"] or 0)
-            if index == 0 and "extra" in faults:
-                size += int(faults["extra"] or 0)
-            for total in range(1, faceups + 1) if index == 0 else ():
+            if "short" in at and at["short"][0] == index:
+                size = at["short"][1]
+            if "extra" in at and at["extra"][0] == index:
+                size += at["extra"][1]
+            faceups = at["faceup"][1] if "faceup" in at and at["faceup"][0] == index else 0
+            for total in range(1, faceups + 1):
                 # A face-up card is found and set aside (555.14(b)); the stack is made up.
                 shown = self._take(1)
                 await link.send(p.FaceUpCard(round_, index, total, shown[0] if shown else 0))
@@ -195,6 +211,60 @@ class ShoeSimulator(FramedSimulator):
             await draw()
         self.rounds_dealt += 1
         await self.set_state(link, p.ShoeState.IDLE)
+
+
+_STACK_FAULTS = frozenset({"jam", "stop", "door"})
+_CARD_FAULTS = frozenset({"short", "extra", "faceup"})
+_STACK_NAMES = {"dealer": p.DEALER, "d": p.DEALER, "dealer_extra": p.DEALER_EXTRA,
+                "x": p.DEALER_EXTRA, "community": p.COMMUNITY, "c": p.COMMUNITY}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """A stack named in a fault: its place in the dealing order (from 0) or its target."""
+
+    index: int | None = None
+    target: int | None = None
+
+
+def _stack(text: str, fault: str) -> _Where:
+    word = text.strip().lower()
+    if word.isdigit() and int(word) >= 1:
+        return _Where(index=int(word) - 1)
+    if word.startswith("seat") and word[4:].isdigit() and 1 <= int(word[4:]) <= 7:
+        return _Where(target=int(word[4:]))
+    if word in _STACK_NAMES:
+        return _Where(target=_STACK_NAMES[word])
+    raise ValueError(
+        f"fault {fault}: {text!r} is no stack (a place in the dealing order 1, 2, …, or "
+        "seat1..seat7, dealer, dealer_extra, community)"
+    )
+
+
+def _stack_fault(name: str, value: str | None) -> tuple[_Where, int]:
+    """jam/stop/door: VALUE is the stack it happens before (default 2: after the first)."""
+    return (_stack(value, f"{name}={value}") if value else _Where(index=1)), 0
+
+
+def _card_fault(name: str, value: str | None) -> tuple[_Where, int]:
+    """short/extra/faceup: VALUE is K[:STACK] (STACK default 1, K for faceup default 1)."""
+    count, _, where = (value or "").partition(":")
+    if not count.strip().isdigit():
+        if name != "faceup" or count.strip():
+            raise ValueError(
+                f"fault {name}={value}: K must be a whole number, e.g. {name}=4:dealer"
+            )
+        count = "1"
+    return (_stack(where, f"{name}={value}") if where else _Where(index=0)), int(count)
+
+
+def _place(fault: tuple[_Where, int], stacks: tuple[p.Stack, ...]) -> tuple[int, int]:
+    """(index in this round's plan, K); a target the plan does not have: never (index -1)."""
+    where, k = fault
+    if where.index is not None:
+        return where.index, k
+    found = [i for i, s in enumerate(stacks) if s.target == where.target]
+    return (found[0] if found else -1), k
 
 
 def _value(card: int) -> int:

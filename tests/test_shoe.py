@@ -332,3 +332,48 @@ async def test_a_shoe_set_for_another_game_is_judged_by_this_one(
         and "555.5(a)" not in r.payload["clause"]
     }  # fmt: skip
     assert got == expected
+
+
+async def test_faults_at_any_stack_in_the_dealing_order(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """Every misdeal of 555.14 at the stack the regulation speaks of, from the simulator:
+    the dealer's four of five, the dealer's six, a later player's short stack, a jam before the
+    dealer's stack, two face-up cards in the third stack."""
+    from .hil import simulator
+
+    sim = shoe("short=4:dealer@1", "extra=1:dealer@2", "short=3:2@3", "jam=dealer@4",
+               "faceup=2:3@5", "stop=3@6")  # fmt: skip
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": sim}
+    ) as table:
+        sub = table.subscriber
+        await sub.wait_for(of_round(7, "deal_complete"))
+
+        def data(kind: str, n: int) -> list[dict[str, object]]:
+            return [m.payload["data"] for m in sub.matching(of_round(n, kind))]
+
+        rulings = {
+            (r.payload["clause"].removeprefix("58 Pa. Code § "), tuple(r.payload["affected"]),
+             r.payload["event"]["data"].get("round"))
+            for r in sub.matching(ruling()) if "555.5(a)" not in r.payload["clause"]
+        }  # fmt: skip
+    assert ("555.14(d)", ("dealer",), 1) in rulings  # four of five: one more card
+    assert ("555.14(d)", ("all",), 2) in rulings  # the dealer's six: all void
+    assert ("555.14(d)", ("seat2",), 3) in rulings  # the second player's stack
+    assert ("555.14(f)", ("all",), 4) in rulings
+    assert [d["index"] for d in data("stack_dispensed", 4)] == [0, 1, 2]  # all but the dealer's
+    assert [(d["index"], d["total"]) for d in data("card_face_up", 5)] == [(2, 1), (2, 2)]
+    assert ("555.14(b)", ("all",), 5) in rulings
+    assert data("fault", 6)[0]["fault"] == "stopped"
+    assert len(data("stack_dispensed", 6)) == 2  # stopped before the third
+
+
+@pytest.mark.parametrize(
+    ("fault", "complaint"),
+    [("short=4:seat9@1", "is no stack"), ("jam=under@1", "is no stack"),
+     ("short=four@1", "whole number"), ("faceup=x:2@1", "whole number")],
+)  # fmt: skip
+def test_a_stack_fault_that_names_no_stack_is_refused(fault: str, complaint: str) -> None:
+    with pytest.raises(ValueError, match=complaint):
+        shoe(fault)
