@@ -654,16 +654,31 @@ def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
     p, b = baccarat_point(player[:2]), baccarat_point(banker[:2])
     natural = p >= 8 or b >= 8
     player_should = player_draws(p, b)
-    third = baccarat_value(player[2]) if len(player) == 3 else None
-    banker_should = banker_draws(p, b, third)
     extra = data.get("extra") or []
+    extra_cards = len(extra) if isinstance(extra, list) else 0
+    banker_drew = len(banker) == 3
+    # 543.14(b), 545.15(b): a third card the Player's Hand was not allowed is the Banker's
+    # third when the Banker must draw (judged as if the Player stood), else the first card of
+    # the next hand. The Banker is then judged with that card where the clause puts it, never
+    # with it as the Player's third.
+    in_error = not natural and len(player) == 3 and not player_should
+    if in_error:
+        banker_should = banker_draws(p, b, None)
+        goes = "banker" if banker_should else "next_hand"
+        if goes == "banker":
+            extra_cards += banker_drew  # the Banker's own third card is one card too many
+            banker_drew = True
+    else:
+        third = baccarat_value(player[2]) if len(player) == 3 else None
+        banker_should, goes = banker_draws(p, b, third), None
     return {
-        "extra_cards": len(extra) if isinstance(extra, list) else 0,
+        "extra_cards": extra_cards,
         "natural": natural,
         "player_drew": len(player) == 3,
         "player_should_draw": player_should,
-        "banker_drew": len(banker) == 3,
+        "player_third_goes_to": goes,
+        "banker_drew": banker_drew,
         "banker_should_draw": banker_should,
-        "player_points": baccarat_point(player),
+        "player_points": baccarat_point(player[:2] if in_error else player),
         "banker_points": baccarat_point(banker),
     }

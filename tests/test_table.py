@@ -383,12 +383,14 @@ BACCARAT: dict[Game, dict[str, str]] = {
         "burn": "543.5(g)", "cover": "543.10(e)", "face_up": "543.14(d)",
         "undisclosed": "543.14(a)", "disclosed": "543.14(c)", "too_few": "543.14(e)",
         "natural": "543.11(a)", "player_third": "543.14(b)", "player_draws": "543.11(b)(1)",
+        "after_coup": "543.14(a)",
         "banker": "543.11(c)",
     },
     Game.BACCARAT: {
         "burn": "545.5(f)", "cover": "545.10(e)", "face_up": "545.15(d)",
         "undisclosed": "545.15(a)", "disclosed": "545.15(c)", "too_few": "545.15(e)",
         "natural": "545.11(a)", "player_third": "545.15(b)", "player_draws": "545.11(b)(1)",
+        "after_coup": "545.15(a)",
         "banker": "545.11(c)",
     },
 }  # fmt: skip
@@ -426,7 +428,13 @@ def test_baccarat_shoe_rules(game: Game) -> None:
         (["9", "K"], ["2", "3", "4"], ["natural"]),  # a card after a Natural
         (["2", "3", "4"], ["K", "6"], []),  # player drew on 5; banker 6 stays on a 4
         (["2", "3", "6"], ["K", "6"], ["banker"]),  # banker 6 must draw on a 6: it did not
-        (["K", "6", "2"], ["K", "2", "9"], ["player_third"]),  # player drew on 6: not allowed
+        # player drew on 6: not allowed; B 2 must draw, so the 2 is the Banker's third and the
+        # Banker's own 9 is a card too many (drawn in error: the next hand's first card)
+        (["K", "6", "2"], ["K", "2", "9"], ["after_coup", "player_third"]),
+        (["K", "6", "2"], ["K", "2"], ["player_third"]),  # the 2 became the Banker's third
+        # P 7 and B 7 both stand: the Player's third goes to the next hand, the Banker is
+        # not judged with it
+        (["K", "7", "4"], ["K", "7"], ["player_third"]),
         (["K", "4"], ["K", "7"], ["player_draws"]),  # player stayed on 4
     ],
 )
@@ -550,3 +558,18 @@ def test_the_games_own_plan_is_no_ruling(game: Game) -> None:
     table = Table(game)
     table("shuffler.shuffle_complete")
     assert table("shoe.deal_started", round=1, plan=dispense_pattern(game, [1, 4, 7])) == []
+
+
+@pytest.mark.parametrize("game", list(BACCARAT))
+def test_the_players_third_in_error_goes_where_the_clause_puts_it(game: Game) -> None:
+    """543.14(b) / 545.15(b): the Banker's third when the Banker must draw, else the next
+    hand's first card; the ruling says which."""
+    table = Table(game, devices=())
+    assert table("coup", player=["K", "6", "2"], banker=["K", "2"]) == [
+        BACCARAT[game]["player_third"]
+    ]
+    assert table.last_actions() == (Action.ALERT,)
+    assert table("coup", player=["K", "7", "4"], banker=["K", "7"]) == [
+        BACCARAT[game]["player_third"]
+    ]
+    assert table.last_actions() == (Action.NEXT_CARD,)
