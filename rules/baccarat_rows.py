@@ -91,6 +91,11 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
     return [
         row(burn, "burn", "table.first_card", (), (Action.BURN_CARD,), _BURN,
             "A new shoe: burn the first card and as many more as its value."),
+        row(burn, "burn-count", "table.shoe_burn", (When("burned", "!=", FieldRef("burn")),),
+            (Action.ALERT,), _BURN,
+            "The shoe burned another number of cards than the first card's value asks."),
+        row(burn, "no-burn", "table.no_burn", (), (Action.ALERT,), _BURN,
+            "A new shoe's first coup was dealt without the first-card burn."),
         row(f"{ch}.10(e)", "cover-card", "table.cover_card", (), (Action.LAST_HAND,), _COVER,
             "The cover card came out: finish this hand, announce 'last hand', play one more, "
             "then new decks."),

@@ -132,6 +132,10 @@ class TableState:
     coup_round: int | None = None
     coup: tuple[int, ...] = ()
     coup_judged: int = 0  # how many of its cards the last judgement saw
+    #: baccarat: a new shoe whose first-card burn (543.5(g), 545.5(f)) is still to come, and
+    #: the coups dealt from the shoe in play
+    burn_due: bool = False
+    coups_in_shoe: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -231,6 +235,8 @@ _READER_GATE = ("A", "K", "Q", "J")
 
 #: cards each hand should get, by game (555.10(b), 557.10(b) with the dealer's sixth card,
 #: 559.12(b) with two community cards after the discard)
+_BACCARAT = frozenset({Game.BACCARAT, Game.MIDIBACCARAT})
+
 #: the games whose rules say a shuffler leaves the table before another shuffling method is
 #: used (555.14(g), 557.13(g), 559.15(f), 551.16(k))
 _SHUFFLER_GAMES = frozenset(
@@ -365,7 +371,12 @@ def step(
             new = dataclasses.replace(state, halted_by=str(data.get("device_class")))
         case "new_cards":
             new = dataclasses.replace(state, cards_in_play_since=at, deck_ready=None,
-                                      deck_last_dealt=None, cover_card_round=None)  # fmt: skip
+                                      deck_last_dealt=None, cover_card_round=None,
+                                      burn_due=facts.game in _BACCARAT,
+                                      coups_in_shoe=0)  # fmt: skip
+        case "shoe.cards_loaded" if facts.game in _BACCARAT:
+            # a baccarat shoe says so when a new shoe starts: its burn comes first
+            new = dataclasses.replace(state, burn_due=True, coups_in_shoe=0)
         case "reader_inspected":
             new = dataclasses.replace(state, reader_inspected_on=_gaming_day(at))
         case "acceptors.wager_accepted":
@@ -434,9 +445,22 @@ def step(
             observe(kind, found=found)
         case "too_few_cards":
             observe(kind)
+        case "first_card" if state.coups_in_shoe:
+            raise ValueError(
+                f"first_card: {state.coups_in_shoe} coups were dealt from this shoe; the first "
+                "card is burned before a new shoe's first coup (543.5(g), 545.5(f))"
+            )
         case "first_card" | "card_face_up_in_shoe":
             value = _baccarat_burn(kind, data)
+            if kind == "first_card":
+                new = dataclasses.replace(state, burn_due=False)
             observe(kind, burn=value)
+        case "shoe.first_card_burned":
+            # the shoe's own report: the first card's value against the cards it burned
+            card = str(data.get("card", ""))
+            value = _baccarat_burn("first_card", {"rank": card[:-1]})
+            new = dataclasses.replace(state, burn_due=False)
+            observe("shoe_burn", burn=value, burned=data.get("burned"))
         case "cover_card":
             new = dataclasses.replace(state, cover_card_round=state.round)
             observe(kind)
@@ -446,8 +470,11 @@ def step(
                 raise ValueError("drawn_in_error: args disclosed (true/false)")
             observe(kind, disclosed=disclosed, burn=1 if disclosed else 0)
         case "coup":
+            new = _coup_begins(state, observe)
             observe(kind, **_coup(data))
         case "shoe.card_drawn":
+            if data.get("round") != state.coup_round:
+                state = _coup_begins(state, observe)
             new = _card_drawn(state, data, observe)
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
@@ -566,6 +593,14 @@ def _progressive(
             meter_cents_before=meter // 1000, shared_by=1)  # fmt: skip
     paid = state.with_claim(dataclasses.replace(claim, paid_cents=amount))
     return dataclasses.replace(paid, meter_millicents=after)
+
+
+def _coup_begins(state: TableState, observe: Observe) -> TableState:
+    """A coup is dealt from the shoe (by the dealer's word or a shoe that reads cards): a new
+    shoe's first coup without its burn is a ruling, given once."""
+    if state.burn_due:
+        observe("no_burn")
+    return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1)
 
 
 def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Observe) -> TableState:

@@ -37,6 +37,7 @@ _OWN_FAULTS: dict[str, str] = {
     "door": "the door is opened before STACK (default 2) (fault DOOR_OPEN), e.g. door=3@1",
     "extra_card": "baccarat: one card more than the drawing rules allow is drawn",
     "skip_draw": "baccarat: a hand that must draw stays (no third card where one is due)",
+    "no_burn": "baccarat: the next new shoe is dealt without its first-card burn",
 }
 FAULTS: dict[str, str] = {**_OWN_FAULTS, **LINE_FAULTS}
 
@@ -112,7 +113,8 @@ class ShoeSimulator(FramedSimulator):
         return None
 
     async def on_link_up(self, link: FramedLink) -> None:
-        await link.send(p.CardsLoaded(self.deck_size))
+        if not self.baccarat:  # a baccarat shoe says CardsLoaded when a new shoe starts
+            await link.send(p.CardsLoaded(self.deck_size))
 
     def _load(self) -> None:
         deck = [card_code(rank, suit) for suit in range(4) for rank in range(1, 14)]
@@ -187,6 +189,14 @@ class ShoeSimulator(FramedSimulator):
             self.rng.shuffle(self._deck)
             self._remaining = len(self._deck)
             await link.send(p.CardsLoaded(len(self._deck)))
+            if "no_burn" in faults:
+                log.info("sim_fault", fault="no_burn", round=n)
+            else:  # 543.5(g): the first card, shown, and as many more as its value (a ten: 10)
+                first = self._deck.pop(0)
+                burned = min(_value(first) or 10, len(self._deck))
+                del self._deck[:burned]
+                self._remaining -= 1 + burned
+                await link.send(p.FirstCardBurned(first, burned))
         drawn: list[int] = []
 
         async def draw() -> int:

@@ -45,6 +45,7 @@ messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(p.StubRemoved, u32, st.integers(0, 65535)),
     st.builds(p.DealComplete, u32, st.integers(0, 255), st.integers(0, 65535)),
     st.builds(p.CardDrawn, u32, u8, st.builds(card_code, st.integers(1, 13), st.integers(0, 3))),
+    st.builds(p.FirstCardBurned, st.builds(card_code, st.integers(1, 13), st.integers(0, 3)), u8),
     st.builds(p.DealRound, u32, stacks),
 )  # fmt: skip
 
@@ -377,3 +378,35 @@ async def test_faults_at_any_stack_in_the_dealing_order(
 def test_a_stack_fault_that_names_no_stack_is_refused(fault: str, complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint):
         shoe(fault)
+
+
+async def test_a_reading_shoe_reports_its_burn(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """The simulated baccarat shoe burns at every new shoe (FirstCardBurned); told no_burn, the
+    first coup of the shoe comes without it and the table rules 545.5(f) — through the daemon."""
+    from .hil import simulator
+
+    baccarat = shoe("no_burn@1", baccarat=True, interval=0.1, stack_time=0.005)
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": baccarat},
+        game=Game.BACCARAT,
+    ) as table:  # fmt: skip
+        (found,) = await table.subscriber.wait_for(ruling())
+    assert found.payload["rule_id"] == "545.5(f).no-burn"
+    assert found.payload["round"] == 1
+
+    burning = shoe(baccarat=True, interval=0.1, stack_time=0.005)
+    async with simulated_table(
+        mosquitto.url, tmp_path / "2", simulator(interval=None), others={"shoe": burning},
+        game=Game.BACCARAT,
+    ) as table:  # fmt: skip
+        sub = table.subscriber
+        (burn,) = await sub.wait_for(event("first_card_burned"))
+        assert "card" not in burn.payload["data"] and 1 <= burn.payload["data"]["burned"] <= 10
+        await sub.wait_for(lambda m: m.kind == "table" and m.payload["round"] >= 3)
+        assert not [r for r in sub.matching(ruling()) if "545.5(f)" in r.payload["clause"]]
+
+
+def test_the_documented_burn_example_decodes() -> None:
+    """docs/protocols/shoe.md: FirstCardBurned, the king of spades, ten more burned, SEQ 2."""
+    frame = Frame.from_bytes(bytes.fromhex("a5 02 02 2b 3d 0a 1c 53".replace(" ", "")))
+    assert (frame.seq, p.PROTOCOL.decode(frame)) == (2, p.FirstCardBurned(card_code(13, 3), 10))

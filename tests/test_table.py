@@ -573,3 +573,28 @@ def test_the_players_third_in_error_goes_where_the_clause_puts_it(game: Game) ->
         BACCARAT[game]["player_third"]
     ]
     assert table.last_actions() == (Action.NEXT_CARD,)
+
+
+@pytest.mark.parametrize("game", list(BACCARAT))
+def test_the_burn_opens_a_new_shoe(game: Game) -> None:
+    """543.5(g) / 545.5(f): a new shoe burns first; its first coup without the burn is a ruling
+    (by the dealer's word or the reading shoe's), and first_card is refused mid-shoe."""
+    table = Table(game, devices=("shoe",))
+    table("shoe.cards_loaded", count=416)
+    assert table("shoe.first_card_burned", card="KS", burned=10) == []
+    assert table("coup", player=["2", "3", "4"], banker=["K", "6"]) == []
+    with pytest.raises(ValueError, match="1 coups were dealt from this shoe"):
+        table("first_card", rank="7")
+    # a new shoe without a burn: ruled at its first coup, once
+    table("shoe.cards_loaded", count=416)
+    assert table("shoe.card_drawn", round=7, index=0, card="2S") == [BACCARAT[game]["burn"]]
+    assert table.last_actions() == (Action.ALERT,)
+    assert table("shoe.card_drawn", round=7, index=1, card="3S") == []
+    # the shoe burned another number than the first card's value
+    table("new_cards")
+    assert table("shoe.first_card_burned", card="7H", burned=5) == [BACCARAT[game]["burn"]]
+    assert table.last_actions() == (Action.ALERT,)
+    # the dealer's own word opens a new shoe as well
+    table("new_cards")
+    assert table("first_card", rank="4") == [BACCARAT[game]["burn"]]
+    assert table("coup", player=["2", "3", "4"], banker=["K", "6"]) == []

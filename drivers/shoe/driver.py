@@ -112,6 +112,9 @@ class ShoeDriver(FramedDriver):
             case p.CardDrawn():
                 return ev.CardDrawn(device=d, round=message.round, index=message.index,
                                     card=card_name(message.card))  # fmt: skip
+            case p.FirstCardBurned():
+                return ev.FirstCardBurned(device=d, card=card_name(message.card),
+                                          burned=message.burned)  # fmt: skip
             case p.ShoeFault():
                 return ev.ShoeFault(
                     device=d,

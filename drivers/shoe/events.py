@@ -13,6 +13,7 @@ __all__ = [
     "CardsLoaded",
     "DealCompleted",
     "DealStarted",
+    "FirstCardBurned",
     "ShoeFault",
     "ShoeStatus",
     "StackDispensed",
@@ -73,6 +74,16 @@ class CardDrawn(DeviceEvent):
     round: int
     index: int
     card: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FirstCardBurned(DeviceEvent):
+    """Baccarat: a new shoe's first card, shown, and how many more cards the shoe burned."""
+
+    kind: ClassVar[str] = "first_card_burned"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"card"})
+    card: str
+    burned: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,6 +33,7 @@ __all__ = [
     "DealRound",
     "DealStarted",
     "FaceUpCard",
+    "FirstCardBurned",
     "Identity",
     "QueryIdentity",
     "QueryStatus",
@@ -252,6 +253,28 @@ class CardDrawn:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstCardBurned:
+    """Baccarat: a new shoe's burn (543.5(g), 545.5(f)), before its first coup: ``card`` u8
+    (the first card, shown), ``burned`` u8 (how many more cards went to the discard bucket
+    unseen; the first card's value, a 10 or court card counting ten)."""
+
+    TYPE: ClassVar[int] = 0x2B
+    card: int
+    burned: int
+
+    def to_payload(self) -> bytes:
+        return PayloadWriter().u8(self.card).u8(self.burned).getvalue()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "FirstCardBurned")
+        msg = cls(r.u8(), r.u8())
+        r.end()
+        check_cards((msg.card,), "FirstCardBurned.card")
+        return msg
+
+
+@dataclass(frozen=True, slots=True)
 class ShoeFault:
     """``round`` u32 (0 between rounds), ``code`` u8, ``index`` u8 (stack), ``detail`` str."""
 
@@ -337,6 +360,7 @@ PROTOCOL = MessageSet(
     StubRemoved,
     DealComplete,
     CardDrawn,
+    FirstCardBurned,
     DealRound,
     QueryStatus,
     QueryIdentity,
