@@ -176,6 +176,7 @@ class TableDaemon:
             decks=config.table.decks,
             progressive=config.progressive.pay_table() if config.progressive else None,
             bonus_pays=_bonus_pays(config),
+            gaming_day=config.table.gaming_day,
         )
         self.table_state = TableState(
             devices=frozenset(rt.driver.device_class for rt in self.devices.values())

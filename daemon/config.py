@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tableside.drivers.registry import available_drivers
 from tableside.rules import paytables
-from tableside.rules.model import Game
+from tableside.rules.model import Game, GamingDay
 from tableside.rules.progressive import PayTable
 
 __all__ = [
@@ -51,6 +51,20 @@ class TableConfig(_Strict):
     state_dir: Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False
+    #: the casino's gaming day (551.2(e) "each gaming day"): an IANA time zone and the hour
+    #: the gaming day starts there
+    timezone: str = "UTC"
+    gaming_day_starts: Annotated[int, Field(ge=0, le=23)] = 0
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        GamingDay(zone)  # raises ValueError naming the zone
+        return zone
+
+    @property
+    def gaming_day(self) -> GamingDay:
+        return GamingDay(self.timezone, self.gaming_day_starts)
 
     @model_validator(mode="after")
     def _decks_only_for_spanish_21(self) -> TableConfig:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 if TYPE_CHECKING:
     from tableside.rules.progressive import PayTable
@@ -15,6 +17,7 @@ __all__ = [
     "FactRef",
     "FieldRef",
     "Game",
+    "GamingDay",
     "Observation",
     "Rule",
     "Ruling",
@@ -75,6 +78,29 @@ class FieldRef:
 
 
 @dataclass(frozen=True, slots=True)
+class GamingDay:
+    """The casino's gaming day: it starts at ``starts_at_hour`` o'clock in ``timezone`` (an IANA
+    zone), not at midnight UTC. 551.2(e)'s inspection is "for the gaming day"."""
+
+    timezone: str = "UTC"
+    starts_at_hour: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"no time zone {self.timezone!r} (an IANA name, e.g. "
+                             "America/New_York)") from exc  # fmt: skip
+        if not 0 <= self.starts_at_hour <= 23:
+            raise ValueError(f"the gaming day starts at an hour 0..23, not {self.starts_at_hour}")
+
+    def of(self, at: float) -> str:
+        """The gaming day (its calendar date, ISO) that the Unix time ``at`` belongs to."""
+        local = datetime.fromtimestamp(at, ZoneInfo(self.timezone))
+        return (local - timedelta(hours=self.starts_at_hour)).date().isoformat()
+
+
+@dataclass(frozen=True, slots=True)
 class TableFacts:
     """What the engine knows of the table from its configuration."""
 
@@ -85,6 +111,7 @@ class TableFacts:
     progressive: PayTable | None = None
     #: Let It Ride Bonus amounts in dollars (559.14(d)), as the casino's pay table has them
     bonus_pays: Mapping[str, float] | None = None
+    gaming_day: GamingDay = field(default_factory=GamingDay)
 
     @property
     def full_deck_counts(self) -> frozenset[int]:

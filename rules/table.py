@@ -20,7 +20,6 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from tableside.rules.hands import (
@@ -109,7 +108,8 @@ class TableState:
     deck_last_dealt: str | None = None
     #: dealing is halted until this device is repaired or replaced (551.16(m))
     halted_by: str | None = None
-    #: the gaming day (UTC date) of the card reader's last floorperson inspection (551.2(e))
+    #: the gaming day (the casino's, TableFacts.gaming_day) of the card reader's last
+    #: floorperson inspection (551.2(e))
     reader_inspected_on: str | None = None
     #: the progressive meter, in millicents (rules/progressive.py); None: no progressive
     meter_millicents: int | None = None
@@ -250,10 +250,6 @@ _EXPECTED: dict[str, dict[str, int]] = {
 }
 
 
-def _gaming_day(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).date().isoformat()
-
-
 def step(
     facts: TableFacts, state: TableState, event: TableEvent
 ) -> tuple[TableState, list[Observation]]:
@@ -311,7 +307,7 @@ def step(
                 stub_count_overdue=state.rounds_since_stub_count >= 5,
                 same_deck=two_decks and state.deck_ready == state.deck_last_dealt,
                 halted_by=state.halted_by,
-                reader_inspected_today=state.reader_inspected_on == _gaming_day(at),
+                reader_inspected_today=state.reader_inspected_on == facts.gaming_day.of(at),
                 game=facts.game.value,
                 past_last_hand=state.cover_card_round is not None
                 and state.round + 1 > state.cover_card_round + 1,
@@ -378,7 +374,7 @@ def step(
             # a baccarat shoe says so when a new shoe starts: its burn comes first
             new = dataclasses.replace(state, burn_due=True, coups_in_shoe=0)
         case "reader_inspected":
-            new = dataclasses.replace(state, reader_inspected_on=_gaming_day(at))
+            new = dataclasses.replace(state, reader_inspected_on=facts.gaming_day.of(at))
         case "acceptors.wager_accepted":
             new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
             if facts.progressive is not None:

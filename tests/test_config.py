@@ -86,6 +86,19 @@ def test_decks_belong_to_spanish_21() -> None:
         validate_config(GOOD.replace('"caribbean_stud"', '"spanish_21"\ndecks = 7'))
 
 
+def test_the_gaming_day_is_configured_with_its_zone() -> None:
+    shifted = GOOD.replace('"caribbean_stud"', '"caribbean_stud"\ntimezone = "America/New_York"'
+                           "\ngaming_day_starts = 6")  # fmt: skip
+    table = validate_config(shifted, use_env=False).table
+    assert (table.gaming_day.timezone, table.gaming_day.starts_at_hour) == ("America/New_York", 6)
+    bad = GOOD.replace('"caribbean_stud"', '"caribbean_stud"\ntimezone = "Eastern"')
+    with pytest.raises(ConfigError, match=r"t.toml:4: table.timezone: .*no time zone 'Eastern'"):
+        validate_config(bad, "t.toml", use_env=False)
+    late = GOOD.replace('"caribbean_stud"', '"caribbean_stud"\ngaming_day_starts = 24')
+    with pytest.raises(ConfigError, match=r"t.toml:4: table.gaming_day_starts:"):
+        validate_config(late, "t.toml", use_env=False)
+
+
 def test_overrides_env_then_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TABLESIDE_BROKER", "mqtt://10.0.0.5:1883")
     monkeypatch.setenv("TABLESIDE_DEVICE__SHUFFLER", "/dev/ttyS4")

@@ -598,3 +598,37 @@ def test_the_burn_opens_a_new_shoe(game: Game) -> None:
     table("new_cards")
     assert table("first_card", rank="4") == [BACCARAT[game]["burn"]]
     assert table("coup", player=["2", "3", "4"], banker=["K", "6"]) == []
+
+
+def test_the_gaming_day_is_the_casinos() -> None:
+    """551.2(e) "each gaming day": a gaming day starting at 06:00 in New York, not the UTC date.
+    An inspection at 07:00 holds through 05:59 the next morning, across midnight UTC."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from tableside.rules.model import GamingDay
+
+    ny = ZoneInfo("America/New_York")
+
+    def at(day: int, hour: int, minute: int = 0) -> float:
+        return datetime(2026, 12, day, hour, minute, tzinfo=ny).timestamp()
+
+    table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
+    table.facts = TableFacts(Game.SPANISH_21, gaming_day=GamingDay("America/New_York", 6))
+    table.now = at(1, 7)
+    table("open_table")
+    table("reader_inspected")
+    for hour, minute, day in ((19, 30, 1), (23, 59, 1), (0, 30, 2), (5, 59, 2)):
+        table.now = at(day, hour, minute)  # 00:30 UTC and later: another UTC date, same day
+        assert "551.2(e)" not in table.round(), (day, hour)
+    table.now = at(2, 6, 1)
+    assert "551.2(e)" in table.round(), "a new gaming day at 06:00"
+
+
+def test_a_gaming_day_of_no_zone_is_refused() -> None:
+    from tableside.rules.model import GamingDay
+
+    with pytest.raises(ValueError, match="no time zone 'Mars/Olympus'"):
+        GamingDay("Mars/Olympus")
+    with pytest.raises(ValueError, match=r"hour 0\.\.23"):
+        GamingDay("UTC", 24)
