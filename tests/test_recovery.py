@@ -5,17 +5,31 @@ judge: every seq arrives, a repeat only when marked ``redelivered``."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import aiomqtt
 import pytest
 
+from tableside.cli import main
 from tableside.daemon.app import TableDaemon
-from tableside.daemon.journal import verify_file
+from tableside.daemon.config import (
+    BrokerConfig,
+    Config,
+    DeviceConfig,
+    ProgressiveConfig,
+    TableConfig,
+)
+from tableside.daemon.journal import JournalCorrupt, verify_file
+from tableside.rules.model import Game
 from tableside.simulators.progressive import progressive_table
 
 from .conftest import Mosquitto
@@ -24,6 +38,7 @@ from .hil import (
     Subscriber,
     assert_every_seq_once,
     event,
+    live,
     make_config,
     simulator,
     start_simulator,
@@ -234,3 +249,105 @@ async def test_a_journal_that_cannot_be_written_stops_the_daemon(tmp_path: Path)
         assert caught.group_contains(JournalError, match="full")
     finally:
         await stop(sim_task)
+
+
+def _progressive_config(state_dir: Path, broker: str, urls: dict[str, str]) -> Config:
+    return Config(
+        table=TableConfig(id="rec-1", game=Game.CARIBBEAN_STUD, state_dir=state_dir),
+        broker=BrokerConfig(url=broker, keepalive_s=5),
+        progressive=ProgressiveConfig(rate_percent=75, initial=10_000, reset=8_000,
+                                      straight_flush="ten_percent"),
+        devices={
+            "progressive": DeviceConfig(driver="tableside.progressive_controller",
+                                        url=urls["progressive"], heartbeat_timeout_s=1),
+            "acceptors": DeviceConfig(driver="tableside.acceptors", url=urls["acceptors"],
+                                      seats=SEATS, poll_interval_s=0.05),
+        },
+    )  # fmt: skip
+
+
+async def ask(sub: Subscriber, broker: str, role: str, command: str, **args: Any) -> None:
+    """A person's command to the table, over MQTT; it must be carried out."""
+    request_id = f"{command}-{len(sub.messages)}"
+    body = {"command": command, "device": "table", "args": args, "request_id": request_id}
+    parts = urlsplit(broker)
+    async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
+        await client.publish(f"tableside/rec-1/command/{role}", json.dumps(body), qos=1)
+    (result,) = await sub.wait_for(
+        lambda m: m.kind == "command_result" and m.payload["request_id"] == request_id
+    )
+    assert result.payload["ok"], result.payload
+
+
+async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """A journal that fails its checks, set aside by `tableside journal recover`: the daemon on
+    the new journal restates the table as it was (progressive meter, phase, round, cards in play
+    since, inspection, stub count, methods, each device's state, the retained topics), not a
+    new table with the meter at its initial amount; and the acceptors stay locked out."""
+    controller, bus = progressive_table(SEATS, [], interval=0.3, max_cycles=1, heartbeat=0.2,
+                                        betting_time=0.2, players=(1, 2, 3))  # fmt: skip
+    urls: dict[str, str] = {}
+    tasks = []
+    for name, sim in (("progressive", controller), ("acceptors", bus)):
+        urls[name], task = await start_simulator(sim, "socket")  # type: ignore[arg-type]
+        tasks.append(task)
+    config = _progressive_config(tmp_path, mosquitto.url, urls)
+    sub = Subscriber(mosquitto.url, "tableside/rec-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    path = tmp_path / "rec-1" / "journal.sqlite"
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        daemon = TableDaemon(config)
+        run = asyncio.create_task(daemon.run())
+        await sub.wait_for(event("lockout_applied"), within=30)
+        await until(lambda: controller.rounds_played == 1)
+        for role, command, args in (
+            ("dealer", "new_cards", {}),
+            ("floorperson", "reader_inspected", {}),
+            ("dealer", "stub_count", {"count": 52, "misdealt": False}),
+            ("floorperson", "declare_method", {"dealing": "manual_shoe"}),
+            ("dealer", "start_round", {}),
+        ):
+            await ask(sub, mosquitto.url, role, command, **args)
+        before = daemon.table_state
+        assert before.meter_cents == 10_000_00 + 3 * 75, "three $1 wagers at 75%"
+        assert before.round == 1 and before.phase.value == "dealing"
+        acceptors_before = daemon.devices["acceptors"]
+        await stop(run)
+        last = daemon.journal.next_seq - 1
+
+        # The journal fails its checks; the operator recovers it.
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE records SET payload = ? WHERE seq = 5", (b"{}",))
+        with pytest.raises(JournalCorrupt):
+            TableDaemon(config)
+        assert main(["journal", "recover", str(path)]) == 0
+
+        again = TableDaemon(config)
+        assert again.table_state.to_dict() == before.to_dict()
+        restored = again.devices["acceptors"]
+        assert (restored.identity, restored.parts) == (
+            acceptors_before.identity, acceptors_before.parts)  # fmt: skip
+        assert again.restored["retained"] > 0
+        run = asyncio.create_task(again.run())
+        (restated,) = await sub.wait_for(
+            lambda m: m.kind == "table" and live(m) and m.payload["seq"] > last
+        )
+        assert restated.payload["cause"] == "start"
+        assert restated.payload["meter_cents"] == 10_000_00 + 3 * 75
+        assert restated.payload["state"] == json.loads(json.dumps(before.to_dict()))
+        # The acceptors come back locked out, and stay so: betting opens when the dealer opens it.
+        await sub.wait_for(
+            lambda m: (
+                "/acceptors/" in m.topic and m.kind == "event" and m.payload["seq"] > last
+                and m.payload["event"] == "status" and m.payload["data"]["state"] == "locked_out"
+            ),
+            within=30,
+        )  # fmt: skip
+        assert not any(a.accepting for a in bus.by_seat.values()), "recovery reopened betting"
+        assert not sub.matching(event("firmware_changed")), "the firmware record was kept"
+        seqs = [m.payload["seq"] for m in sub.messages if live(m) and m.payload["seq"] > last]
+        assert min(seqs) == last + 1, "numbering carries on after the old journal"
+        await stop(run)
+    finally:
+        await stop(*tasks, sub_task)
