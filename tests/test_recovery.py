@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from .hil import (
     event,
     live,
     make_config,
+    ruling,
     simulator,
     start_simulator,
     stop,
@@ -266,13 +268,15 @@ def _progressive_config(state_dir: Path, broker: str, urls: dict[str, str]) -> C
     )  # fmt: skip
 
 
-async def ask(sub: Subscriber, broker: str, role: str, command: str, **args: Any) -> None:
+async def ask(
+    sub: Subscriber, broker: str, role: str, command: str, table: str = "rec-1", **args: Any
+) -> None:
     """A person's command to the table, over MQTT; it must be carried out."""
     request_id = f"{command}-{len(sub.messages)}"
     body = {"command": command, "device": "table", "args": args, "request_id": request_id}
     parts = urlsplit(broker)
     async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
-        await client.publish(f"tableside/rec-1/command/{role}", json.dumps(body), qos=1)
+        await client.publish(f"tableside/{table}/command/{role}", json.dumps(body), qos=1)
     (result,) = await sub.wait_for(
         lambda m: m.kind == "command_result" and m.payload["request_id"] == request_id
     )
@@ -295,10 +299,12 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
     sub = Subscriber(mosquitto.url, "tableside/rec-1/#")
     sub_task = asyncio.create_task(sub.run())
     path = tmp_path / "rec-1" / "journal.sqlite"
+    runs: list[asyncio.Task[None]] = []
     try:
         await asyncio.wait_for(sub.connected.wait(), 10)
         daemon = TableDaemon(config)
         run = asyncio.create_task(daemon.run())
+        runs.append(run)
         await sub.wait_for(event("lockout_applied"), within=30)
         await until(lambda: controller.rounds_played == 1)
         for role, command, args in (
@@ -330,6 +336,7 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
             acceptors_before.identity, acceptors_before.parts)  # fmt: skip
         assert again.restored["retained"] > 0
         run = asyncio.create_task(again.run())
+        runs.append(run)
         (restated,) = await sub.wait_for(
             lambda m: m.kind == "table" and live(m) and m.payload["seq"] > last
         )
@@ -348,6 +355,66 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
         assert not sub.matching(event("firmware_changed")), "the firmware record was kept"
         seqs = [m.payload["seq"] for m in sub.messages if live(m) and m.payload["seq"] > last]
         assert min(seqs) == last + 1, "numbering carries on after the old journal"
-        await stop(run)
     finally:
+        await stop(*(r for r in runs if not r.done()))
         await stop(*tasks, sub_task)
+
+
+async def test_wall_clock_steps_change_no_deck_age(
+    mosquitto: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wall clock steps two days forward, then a day back, while the table runs, and stays
+    back across a restart: the deck's age is the time it has really been in play — no 555.3(c)
+    "change the decks" ruling two days early, never younger than it was."""
+    sim = simulator(interval=None)
+    url, sim_task = await start_simulator(sim, "socket")
+    config = make_config(mosquitto.url, url, tmp_path)
+    sub = Subscriber(mosquitto.url, "tableside/hil-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    real = time.time
+
+    async def table_after(role: str, command: str, **args: Any) -> float:
+        """The deck's age in the table message that follows a command."""
+        mark = len(sub.messages)
+        await ask(sub, mosquitto.url, role, command, table="hil-1", **args)
+        (message,) = await sub.wait_for(
+            lambda m: (
+                m.kind == "table" and live(m) and sub.messages.index(m) >= mark
+                and m.payload["cause"] == command
+            )
+        )  # fmt: skip
+        return float(message.payload["deck_age_h"])
+
+    runs: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        daemon = TableDaemon(config)
+        run = asyncio.create_task(daemon.run())
+        runs.append(run)
+        await until(lambda: daemon.ready.is_set())
+        assert await table_after("floorperson", "open_table") == 0
+        monkeypatch.setattr(time, "time", lambda: real() + 2 * 86400)
+        forward = await table_after("floorperson", "declare_method", dealing="manual_shoe")
+        assert forward < 0.1, "two days of wall clock are not two days in play"
+        await table_after("dealer", "start_round")
+        deck_age = [m for m in sub.matching(ruling()) if "deck-age" in m.payload["rule_id"]]
+        assert not deck_age, "no 'change the decks' ruling for cards minutes old"
+        monkeypatch.setattr(time, "time", lambda: real() - 86400)
+        back = await table_after("dealer", "deal_done")
+        assert back >= forward, "a clock stepped back cannot make the deck younger"
+        await stop(run)
+        # Still a day behind at the restart: the deck's age carries on from where it was.
+        mark = len(sub.messages)
+        again = TableDaemon(config)
+        run = asyncio.create_task(again.run())
+        runs.append(run)
+        (restated,) = await sub.wait_for(
+            lambda m: (
+                m.kind == "table" and live(m) and sub.messages.index(m) >= mark
+                and m.payload["cause"] == "start"
+            )
+        )  # fmt: skip
+        assert restated.payload["deck_age_h"] >= back
+    finally:
+        await stop(*(r for r in runs if not r.done()))
+        await stop(sim_task, sub_task)
