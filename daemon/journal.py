@@ -211,18 +211,30 @@ def _sync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _read_mark(path: Path) -> tuple[int, bytes] | OSError | ValueError:
+    """The mark beside a journal, or why it cannot be read. Read *before* the journal is: a
+    live journal's writer may have committed more since, never less."""
+    try:
+        return Mark(Mark.beside(path)).read()
+    except (OSError, ValueError) as exc:
+        return exc
+
+
 def _mark_problems(
-    path: Path, conn: sqlite3.Connection, summary: dict[str, Any], *, live: bool
+    path: Path,
+    conn: sqlite3.Connection,
+    summary: dict[str, Any],
+    found: tuple[int, bytes] | OSError | ValueError,
+    *,
+    live: bool,
 ) -> list[Problem]:
-    """Does the journal reach its mark, with the same hash there? A mark file beside it is
-    always checked; a missing one is a problem for a journal that keeps a mark, and for a
+    """Does the journal reach its mark (``found``), with the same hash there? A mark file beside
+    it is always checked; a missing one is a problem for a journal that keeps a mark, and for a
     backup copy about to be used as the live journal (``live``). A journal from before the mark
     existed has none and is adopted by ``Journal.open``."""
     meta = _meta(conn)
     mark = Mark(Mark.beside(path))
-    try:
-        seq, digest = mark.read()
-    except FileNotFoundError:
+    if isinstance(found, FileNotFoundError):
         kept = meta.get("mark")
         if kept == "1":
             return [Problem(-1, f"its mark file {mark.path} is missing: whether committed "
@@ -231,8 +243,9 @@ def _mark_problems(
             return [Problem(-1, "it is a backup copy (`tableside journal backup`) with no mark "
                                 "file: the table may have numbered records after it")]  # fmt: skip
         return []
-    except (OSError, ValueError) as exc:
-        return [Problem(-1, f"its mark file is unreadable: {exc}")]
+    if isinstance(found, (OSError, ValueError)):
+        return [Problem(-1, f"its mark file is unreadable: {found}")]
+    seq, digest = found
     last, anchor_seq = summary["last_seq"], int(meta["anchor_seq"])
     if seq > last:
         return [Problem(last + 1, f"lost: records {last + 1}..{seq} were committed (its mark "
@@ -272,11 +285,12 @@ def verify_file(path: Path, *, table: str | None = None) -> tuple[dict[str, Any]
     Returns a summary (first/last seq, records, acked) and the problems found, first first."""
     if not path.is_file():
         raise FileNotFoundError(f"no journal at {path}")
+    found = _read_mark(path)
     conn = _connect(path, readonly=True)
     try:
         summary, problems = _verify(conn, table)
         if not problems:
-            problems = _mark_problems(path, conn, summary, live=False)
+            problems = _mark_problems(path, conn, summary, found, live=False)
         return summary, problems
     except sqlite3.DatabaseError as exc:
         return {"path": str(path)}, [Problem(-1, f"not a readable journal: {exc}")]
@@ -394,7 +408,8 @@ class Journal:
                 self._initialise(conn)
             summary, problems = _verify(conn, self.table)
             if not problems:
-                problems = _mark_problems(self.path, conn, summary, live=True)
+                problems = _mark_problems(self.path, conn, summary, _read_mark(self.path),
+                                          live=True)  # fmt: skip
             if not problems and _meta(conn).get("mark") is None:
                 self._adopt(conn, summary)
         except sqlite3.DatabaseError as exc:
@@ -817,7 +832,7 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
                 os.replace(part, Path(str(aside) + suffix))
     conn = _connect(path)
     try:
-        _create(conn, path, table, highest, anchor, latest, previous=str(aside),
+        _create(conn, path, table, highest, anchor, latest, previous=str(aside or "(none)"),
                 recovered_after=str(highest), clock_floor=repr(float(newest_ts)))  # fmt: skip
     finally:
         conn.close()
