@@ -75,6 +75,10 @@ async def test_the_round_through_the_daemon(mosquitto: Mosquitto, tmp_path: Path
         assert "count (an integer)" in (await result(table, "s1"))["error"]
         await ask(port, "dealer", "shuffle_deck", "s2")
         assert (await result(table, "s2"))["error"].startswith("unknown command 'shuffle_deck'")
+        # the shoe has finished dealing round 2 before the daemon stops
+        await sub.wait_for(lambda m: (
+            table_state(m) and m.payload["round"] == 2 and m.payload["phase"] == "decisions"
+        ))  # fmt: skip
     # Started again, the table carries on from the journal: round 2, dealt, not closed.
     async with simulated_table(
         mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
