@@ -384,6 +384,13 @@ async def test_a_killed_writer_whose_wal_was_deleted_is_refused(tmp_path: Path) 
         os.unlink(f"{path}-shm")
     with pytest.raises(JournalCorrupt, match="lost: records"):
         Journal(path, "t1").open()
+    # the -wal *and* the mark file lost: still refused (the main file says it keeps a mark)
+    mark = Mark.beside(path)
+    saved = mark.read_bytes()
+    mark.unlink()
+    with pytest.raises(JournalCorrupt, match=r"mark file .* is missing"):
+        Journal(path, "t1").open()
+    mark.write_bytes(saved)
     summary, _ = verify_file(path)
     assert 100 <= summary["last_seq"] < seen, "the checkpointed records are there, no more"
     assert main(["journal", "recover", str(path)]) == 0
