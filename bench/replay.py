@@ -3,7 +3,9 @@
 1. **Commit rate**: device-event-sized records (~400 bytes) into a fresh journal, WAL with
    synchronous=FULL, (a) one transaction per record, as a naive "write then publish" would do,
    and (b) the daemon's writer thread, which commits whatever has queued up in one
-   transaction (group commit). Records/s until the last one is durable.
+   transaction (group commit). Records/s until the last one is durable. And (c) the writer
+   thread one record at a time, each waited for until durable: a quiet table's case, where
+   every commit pays its fsyncs (SQLite's, and the mark file's fdatasync, docs/journal.md).
 2. **Replay**: the broker is down while N events are journaled (the daemon's own Publisher and
    Journal); then a Mosquitto starts and the time is taken until the broker has acknowledged
    every record and a subscriber has received every one.
@@ -102,6 +104,20 @@ async def group_rate(path: Path, count: int) -> tuple[float, int]:
     return count / elapsed, commits
 
 
+async def one_at_a_time_rate(path: Path, count: int) -> float:
+    """Each record appended and waited for until it is durable before the next."""
+    journal = Journal(path, TABLE)
+    journal.open()
+    journal.start()
+    started = time.perf_counter()
+    for seq in range(count):
+        journal.append(seq, "t", event(seq).model_dump_json().encode(), retain=False, key=None)
+        await journal.wait_durable(seq)
+    elapsed = time.perf_counter() - started
+    journal.close()
+    return count / elapsed
+
+
 async def replay(work: Path, count: int) -> dict[str, Any]:
     port = free_port()
     broker = BrokerConfig(url=f"mqtt://127.0.0.1:{port}")
@@ -174,6 +190,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         work = Path(directory)
         naive = naive_rate(work / "naive.sqlite", args.naive_records)
         group, commits = await group_rate(work / "group.sqlite", args.records)
+        single = await one_at_a_time_rate(work / "single.sqlite", args.naive_records)
         return {
             "bench": "replay",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -182,6 +199,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "commit_per_record_per_s": round(naive),
             "group_commit_per_s": round(group),
             "group_commits": commits,
+            "durable_one_at_a_time_per_s": round(single),
             "replay": await replay(work, args.records),
         }
 

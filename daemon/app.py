@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -278,7 +277,12 @@ class TableDaemon:
                 log.warning("restore_skipped", device=name, error=str(exc)[:300])
         # "No more bets" pressed before a crash holds after it: the acceptors stay locked out
         # (a lock-out errs on the safe side: a restored table never reopens betting by itself).
-        if last_button == "no_more_bets":
+        # So after `journal recover`, whose table may be older than the table was: betting
+        # opens again only when the dealer opens it.
+        if self.journal.fresh_from_recovery:
+            log.warning("table_held_after_recovery", table=self.table,
+                        after_seq=self.journal.next_seq - 1)  # fmt: skip
+        if last_button == "no_more_bets" or self.journal.fresh_from_recovery:
             for rt in self.devices.values():
                 if "lock_out" in rt.driver.commands:
                     rt.driver.restore("status", {"state": "locked_out"})
@@ -421,7 +425,7 @@ class TableDaemon:
         state when it changed, and the rulings its rows give."""
         before = self.table_state
         self.table_state, seen = step(
-            self.table_facts, before, TableEvent(kind, time.time(), dict(data))
+            self.table_facts, before, TableEvent(kind, self.journal.clock.now(), dict(data))
         )
         # Published when what is published changed (a coup's cards change the state, unseen).
         shown = self.table_state != before and self.table_state.to_dict() != before.to_dict()
@@ -447,7 +451,7 @@ class TableDaemon:
                 phase=state.phase.value,
                 round=state.round,
                 rounds_since_stub_count=state.rounds_since_stub_count,
-                deck_age_h=state.deck_age_h(time.time()),
+                deck_age_h=state.deck_age_h(self.journal.clock.now()),
                 meter_cents=state.meter_cents,
                 state=state.to_dict(),
                 cause=cause,

@@ -19,6 +19,14 @@ Derived, not chained: ``latest`` keeps the newest payload per key (each retained
 device's last event of each kind) so a restarted daemon restores the table without reading the
 whole journal, and ``meta.acked`` is the highest seq the broker acknowledged (written lazily:
 after a crash the records since the last write are sent again, marked ``redelivered``).
+
+Lost records are found: the mark file beside the journal (``journal.sqlite.mark``, outside
+SQLite) holds the last committed seq and its hash, written and synced after each commit and
+before the publisher may send it. A journal that ends before its mark (its ``-wal`` file deleted
+or not copied along, or an older copy put back) is refused, so no seq is used twice.
+
+Time: record times and retention come from the run's clock (daemon/clock.py), never straight
+from the wall clock, so a stepped wall clock neither deletes more nor makes time go back.
 """
 
 from __future__ import annotations
@@ -35,20 +43,26 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from tableside.daemon.clock import RunClock
+
 __all__ = [
     "FORMAT",
     "Journal",
     "JournalCorrupt",
     "JournalError",
+    "Mark",
     "Problem",
     "Record",
+    "Recovered",
+    "backup",
     "export_records",
     "record_hash",
     "recover",
@@ -117,6 +131,139 @@ class Problem:
         return f"seq {self.seq}: {self.what}"
 
 
+class Mark:
+    """The last committed seq and its hash, kept outside the SQLite file so that records lost
+    from it can be told (``<journal>.mark``).
+
+    Two 64-byte slots, written in turn and each with its CRC-32: a write torn by a power cut
+    spoils at most the slot being written, and the other still holds the previous mark. One
+    ``fdatasync`` per group commit."""
+
+    _SLOT = struct.Struct(">4sq32sI")  # magic, seq, hash, CRC-32 of what precedes it
+    _MAGIC = b"TSJM"
+    _SIZE = 64
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._slot = 0
+
+    @staticmethod
+    def beside(journal: Path) -> Path:
+        return journal.with_name(journal.name + ".mark")
+
+    @classmethod
+    def _pack(cls, seq: int, digest: bytes) -> bytes:
+        body = cls._SLOT.pack(cls._MAGIC, seq, digest, 0)[:-4]
+        return (body + struct.pack(">I", zlib.crc32(body))).ljust(cls._SIZE, b"\x00")
+
+    def read(self) -> tuple[int, bytes]:
+        """The newest good slot: (seq, hash). FileNotFoundError when there is no mark file,
+        ValueError when neither slot is readable."""
+        raw = self.path.read_bytes()
+        found: list[tuple[int, bytes, int]] = []
+        for slot in (0, 1):
+            chunk = raw[slot * self._SIZE : slot * self._SIZE + self._SLOT.size]
+            if len(chunk) < self._SLOT.size:
+                continue
+            magic, seq, digest, crc = self._SLOT.unpack(chunk)
+            if magic == self._MAGIC and zlib.crc32(chunk[:-4]) == crc:
+                found.append((seq, digest, slot))
+        if not found:
+            raise ValueError(f"{self.path}: no readable mark ({len(raw)} bytes)")
+        seq, digest, slot = max(found)
+        self._slot = 1 - slot  # the next write goes over the older slot
+        return seq, digest
+
+    def create(self, seq: int, digest: bytes) -> None:
+        """A new mark file, in full or not at all (written aside, synced, renamed)."""
+        self.close()
+        aside = self.path.with_name(self.path.name + ".new")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+        try:
+            os.write(fd, self._pack(seq, digest) * 2)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(aside, self.path)
+        _sync_dir(self.path.parent)
+        self._slot = 0
+
+    def write(self, seq: int, digest: bytes) -> None:
+        """Record ``seq`` as committed; durable when this returns."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR)
+        os.pwrite(self._fd, self._pack(seq, digest), self._slot * self._SIZE)
+        os.fdatasync(self._fd)
+        self._slot = 1 - self._slot
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_mark(path: Path) -> tuple[int, bytes] | OSError | ValueError:
+    """The mark beside a journal, or why it cannot be read. Read *before* the journal is: a
+    live journal's writer may have committed more since, never less."""
+    try:
+        return Mark(Mark.beside(path)).read()
+    except (OSError, ValueError) as exc:
+        return exc
+
+
+def _mark_problems(
+    path: Path,
+    conn: sqlite3.Connection,
+    summary: dict[str, Any],
+    found: tuple[int, bytes] | OSError | ValueError,
+    *,
+    live: bool,
+) -> list[Problem]:
+    """Does the journal reach its mark (``found``), with the same hash there? A mark file beside
+    it is always checked; a missing one is a problem for a journal that keeps a mark, and for a
+    backup copy about to be used as the live journal (``live``). A journal from before the mark
+    existed has none and is adopted by ``Journal.open``."""
+    meta = _meta(conn)
+    mark = Mark(Mark.beside(path))
+    if isinstance(found, FileNotFoundError):
+        kept = meta.get("mark")
+        if kept == "1":
+            return [Problem(-1, f"its mark file {mark.path} is missing: whether committed "
+                                "records were lost cannot be told")]  # fmt: skip
+        if kept == "copy" and live:
+            return [Problem(-1, "it is a backup copy (`tableside journal backup`) with no mark "
+                                "file: the table may have numbered records after it")]  # fmt: skip
+        return []
+    if isinstance(found, (OSError, ValueError)):
+        return [Problem(-1, f"its mark file is unreadable: {found}")]
+    seq, digest = found
+    last, anchor_seq = summary["last_seq"], int(meta["anchor_seq"])
+    if seq > last:
+        return [Problem(last + 1, f"lost: records {last + 1}..{seq} were committed (its mark "
+                        f"file says so) but the journal ends at {last}: its -wal file was "
+                        "deleted or not copied along, or an older copy was put back")]  # fmt: skip
+    if seq == anchor_seq:
+        there: bytes | None = bytes.fromhex(meta["anchor_hash"])
+    elif seq > anchor_seq:
+        row = conn.execute("SELECT hash FROM records WHERE seq = ?", (seq,)).fetchone()
+        there = bytes(row[0]) if row is not None else None
+    else:
+        return []  # retention has deleted past the mark: nothing to compare
+    if there != digest:
+        return [Problem(seq, "not the journal its mark file saw: this record has another hash "
+                        "(a journal from elsewhere put in its place?)")]  # fmt: skip
+    return []
+
+
 def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
@@ -138,9 +285,13 @@ def verify_file(path: Path, *, table: str | None = None) -> tuple[dict[str, Any]
     Returns a summary (first/last seq, records, acked) and the problems found, first first."""
     if not path.is_file():
         raise FileNotFoundError(f"no journal at {path}")
+    found = _read_mark(path)
     conn = _connect(path, readonly=True)
     try:
-        return _verify(conn, table)
+        summary, problems = _verify(conn, table)
+        if not problems:
+            problems = _mark_problems(path, conn, summary, found, live=False)
+        return summary, problems
     except sqlite3.DatabaseError as exc:
         return {"path": str(path)}, [Problem(-1, f"not a readable journal: {exc}")]
     finally:
@@ -163,6 +314,7 @@ def _verify(conn: sqlite3.Connection, table: str | None) -> tuple[dict[str, Any]
     prev = bytes.fromhex(meta["anchor_hash"])
     count = 0
     last = expected_seq - 1
+    newest_ts = float(meta.get("clock_floor", "0"))
     for seq, ts, topic, retain, payload, prev_hash, digest in conn.execute(
         "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records ORDER BY seq"
     ):
@@ -176,6 +328,7 @@ def _verify(conn: sqlite3.Connection, table: str | None) -> tuple[dict[str, Any]
         if computed != bytes(digest):
             problems.append(Problem(seq, "edited: content does not match its hash"))
         prev, expected_seq, last = bytes(digest), seq + 1, seq
+        newest_ts = max(newest_ts, ts)
         if len(problems) >= 100:
             break
     summary = {
@@ -185,6 +338,7 @@ def _verify(conn: sqlite3.Connection, table: str | None) -> tuple[dict[str, Any]
         "records": count,
         "acked": int(meta.get("acked", "-1")),
         "last_hash": prev.hex(),
+        "newest_ts": newest_ts,
     }
     return summary, problems
 
@@ -229,6 +383,13 @@ class Journal:
         self.recovered_acked = -1
         self.commits = 0
         self.pruned = 0
+        self.mark = Mark(Mark.beside(path))
+        #: the run's time (record times, retention, the table's clock): set by open()
+        self.clock = RunClock()
+        #: ``tableside journal recover`` made this journal and nothing has been written since:
+        #: the table it restates may be older than the table was (docs/journal.md)
+        self.fresh_from_recovery = False
+        self._wall_offset_said = 0.0
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -237,22 +398,35 @@ class Journal:
         with the way to recover; it is never silently replaced."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0
+        if new and self.mark.path.exists():
+            # The journal went, its mark stayed: starting empty would number from 0 again.
+            raise self._corrupt(f"the journal is missing but its mark file {self.mark.path} "
+                                "says records were committed", lost=True)  # fmt: skip
         try:
             conn = _connect(self.path)
             if new:
                 self._initialise(conn)
             summary, problems = _verify(conn, self.table)
+            if not problems:
+                problems = _mark_problems(self.path, conn, summary, _read_mark(self.path),
+                                          live=True)  # fmt: skip
+            if not problems and _meta(conn).get("mark") is None:
+                self._adopt(conn, summary)
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(f"not a readable journal ({exc})") from exc
         if problems:
             conn.close()
             listed = "; ".join(str(p) for p in problems[:3])
-            raise self._corrupt(f"{len(problems)} problem(s): {listed}")
+            lost = any(p.what.startswith(("lost", "its mark", "it is a backup")) for p in problems)
+            raise self._corrupt(f"{len(problems)} problem(s): {listed}", lost=lost)
         self._conn = conn
         self.next_seq = summary["last_seq"] + 1
         self.durable_seq = summary["last_seq"]
         self.acked = self._acked_written = self.recovered_acked = summary["acked"]
         self._last_hash = bytes.fromhex(summary["last_hash"])
+        self.clock = RunClock(not_before=summary["newest_ts"])
+        recovered_after = _meta(conn).get("recovered_after")
+        self.fresh_from_recovery = recovered_after == str(summary["last_seq"])
         log.info("journal_opened", path=str(self.path), next_seq=self.next_seq,
                  unsent=self.durable_seq - self.acked, records=summary["records"])  # fmt: skip
 
@@ -264,15 +438,30 @@ class Journal:
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
             state = json.loads(legacy.read_text(encoding="utf-8"))
             start = int(state["last"] if state.get("clean") else state["reserved"]) + 1
-        _create(conn, self.table, start - 1, _GENESIS)
+        _create(conn, self.path, self.table, start - 1, _GENESIS)
 
-    def _corrupt(self, detail: str) -> JournalCorrupt:
+    def _adopt(self, conn: sqlite3.Connection, summary: dict[str, Any]) -> None:
+        """A journal from before the mark file: it gets one, from what it holds now."""
+        self.mark.create(summary["last_seq"], bytes.fromhex(summary["last_hash"]))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('mark', '1')")
+        conn.execute("PRAGMA wal_checkpoint(FULL)")
+        log.info("journal_mark_created", path=str(self.mark.path), seq=summary["last_seq"])
+
+    def _corrupt(self, detail: str, *, lost: bool = False) -> JournalCorrupt:
+        wal = (
+            f"If the journal's -wal file ({self.path.name}-wal) or the journal itself still "
+            "exists somewhere (a copy taken before, or left behind by a move), put it back "
+            "beside the journal and start again. Otherwise: "
+            if lost
+            else ""
+        )
         return JournalCorrupt(
             f"journal {self.path} fails its checks: {detail}. The daemon will not start on it, "
             "since sequence numbers and unsent messages would be lost. To recover: stop the "
             f"daemon, run `tableside journal verify {self.path}` to see where it breaks, keep "
-            f"a copy for the auditors, then `tableside journal recover {self.path}` sets it "
-            "aside and starts a new journal that carries on after its highest seq."
+            f"a copy for the auditors. {wal}`tableside journal recover {self.path}` sets it "
+            "aside and starts a new journal that carries on after the highest seq it or its "
+            "mark file holds, restating the table as it was."
         )
 
     # -- the writer thread -----------------------------------------------------------------
@@ -300,6 +489,7 @@ class Journal:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        self.mark.close()
 
     def _write_loop(self) -> None:
         conn = self._conn
@@ -321,6 +511,7 @@ class Journal:
                         self._write_acked(conn)
                 if time.monotonic() - last_prune > self.prune_every_s:
                     last_prune = time.monotonic()
+                    self._say_wall_offset()
                     self.prune()
             except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
                 log.critical("journal_write_failed", path=str(self.path), error=str(exc))
@@ -331,6 +522,8 @@ class Journal:
         latest = {r.key: r for r in batch if r.key is not None}
         with self._db_lock:
             self._commit_locked(conn, batch, latest)
+        # Before the publisher may send it: a seq the broker has seen is always in the mark.
+        self.mark.write(batch[-1].seq, batch[-1].hash)
         self.commits += 1
         self._tell_loop(self._on_durable, batch[-1].seq)
 
@@ -362,6 +555,13 @@ class Journal:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
         self._acked_written = acked
 
+    def _say_wall_offset(self) -> None:
+        """A stepped wall clock changes nothing here (daemon/clock.py), but it is said."""
+        offset = self.clock.wall_offset()
+        if abs(offset - self._wall_offset_said) > 60:
+            self._wall_offset_said = offset
+            log.warning("wall_clock_stepped", path=str(self.path), offset_s=round(offset, 1))
+
     def prune(self) -> int:
         """Delete acknowledged records older than ``retain_days`` or beyond ``max_mb``; never
         one the broker has not acknowledged. Returns how many went."""
@@ -375,7 +575,8 @@ class Journal:
         acked = int(_meta(conn)["acked"])
         limit_seq = -1
         if self.retain_days is not None:
-            cutoff = time.time() - self.retain_days * 86400
+            # the run's clock: a wall clock stepped forward must not make records older
+            cutoff = self.clock.now() - self.retain_days * 86400
             row = conn.execute(
                 "SELECT max(seq) FROM records WHERE ts < ? AND seq <= ?", (cutoff, acked)
             ).fetchone()
@@ -398,13 +599,18 @@ class Journal:
                                   used_mb=round(used / 1e6, 1), unsent=hi - acked)  # fmt: skip
         if limit_seq < 0:
             return 0
-        row = conn.execute("SELECT hash FROM records WHERE seq = ?", (limit_seq,)).fetchone()
+        row = conn.execute(
+            "SELECT hash, (SELECT max(ts) FROM records WHERE seq <= ?) FROM records WHERE seq = ?",
+            (limit_seq, limit_seq),
+        ).fetchone()
         if row is None:
             return 0
         conn.execute("BEGIN")
         deleted = conn.execute("DELETE FROM records WHERE seq <= ?", (limit_seq,)).rowcount
         conn.execute("UPDATE meta SET value = ? WHERE key = 'anchor_seq'", (str(limit_seq),))
         conn.execute("UPDATE meta SET value = ? WHERE key = 'anchor_hash'", (bytes(row[0]).hex(),))
+        # the newest time deleted: the clock of a later run never starts before it
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('clock_floor', ?)", (repr(row[1]),))
         conn.execute("COMMIT")
         self.pruned += deleted
         log.info("journal_pruned", records=deleted, through_seq=limit_seq)
@@ -435,7 +641,7 @@ class Journal:
             raise JournalError(f"record {seq} out of order: the journal expects {self.next_seq}")
         if self._thread is None:
             raise JournalError("journal not started")
-        ts = time.time()
+        ts = self.clock.now()
         digest = record_hash(self._last_hash, seq, ts, topic, retain, payload)
         key = key or (topic if retain else None)
         record = Record(seq, ts, topic, retain, payload, self._last_hash, digest, key)
@@ -523,8 +729,15 @@ def export_records(
 
 
 def _create(
-    conn: sqlite3.Connection, table: str, anchor_seq: int, anchor_hash: bytes, **extra: str
+    conn: sqlite3.Connection,
+    path: Path,
+    table: str,
+    anchor_seq: int,
+    anchor_hash: bytes,
+    latest: Sequence[tuple[str, int, bytes]] = (),
+    **extra: str,
 ) -> None:
+    """A new journal whose numbering starts after ``anchor_seq``, with its mark file."""
     meta = {
         "format": FORMAT,
         "table": table,
@@ -532,37 +745,75 @@ def _create(
         "anchor_hash": anchor_hash.hex(),
         "acked": str(anchor_seq),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "mark": "1",
         **extra,
     }
+    Mark(Mark.beside(path)).create(anchor_seq, anchor_hash)
     conn.executescript(_SCHEMA)
     conn.execute("BEGIN")
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+    conn.executemany("INSERT OR REPLACE INTO latest VALUES (?, ?, ?)", latest)
     conn.execute("COMMIT")
+    # in the main file at once: a journal whose -wal is lost still says it keeps a mark
+    conn.execute("PRAGMA wal_checkpoint(FULL)")
 
 
-def recover(path: Path, table: str, *, after_seq: int | None = None) -> tuple[Path, int]:
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What ``recover`` did."""
+
+    #: where the old journal went (None: there was none, only its mark)
+    aside: Path | None
+    #: the new journal's numbering carries on after this seq
+    after_seq: int
+    #: the table's state carried over (retained topics, device events): how many
+    restated: int
+
+
+def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovered:
     """Set a journal that fails its checks aside (nothing is deleted) and start a new one whose
-    numbering carries on after the highest seq the old one holds or acknowledged, anchored to
-    the newest record whose hash still checks. Returns (where the old one went, that seq)."""
-    highest, anchor = -1, _GENESIS
-    with contextlib.suppress(sqlite3.Error):
-        conn = _connect(path, readonly=True)
-        try:
-            row = conn.execute("SELECT max(seq) FROM records").fetchone()
-            highest = row[0] if row and row[0] is not None else -1
-            with contextlib.suppress(sqlite3.Error, KeyError, ValueError):
-                highest = max(highest, int(_meta(conn)["acked"]))
-            for seq, ts, topic, retain, payload, prev, digest in conn.execute(
-                "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
-                "ORDER BY seq DESC LIMIT 100"
-            ):
-                if record_hash(bytes(prev), seq, ts, topic, bool(retain), bytes(payload)) == bytes(
-                    digest
+    numbering carries on after the highest seq the old one holds, acknowledged or its mark file
+    says was committed, anchored to the newest record whose hash still checks. The new journal
+    keeps the old one's ``latest`` (the table, each device, each retained topic), so the daemon
+    restates the table as it was, not a new table."""
+    highest, anchor, newest_ts = -1, _GENESIS, 0.0
+    latest: list[tuple[str, int, bytes]] = []
+    keeps_mark = False
+    if path.exists():
+        with contextlib.suppress(sqlite3.Error):
+            conn = _connect(path, readonly=True)
+            try:
+                row = conn.execute("SELECT max(seq), max(ts) FROM records").fetchone()
+                highest = row[0] if row and row[0] is not None else -1
+                newest_ts = row[1] if row and row[1] is not None else 0.0
+                with contextlib.suppress(sqlite3.Error, KeyError, ValueError):
+                    meta = _meta(conn)
+                    keeps_mark = meta.get("mark") == "1"
+                    highest = max(highest, int(meta["acked"]), int(meta["anchor_seq"]))
+                for seq, ts, topic, retain, payload, prev, digest in conn.execute(
+                    "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
+                    "ORDER BY seq DESC LIMIT 100"
                 ):
-                    anchor = bytes(digest)
-                    break
-        finally:
-            conn.close()
+                    if record_hash(bytes(prev), seq, ts, topic, bool(retain), bytes(payload)) == (
+                        bytes(digest)
+                    ):
+                        anchor = bytes(digest)
+                        break
+                with contextlib.suppress(sqlite3.Error):
+                    latest = [(k, s, bytes(p)) for k, s, p in
+                              conn.execute("SELECT key, seq, payload FROM latest")]  # fmt: skip
+            finally:
+                conn.close()
+    mark = Mark(Mark.beside(path))
+    try:
+        highest = max(highest, mark.read()[0])
+    except (OSError, ValueError) as exc:
+        if after_seq is None and (keeps_mark or not path.exists()):
+            raise JournalError(
+                f"{path}: its mark file cannot be read ({exc}), so how far its numbering went "
+                "cannot be told; give the last seq the table used (--after-seq, from a "
+                "subscriber's record) so no number is used twice"
+            ) from exc
     if after_seq is not None:
         highest = max(highest, after_seq)
     elif highest < 0:
@@ -570,17 +821,51 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> tuple[Pa
             f"{path}: cannot read how far its numbering went; give the last seq the table used "
             "(--after-seq, from a subscriber's record) so no number is used twice"
         )
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-    for suffix in ("", "-wal", "-shm"):
-        part = Path(str(path) + suffix)
-        if part.exists():
-            os.replace(part, Path(str(aside) + suffix))
+    aside: Path | None = None
+    if path.exists():
+        aside = path.with_name(
+            f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        )
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(path) + suffix)
+            if part.exists():
+                os.replace(part, Path(str(aside) + suffix))
     conn = _connect(path)
     try:
-        _create(conn, table, highest, anchor, previous=str(aside))
+        _create(conn, path, table, highest, anchor, latest, previous=str(aside or "(none)"),
+                recovered_after=str(highest), clock_floor=repr(float(newest_ts)))  # fmt: skip
     finally:
         conn.close()
-    return aside, highest
+    return Recovered(aside, highest, len(latest))
+
+
+def backup(path: Path, dest: Path) -> dict[str, Any]:
+    """A consistent copy of a journal, live or not, by SQLite's backup API (a plain file copy
+    of a live journal can miss its -wal file). The copy is checked; returns its summary. The
+    mark file is not copied: it belongs to the live journal (docs/journal.md)."""
+    if dest.exists():
+        raise JournalError(f"{dest} exists: a backup never overwrites a file")
+    source = _connect(path, readonly=True)
+    try:
+        target = sqlite3.connect(dest)
+        try:
+            source.backup(target)
+            # a copy: put back as the live journal without its mark, it is refused (it may be
+            # older than what the table numbered since)
+            target.execute("UPDATE meta SET value = 'copy' WHERE key = 'mark'")
+            target.commit()
+        finally:
+            target.close()
+    finally:
+        source.close()
+    conn = _connect(dest, readonly=True)
+    try:
+        summary, problems = _verify(conn, None)
+    finally:
+        conn.close()
+    if problems:
+        raise JournalError(f"the copy {dest} fails its checks: {problems[0]}")
+    return summary
 
 
 def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:

@@ -5,6 +5,7 @@ broker has not acknowledged, and a writer that fails loudly when the disk is ful
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -12,12 +13,20 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from tableside.cli import main
-from tableside.daemon.journal import Journal, JournalCorrupt, JournalError, verify_file
+from tableside.daemon.journal import (
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    Mark,
+    export_records,
+    verify_file,
+)
 
 
 def payload(seq: int, **extra: object) -> bytes:
@@ -161,7 +170,10 @@ async def test_rewriting_a_record_with_a_fresh_hash_breaks_the_next_link(tmp_pat
     assert [str(p) for p in problems] == ["seq 5: chain broken: previous hash does not match"]
 
 
-async def test_unreadable_file_is_refused_and_recovered_with_a_given_seq(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mark_kept", [True, False], ids=["mark kept", "mark lost too"])
+async def test_unreadable_file_is_refused_and_recovered_after_its_last_seq(
+    tmp_path: Path, mark_kept: bool
+) -> None:
     path = tmp_path / "journal.sqlite"
     (await make(path, 40)).close()
     with open(path, "r+b") as f:  # noqa: ASYNC230  # a test's own small file
@@ -170,9 +182,14 @@ async def test_unreadable_file_is_refused_and_recovered_with_a_given_seq(tmp_pat
         Journal(path, "t1").open()
     assert "will not start" in str(caught.value) and str(path) in str(caught.value)
     assert main(["journal", "verify", str(path)]) == 1
-    # Nothing says where the numbering got to: the operator must say (from a subscriber's log).
-    assert main(["journal", "recover", str(path), "--table", "t1"]) == 2
-    assert main(["journal", "recover", str(path), "--table", "t1", "--after-seq", "39"]) == 0
+    if mark_kept:
+        # The file cannot say where its numbering got to; its mark file can.
+        assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
+    else:
+        Mark.beside(path).unlink()
+        # Nothing says where the numbering got to: the operator must say (a subscriber's log).
+        assert main(["journal", "recover", str(path), "--table", "t1"]) == 2
+        assert main(["journal", "recover", str(path), "--table", "t1", "--after-seq", "39"]) == 0
     journal = Journal(path, "t1")
     journal.open()
     assert journal.next_seq == 40
@@ -299,3 +316,261 @@ async def test_group_commit_batches(tmp_path: Path) -> None:
     finally:
         journal.close()
     assert verify_file(tmp_path / "j.sqlite")[1] == []
+
+
+# -- issue 13: lost records are found, never renumbered ------------------------------------
+
+
+async def test_a_journal_whose_wal_was_not_copied_along_is_refused(tmp_path: Path) -> None:
+    """The state folder copied while the journal's newest records were still only in its -wal
+    file, and the -wal left behind: the copy is refused, not numbered again from seq 30."""
+    path = tmp_path / "live" / "journal.sqlite"
+    journal = await make(path, 30)
+    assert journal._conn is not None
+    journal._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # 0..29 in the main file
+    await fill(journal, 20)  # 30..49 only in journal.sqlite-wal
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for part in path.parent.iterdir():  # everything but the -wal (and its index)
+        if not part.name.endswith(("-wal", "-shm")):
+            (copy / part.name).write_bytes(part.read_bytes())
+    journal.close()
+    with pytest.raises(JournalCorrupt, match=r"lost: records 30\.\.49 were committed") as caught:
+        Journal(copy / "journal.sqlite", "t1").open()
+    assert "-wal" in str(caught.value) and "journal recover" in str(caught.value)
+    assert main(["journal", "verify", str(copy / "journal.sqlite")]) == 1
+    assert main(["journal", "recover", str(copy / "journal.sqlite")]) == 0
+    again = Journal(copy / "journal.sqlite", "t1")
+    again.open()
+    assert again.next_seq == 50, "no seq the lost records had is used again"
+    again.close()
+
+
+async def test_a_killed_writer_whose_wal_was_deleted_is_refused(tmp_path: Path) -> None:
+    """SIGKILLed mid-stream, then its -wal file deleted (a clean-up after a crash): refused."""
+    path = tmp_path / "journal.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, json, sqlite3
+        from pathlib import Path
+        from tableside.daemon.journal import Journal
+        async def go():
+            j = Journal(Path({str(path)!r}), "t1")
+            j.open(); j.start()
+            while True:
+                seq = j.next_seq
+                j.append(seq, "t", json.dumps({{"seq": seq}}).encode(), retain=False, key=None)
+                if seq % 50 == 0:
+                    await j.wait_durable(seq)
+                    if seq == 100:  # as SQLite does by itself every 1000 pages
+                        sqlite3.connect({str(path)!r}).execute("PRAGMA wal_checkpoint")
+                    print("DURABLE", seq, flush=True)
+                await asyncio.sleep(0)
+        asyncio.run(go())
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:
+        if line.startswith("DURABLE"):
+            seen = int(line.split()[1])
+            if seen >= 500:
+                break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    os.unlink(f"{path}-wal")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(f"{path}-shm")
+    with pytest.raises(JournalCorrupt, match="lost: records"):
+        Journal(path, "t1").open()
+    # the -wal *and* the mark file lost: still refused (the main file says it keeps a mark)
+    mark = Mark.beside(path)
+    saved = mark.read_bytes()
+    mark.unlink()
+    with pytest.raises(JournalCorrupt, match=r"mark file .* is missing"):
+        Journal(path, "t1").open()
+    mark.write_bytes(saved)
+    summary, _ = verify_file(path)
+    assert 100 <= summary["last_seq"] < seen, "the checkpointed records are there, no more"
+    assert main(["journal", "recover", str(path)]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq > seen
+    again.close()
+
+
+async def test_an_old_backup_put_back_is_refused_and_recovered_after_the_newest_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`journal backup` copies a live journal; that copy, put back later, would number seqs
+    20.. again: refused, and `journal recover` carries on after the newest seq instead."""
+    path = tmp_path / "journal.sqlite"
+    journal = await make(path, 20)
+    copy = tmp_path / "backup.sqlite"
+    assert main(["journal", "backup", str(path), "-o", str(copy)]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["last_seq"] == 19
+    assert main(["journal", "backup", str(path), "-o", str(copy)]) == 2, "never overwritten"
+    await fill(journal, 30)
+    journal.close()
+    assert verify_file(copy)[1] == [], "the copy is a sound journal up to seq 19"
+    path.write_bytes(copy.read_bytes())  # closed cleanly: no -wal is left
+    with pytest.raises(JournalCorrupt, match=r"records 20\.\.49 were committed"):
+        Journal(path, "t1").open()
+    assert main(["journal", "recover", str(path)]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 50
+    again.close()
+    # put back where there is no mark file (a new machine): refused all the same
+    elsewhere = tmp_path / "elsewhere" / "journal.sqlite"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(copy.read_bytes())
+    with pytest.raises(JournalCorrupt, match="it is a backup copy"):
+        Journal(elsewhere, "t1").open()
+
+
+async def test_a_deleted_journal_with_its_mark_left_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 12)).close()
+    path.unlink()
+    with pytest.raises(JournalCorrupt, match="journal is missing but its mark file"):
+        Journal(path, "t1").open()
+    assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 12
+    again.close()
+
+
+async def test_a_lost_mark_file_is_refused(tmp_path: Path) -> None:
+    """The -wal deleted *and* the mark file lost: nothing can tell how far the numbering went,
+    so the journal is refused and recovery needs the operator's last seq."""
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 12)).close()
+    Mark.beside(path).unlink()
+    with pytest.raises(JournalCorrupt, match=r"mark file .* is missing"):
+        Journal(path, "t1").open()
+    assert main(["journal", "recover", str(path)]) == 2, "--after-seq is needed"
+    assert main(["journal", "recover", str(path), "--after-seq", "30"]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 31
+    again.close()
+
+
+async def test_a_torn_mark_write_keeps_the_previous_mark(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 12)).close()
+    mark = Mark.beside(path)
+    newest = Mark(mark).read()
+    raw = bytearray(mark.read_bytes())
+    slot = 0 if raw[:64] != raw[64:] and Mark(mark).read() == newest else 1
+    raw[slot * 64 + 10] ^= 0xFF  # one slot torn
+    mark.write_bytes(bytes(raw))
+    seq, _ = Mark(mark).read()
+    assert seq <= newest[0]
+    journal = Journal(path, "t1")
+    journal.open()  # the other slot still matches the journal
+    assert journal.next_seq == 12
+    journal.close()
+
+
+async def test_a_journal_from_before_the_mark_gets_one(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 8)).close()
+    Mark.beside(path).unlink()
+    tamper(path, "DELETE FROM meta WHERE key = 'mark'")
+    journal = Journal(path, "t1")
+    journal.open()
+    journal.close()
+    assert Mark(Mark.beside(path)).read()[0] == 7
+
+
+# -- issue 13: recovery keeps the table ----------------------------------------------------
+
+
+async def test_recover_keeps_the_latest_state_and_holds_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    journal = Journal(path, "t1")
+    journal.open()
+    journal.start()
+    for n in range(10):
+        seq = journal.next_seq
+        topic = "tableside/t1/table" if n % 2 else "tableside/t1/device/x/event"
+        journal.append(seq, topic, payload(seq, n=n), retain=n % 2 == 1,
+                       key=None if n % 2 else f"{topic}#status")  # fmt: skip
+    await journal.wait_durable(9)
+    before = journal.latest()
+    journal.close()
+    tamper(path, "UPDATE records SET payload = ? WHERE seq = 3", b"{}")
+    assert main(["journal", "recover", str(path)]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.latest() == before, "the table, each device, each retained topic carried over"
+    assert json.loads(before["tableside/t1/table"])["n"] == 9
+    assert again.fresh_from_recovery
+    again.start()
+    await fill(again, 1)
+    again.close()
+    later = Journal(path, "t1")
+    later.open()
+    assert not later.fresh_from_recovery, "only until the daemon has restated the table"
+    later.close()
+
+
+# -- issue 13: clock steps change nothing they should not ----------------------------------
+
+
+async def test_a_wall_clock_stepped_forward_deletes_nothing_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """retain_days = 1 and the wall clock steps forward two days: records one second old are not
+    a day old, and none goes (before: every acknowledged record went at once)."""
+    path = tmp_path / "journal.sqlite"
+    journal = await make(path, 50, retain_days=1)
+    try:
+        journal.mark_acked(49)
+        await fill(journal, 1)
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 2 * 86400)
+        assert journal.prune() == 0
+        await fill(journal, 5)
+        monkeypatch.setattr(time, "time", lambda: real() - 86400)  # and back, past the start
+        await fill(journal, 5)
+    finally:
+        journal.close()
+    stamps = [r["journal_ts"] for r in export_records(path)]
+    assert len(stamps) == 61
+    assert stamps == sorted(stamps), "record times never go back"
+    assert stamps[-1] - stamps[0] < 3600, "nor jump with the wall clock"
+    # A later run with the wall clock a day behind starts its clock at the newest record.
+    reopened = Journal(path, "t1")
+    reopened.open()
+    assert reopened.clock.now() >= stamps[-1]
+    reopened.close()
+
+
+async def test_verify_of_a_live_journal_finds_nothing_lost(tmp_path: Path) -> None:
+    """`journal verify` while the writer commits: the mark may be ahead of what verify read
+    only if it were read after; it is read before, so a sound live journal is never "lost"."""
+    path = tmp_path / "journal.sqlite"
+    journal = await make(path, 20_000)  # verify takes long enough for commits to land meanwhile
+    writing = True
+
+    async def write() -> None:
+        while writing:
+            await fill(journal, 5)
+
+    writer = asyncio.create_task(write())
+    try:
+        for _ in range(10):
+            before = journal.durable_seq
+            summary, problems = await asyncio.to_thread(verify_file, path)
+            assert problems == [], problems
+            assert journal.durable_seq > before, "the writer committed while verify read"
+        assert summary["last_seq"] > 20_000
+    finally:
+        writing = False
+        await writer
+        journal.close()

@@ -5,17 +5,32 @@ judge: every seq arrives, a repeat only when marked ``redelivered``."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import aiomqtt
 import pytest
 
+from tableside.cli import main
 from tableside.daemon.app import TableDaemon
-from tableside.daemon.journal import verify_file
+from tableside.daemon.config import (
+    BrokerConfig,
+    Config,
+    DeviceConfig,
+    ProgressiveConfig,
+    TableConfig,
+)
+from tableside.daemon.journal import JournalCorrupt, verify_file
+from tableside.rules.model import Game
 from tableside.simulators.progressive import progressive_table
 
 from .conftest import Mosquitto
@@ -24,7 +39,9 @@ from .hil import (
     Subscriber,
     assert_every_seq_once,
     event,
+    live,
     make_config,
+    ruling,
     simulator,
     start_simulator,
     stop,
@@ -234,3 +251,237 @@ async def test_a_journal_that_cannot_be_written_stops_the_daemon(tmp_path: Path)
         assert caught.group_contains(JournalError, match="full")
     finally:
         await stop(sim_task)
+
+
+def _progressive_config(state_dir: Path, broker: str, urls: dict[str, str]) -> Config:
+    return Config(
+        table=TableConfig(id="rec-1", game=Game.CARIBBEAN_STUD, state_dir=state_dir),
+        broker=BrokerConfig(url=broker, keepalive_s=5),
+        progressive=ProgressiveConfig(rate_percent=75, initial=10_000, reset=8_000,
+                                      straight_flush="ten_percent"),
+        devices={
+            "progressive": DeviceConfig(driver="tableside.progressive_controller",
+                                        url=urls["progressive"], heartbeat_timeout_s=1),
+            "acceptors": DeviceConfig(driver="tableside.acceptors", url=urls["acceptors"],
+                                      seats=SEATS, poll_interval_s=0.05),
+        },
+    )  # fmt: skip
+
+
+async def ask(
+    sub: Subscriber, broker: str, role: str, command: str, table: str = "rec-1", **args: Any
+) -> None:
+    """A person's command to the table, over MQTT; it must be carried out."""
+    request_id = f"{command}-{len(sub.messages)}"
+    body = {"command": command, "device": "table", "args": args, "request_id": request_id}
+    parts = urlsplit(broker)
+    async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as client:
+        await client.publish(f"tableside/{table}/command/{role}", json.dumps(body), qos=1)
+    (result,) = await sub.wait_for(
+        lambda m: m.kind == "command_result" and m.payload["request_id"] == request_id
+    )
+    assert result.payload["ok"], result.payload
+
+
+async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """A journal that fails its checks, set aside by `tableside journal recover`: the daemon on
+    the new journal restates the table as it was (progressive meter, phase, round, cards in play
+    since, inspection, stub count, methods, each device's state, the retained topics), not a
+    new table with the meter at its initial amount; and the acceptors stay locked out."""
+    controller, bus = progressive_table(SEATS, [], interval=0.3, max_cycles=1, heartbeat=0.2,
+                                        betting_time=0.2, players=(1, 2, 3))  # fmt: skip
+    urls: dict[str, str] = {}
+    tasks = []
+    for name, sim in (("progressive", controller), ("acceptors", bus)):
+        urls[name], task = await start_simulator(sim, "socket")  # type: ignore[arg-type]
+        tasks.append(task)
+    config = _progressive_config(tmp_path, mosquitto.url, urls)
+    sub = Subscriber(mosquitto.url, "tableside/rec-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    path = tmp_path / "rec-1" / "journal.sqlite"
+    runs: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        daemon = TableDaemon(config)
+        run = asyncio.create_task(daemon.run())
+        runs.append(run)
+        await sub.wait_for(event("lockout_applied"), within=30)
+        await until(lambda: controller.rounds_played == 1)
+        for role, command, args in (
+            ("dealer", "new_cards", {}),
+            ("floorperson", "reader_inspected", {}),
+            ("dealer", "stub_count", {"count": 52, "misdealt": False}),
+            ("floorperson", "declare_method", {"dealing": "manual_shoe"}),
+            ("dealer", "start_round", {}),
+        ):
+            await ask(sub, mosquitto.url, role, command, **args)
+        before = daemon.table_state
+        accepted = len(sub.matching(event("wager_accepted")))
+        assert accepted, "the acceptors took wagers"
+        assert before.meter_cents == 10_000_00 + 75 * accepted, "each $1 wager at 75%"
+        assert before.round == 1 and before.phase.value == "dealing"
+        acceptors_before = daemon.devices["acceptors"]
+        await stop(run)
+        last = daemon.journal.next_seq - 1
+
+        # The journal fails its checks; the operator recovers it.
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE records SET payload = ? WHERE seq = 5", (b"{}",))
+        with pytest.raises(JournalCorrupt):
+            TableDaemon(config)
+        assert main(["journal", "recover", str(path)]) == 0
+
+        again = TableDaemon(config)
+        assert again.table_state.to_dict() == before.to_dict()
+        restored = again.devices["acceptors"]
+        assert (restored.identity, restored.parts) == (
+            acceptors_before.identity, acceptors_before.parts)  # fmt: skip
+        assert again.restored["retained"] > 0
+        run = asyncio.create_task(again.run())
+        runs.append(run)
+        (restated,) = await sub.wait_for(
+            lambda m: m.kind == "table" and live(m) and m.payload["seq"] > last
+        )
+        assert restated.payload["cause"] == "start"
+        assert restated.payload["meter_cents"] == before.meter_cents
+        assert restated.payload["state"] == json.loads(json.dumps(before.to_dict()))
+        # The acceptors come back locked out, and stay so: betting opens when the dealer opens it.
+        await sub.wait_for(
+            lambda m: (
+                "/acceptors/" in m.topic and m.kind == "event" and m.payload["seq"] > last
+                and m.payload["event"] == "status" and m.payload["data"]["state"] == "locked_out"
+            ),
+            within=30,
+        )  # fmt: skip
+        assert not any(a.accepting for a in bus.by_seat.values()), "recovery reopened betting"
+        assert not sub.matching(event("firmware_changed")), "the firmware record was kept"
+        seqs = [m.payload["seq"] for m in sub.messages if live(m) and m.payload["seq"] > last]
+        assert min(seqs) == last + 1, "numbering carries on after the old journal"
+    finally:
+        await stop(*(r for r in runs if not r.done()))
+        await stop(*tasks, sub_task)
+
+
+async def test_wall_clock_steps_change_no_deck_age(
+    mosquitto: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wall clock steps two days forward, then a day back, while the table runs, and stays
+    back across a restart: the deck's age is the time it has really been in play — no 555.3(c)
+    "change the decks" ruling two days early, never younger than it was."""
+    sim = simulator(interval=None)
+    url, sim_task = await start_simulator(sim, "socket")
+    config = make_config(mosquitto.url, url, tmp_path)
+    sub = Subscriber(mosquitto.url, "tableside/hil-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    real = time.time
+
+    async def table_after(role: str, command: str, **args: Any) -> float:
+        """The deck's age in the table message that follows a command."""
+        mark = len(sub.messages)
+        await ask(sub, mosquitto.url, role, command, table="hil-1", **args)
+        (message,) = await sub.wait_for(
+            lambda m: (
+                m.kind == "table" and live(m) and sub.messages.index(m) >= mark
+                and m.payload["cause"] == command
+            )
+        )  # fmt: skip
+        return float(message.payload["deck_age_h"])
+
+    runs: list[asyncio.Task[None]] = []
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        daemon = TableDaemon(config)
+        run = asyncio.create_task(daemon.run())
+        runs.append(run)
+        await until(lambda: daemon.ready.is_set())
+        assert await table_after("floorperson", "open_table") == 0
+        monkeypatch.setattr(time, "time", lambda: real() + 2 * 86400)
+        forward = await table_after("floorperson", "declare_method", dealing="manual_shoe")
+        assert forward < 0.1, "two days of wall clock are not two days in play"
+        await table_after("dealer", "start_round")
+        deck_age = [m for m in sub.matching(ruling()) if "deck-age" in m.payload["rule_id"]]
+        assert not deck_age, "no 'change the decks' ruling for cards minutes old"
+        monkeypatch.setattr(time, "time", lambda: real() - 86400)
+        back = await table_after("dealer", "deal_done")
+        assert back >= forward, "a clock stepped back cannot make the deck younger"
+        await stop(run)
+        # Still a day behind at the restart: the deck's age carries on from where it was.
+        mark = len(sub.messages)
+        again = TableDaemon(config)
+        run = asyncio.create_task(again.run())
+        runs.append(run)
+        (restated,) = await sub.wait_for(
+            lambda m: (
+                m.kind == "table" and live(m) and sub.messages.index(m) >= mark
+                and m.payload["cause"] == "start"
+            )
+        )  # fmt: skip
+        assert restated.payload["deck_age_h"] >= back
+    finally:
+        await stop(*(r for r in runs if not r.done()))
+        await stop(sim_task, sub_task)
+
+
+async def test_a_daemon_whose_wal_was_deleted_refuses_to_start(
+    mosquitto: Mosquitto, tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
+) -> None:
+    """The daemon (a real process) is SIGKILLed and its journal's -wal file deleted, taking the
+    newest committed records with it. It refuses to start, saying how to recover; after
+    `tableside journal recover` it carries on after the highest seq it ever sent, so no seq a
+    subscriber has seen is used for another message."""
+    sim = simulator(interval=0.02)
+    url, sim_task = await start_simulator(sim, "socket")
+    config = tmp_path / "wal-1.toml"
+    config.write_text(
+        f'[table]\nid = "wal-1"\ngame = "caribbean_stud"\nstate_dir = "{tmp_path}"\n'
+        f'[broker]\nurl = "{mosquitto.url}"\n'
+        f'[devices.shuffler]\ndriver = "tableside.shuffler"\nurl = "{url}"\n',
+        encoding="utf-8",
+    )
+    path = tmp_path / "wal-1" / "journal.sqlite"
+    sub = Subscriber(mosquitto.url, "tableside/wal-1/#")
+    sub_task = asyncio.create_task(sub.run())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TABLESIDE_")}
+    log = (tmp_path / "daemon.log").open("wb")
+
+    def spawn(out: Any = log) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "tableside", "run", "--config", str(config)]
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        daemons.append(proc)
+        return proc
+
+    try:
+        await asyncio.wait_for(sub.connected.wait(), 10)
+        proc = spawn()
+        await until(lambda: highest(sub.messages) >= 60, 30)
+        # as SQLite does by itself every 1000 pages: the older records reach the main file
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint")
+        mark = highest(sub.messages)
+        await until(lambda: highest(sub.messages) >= mark + 60, 30)
+        os.kill(proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(proc.wait, 10)
+        sent = highest(sub.messages)
+        os.unlink(f"{path}-wal")
+        os.unlink(f"{path}-shm")
+
+        refused = spawn(subprocess.PIPE)
+        out, _ = await asyncio.to_thread(refused.communicate, timeout=30)
+        assert refused.returncode == 1, out.decode()[-2000:]
+        assert b"lost: records" in out and b"tableside journal recover" in out
+        assert highest(sub.messages) == sent, "it sent nothing"
+
+        assert main(["journal", "recover", "--config", str(config)]) == 0
+        proc = spawn()
+        await until(lambda: highest(sub.messages) >= sent + 20, 30)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0
+        by_seq: dict[int, dict[str, Any]] = {}
+        for m in sub.messages:
+            if not live(m) or m.payload.get("redelivered"):
+                continue
+            seen = by_seq.setdefault(m.payload["seq"], m.payload)
+            assert seen == m.payload, f"seq {m.payload['seq']} used for two messages"
+    finally:
+        await stop(sim_task, sub_task)
+        log.close()

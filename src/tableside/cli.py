@@ -111,12 +111,13 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
     verify.add_argument("--expect", help="exit 1 unless the overall SHA-256 is this one")
 
-    journal = sub.add_parser("journal", help="check, export or recover a table's journal")
+    journal = sub.add_parser("journal", help="check, export, back up or recover a table's journal")
     jsub = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     for name, text in (
         ("verify", "check the hash chain: finds an edited, inserted or removed record"),
         ("export", "write records as JSON lines, for auditors"),
         ("recover", "set a journal that fails its checks aside and start a new one after it"),
+        ("backup", "copy a journal, live or not, consistently (SQLite's backup API)"),
     ):
         action = jsub.add_parser(name, help=text)
         where = action.add_mutually_exclusive_group(required=True)
@@ -130,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
                 help="the last seq the table used, when the journal cannot say (take it from a "
                 "subscriber's record); the new journal starts after it",
             )
+        if name == "backup":
+            action.add_argument("--output", "-o", type=Path, required=True,
+                                help="the copy (a new file; never overwritten)")  # fmt: skip
         if name == "export":
             action.add_argument("--from-seq", type=int, help="first seq to export")
             action.add_argument("--to-seq", type=int, help="last seq to export")
@@ -432,6 +436,8 @@ def _journal_path(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 
 def _cmd_journal(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from tableside.daemon import journal
     from tableside.daemon.config import ConfigError
 
@@ -440,9 +446,18 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if not path.is_file():
+    lost = not path.is_file() and journal.Mark.beside(path).exists()
+    if not path.is_file() and not (args.journal_command == "recover" and lost):
         print(f"tableside journal: no journal at {path}", file=sys.stderr)
         return 2
+    if args.journal_command == "backup":
+        try:
+            summary = journal.backup(path, args.output)
+        except (journal.JournalError, sqlite3.Error) as exc:
+            print(f"tableside journal: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"path": str(args.output), **summary}))
+        return 0
     if args.journal_command == "verify":
         summary, problems = journal.verify_file(path, table=table)
         print(json.dumps({"path": str(path), **summary, "problems": len(problems)}))
@@ -459,8 +474,8 @@ def _cmd_journal(args: argparse.Namespace) -> int:
             if args.output:
                 out.close()
         return 0
-    summary, problems = journal.verify_file(path, table=table)
-    if not problems:
+    summary, problems = ({}, []) if lost else journal.verify_file(path, table=table)
+    if not problems and not lost:
         print(f"tableside journal: {path} passes its checks; nothing to recover", file=sys.stderr)
         return 1
     table = table or args.table or summary.get("table")
@@ -469,12 +484,14 @@ def _cmd_journal(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     try:
-        aside, highest = journal.recover(path, table, after_seq=args.after_seq)
+        done = journal.recover(path, table, after_seq=args.after_seq)
     except journal.JournalError as exc:
         print(f"tableside journal: {exc}", file=sys.stderr)
         return 2
-    print(f"set aside: {aside}")
-    print(f"new journal: {path}, numbering carries on after seq {highest}")
+    print(f"set aside: {done.aside or '(no journal: only its mark file)'}")
+    print(f"new journal: {path}, numbering carries on after seq {done.after_seq}")
+    print(f"restated: {done.restated} retained topics and device events (the table as it was); "
+          "the acceptors stay locked out until betting is opened")  # fmt: skip
     return 0
 
 
