@@ -36,7 +36,6 @@ from tableside.daemon.payloads import (
     utc_ms,
 )
 from tableside.daemon.publisher import Publisher
-from tableside.daemon.roles import refusal
 from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.errors import TablesideDriverError
@@ -44,9 +43,10 @@ from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEve
 from tableside.drivers.link import ArqPolicy
 from tableside.drivers.registry import get_driver
 from tableside.rules import Observation, Rule, TableFacts, evaluate
+from tableside.rules.commands import Args, Command, Refused, Role, admit
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
-from tableside.rules.table import TABLE_EVENTS, TableEvent, TableState, step
+from tableside.rules.table import TableEvent, TableState, step
 
 __all__ = ["DeviceRuntime", "TableDaemon"]
 
@@ -494,75 +494,124 @@ class TableDaemon:
     def _on_command(
         self, topic: str, payload: bytes, reply: tuple[str, bytes] | None = None
     ) -> None:
-        """A request on ``<prefix>/<table>/command/<role>``: checked in this order — readable,
-        a known role, a command that role may give, a device that has it — and carried out,
-        or refused with the reason. Either way the result is journaled and published."""
+        """A request on ``<prefix>/<table>/command/<role>``, checked against its declaration
+        (rules/commands.py) in this order — readable, a known role, a known command that role
+        may give, its arguments, the device that carries it out, the table's phase, and for a
+        deal whether a rule halts dealing — and carried out, or refused with the reason. Either
+        way the result is journaled and published."""
         role = self.topics.role_of_command(topic)
         request: CommandRequest | None = None
-        error: str | None = None
         try:
             request = CommandRequest.model_validate(json.loads(payload))
+            command, args = admit(request.command, role, request.args, self.table_state.phase)
+            runtime = self._carrier(command, request.device)
+            override = self._deal_gate(command, args, role)
         except (ValueError, ValidationError, RecursionError) as exc:
-            error = f"malformed request on {topic}: {str(exc)[:300]}"
-        if request is not None:
-            error = refusal(role, request.command)
-            if error is None and request.device == "table":
-                self._table_command(role, request, reply)
-                return
-            if error is None and request.device not in self.devices:
-                known = ", ".join(sorted(self.devices))
-                error = f"no device {request.device!r} at table {self.table} (devices: {known})"
-        if error is None and self._tasks is None:
-            error = "the daemon is stopping"
-        if error is not None or request is None or self._tasks is None:
+            error = str(exc)[:600]
+            if request is None:
+                error = f"malformed request on {topic}: {error[:300]}"
             self._command_result(role, request, error, reply)
             return
-        name = f"command.{request.device}"
-        self._tasks.create_task(self._run_command(role, request, reply), name=name)
+        if runtime is None:
+            self._table_command(role, request, args, reply, override)
+            return
+        if self._tasks is None:
+            self._command_result(role, request, "the daemon is stopping", reply)
+            return
+        self._tasks.create_task(
+            self._run_command(role, request, runtime, args, reply, override),
+            name=f"command.{request.device}",
+        )
+
+    def _carrier(self, command: Command, device: str) -> DeviceRuntime | None:
+        """The device that carries the command out (None: the table itself), or Refused."""
+        if command.target == "table":
+            if device != "table":
+                raise Refused(f"{command.name!r} is the table's: send it with "
+                              f'"device": "table", not {device!r}')  # fmt: skip
+            return None
+        runtime = self.devices.get(device)
+        if runtime is None:
+            known = ", ".join(sorted(self.devices))
+            raise Refused(f"no device {device!r} at table {self.table} (devices: {known})")
+        cls = runtime.driver.device_class
+        has = command.device_command in runtime.driver.commands
+        if command.target not in ("device", cls) or not has:
+            takes = ", ".join(sorted(runtime.driver.commands))
+            raise Refused(f"{device}: a {cls} has no command {command.name!r} (it takes: {takes})")
+        return runtime
+
+    def _deal_gate(self, command: Command, args: Args, role: str) -> str | None:
+        """A deal the rules forbid is refused, not ruled on afterwards: the round it would start
+        is tried on the table's state as it is, and a rule that halts dealing (551.16(m),
+        551.2(e), …) refuses it with its clause. A floorperson may override with a reason,
+        which is returned (and journaled with the result)."""
+        if not command.deals:
+            return None
+        trial, seen = step(self.table_facts, self.table_state,
+                           TableEvent("start_round", time.time()))  # fmt: skip
+        del trial
+        halts = [r.rule for o in seen for r in evaluate(self.table_facts, o)
+                 if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
+        if not halts:
+            return None
+        why = "; ".join(f"{r.citation}: {r.summary}" for r in halts)
+        override = getattr(args, "override", None)
+        if override is None:
+            raise Refused(f"{command.name}: dealing is halted — {why} (a floorperson may "
+                          'override with args "override": "<reason>")')  # fmt: skip
+        if role != Role.FLOORPERSON:
+            raise Refused(f"{command.name}: dealing is halted — {why}; only a floorperson may "
+                          "override")  # fmt: skip
+        log.warning("halt_overridden", command=command.name, reason=override, halts=why)
+        return f"{override} (overriding {why})"
 
     def _table_command(
-        self, role: str, request: CommandRequest, reply: tuple[str, bytes] | None
+        self,
+        role: str,
+        request: CommandRequest,
+        args: Args,
+        reply: tuple[str, bytes] | None,
+        override: str | None,
     ) -> None:
         """A person tells the table something (docs/commands.md, device "table")."""
-        if request.command not in TABLE_EVENTS:
-            known = ", ".join(sorted(TABLE_EVENTS))
-            error = f"the table has no command {request.command!r} (table commands: {known})"
-            self._command_result(role, request, error, reply)
-            return
+        data = args.model_dump(mode="json", exclude_none=True, exclude={"override"})
         try:
-            self._table_step(request.command, request.args, utc_ms())
+            self._table_step(request.command, data, utc_ms())
         except ValueError as exc:
             self._command_result(role, request, str(exc), reply)
             return
-        self._command_result(role, request, None, reply)
+        self._command_result(role, request, None, reply, override)
 
     async def _run_command(
-        self, role: str, request: CommandRequest, reply: tuple[str, bytes] | None
+        self,
+        role: str,
+        request: CommandRequest,
+        runtime: DeviceRuntime,
+        args: Args,
+        reply: tuple[str, bytes] | None,
+        override: str | None,
     ) -> None:
-        runtime = self.devices[request.device]
         try:
-            name, args = self._expand(runtime, request)
-            await runtime.driver.command(name, args)
+            name, data = self._expand(runtime, request.command, args)
+            await runtime.driver.command(name, data)
         except (TablesideDriverError, ValueError) as exc:
             self._command_result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
             log.exception("command_failed", device=request.device, command=request.command)
             self._command_result(role, request, f"internal error: {exc!r}", reply)
         else:
-            self._command_result(role, request, None, reply)
+            self._command_result(role, request, None, reply, override)
 
-    def _expand(self, rt: DeviceRuntime, request: CommandRequest) -> tuple[str, Mapping[str, Any]]:
+    def _expand(self, rt: DeviceRuntime, name: str, args: Args) -> tuple[str, Mapping[str, Any]]:
         """Table-level commands become device commands: ``deal_round`` with the positions that
         have a wager becomes the shoe's ``deal`` with the game's dispense pattern."""
-        if request.command == "deal_round" and rt.driver.device_class == "shoe":
-            positions = request.args.get("positions")
-            if not isinstance(positions, list) or not all(isinstance(x, int) for x in positions):
-                raise ValueError(
-                    "deal_round: positions must be a list of seat numbers, e.g. [1, 3]"
-                )
-            stacks = dispense_pattern(rt.facts.game, positions)
-            return "deal", {"round": request.args.get("round"), "stacks": stacks}
-        return request.command, request.args
+        data = args.model_dump(mode="json", exclude_none=True, exclude={"override"})
+        if name == "deal_round":
+            stacks = dispense_pattern(rt.facts.game, data["positions"])
+            return "deal", {"round": data.get("round", self.table_state.round + 1),
+                            "stacks": stacks}  # fmt: skip
+        return name, data
 
     def _command_result(
         self,
@@ -570,6 +619,7 @@ class TableDaemon:
         request: CommandRequest | None,
         error: str | None,
         reply: tuple[str, bytes] | None = None,
+        override: str | None = None,
     ) -> None:
         """Journal and publish what became of a request; MQTT v5: a copy to its response
         topic, with its correlation data."""
@@ -586,6 +636,7 @@ class TableDaemon:
             request_id=request.request_id if request else None,
             ok=error is None,
             error=error,
+            override=override,
         )
         self.publisher.publish(self.topics.command_result, result)
         if reply is not None:

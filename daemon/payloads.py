@@ -176,6 +176,8 @@ class CommandResult(Envelope):
     request_id: str | None
     ok: bool
     error: str | None = None
+    #: a deal a rule would have refused, carried out on a floorperson's word: the reason given
+    override: str | None = None
 
 
 PAYLOAD_MODELS: dict[str, type[BaseModel]] = {

@@ -37,6 +37,7 @@ __all__ = [
     "Refused",
     "Role",
     "admit",
+    "authorise",
 ]
 
 
@@ -172,11 +173,16 @@ _FLOOR_AND_TECH = frozenset({Role.FLOORPERSON, Role.TECHNICIAN})
 _TECH = frozenset({Role.TECHNICIAN})
 
 _OPEN = frozenset(Phase) - {Phase.CLOSED}
-#: a round may start (555.10(a)(2): after "no more bets" where a progressive system takes
-#: wagers; at an open table between rounds otherwise)
-_ROUND_MAY_START = frozenset({Phase.OPEN, Phase.NO_MORE_BETS, Phase.COMPLETE})
+#: a round may start at an open table, never while bets are being taken (555.10(a)(2): "no
+#: more bets" comes first) nor while a round is being dealt; the last round's decisions and
+#: settlement may go unreported
+_ROUND_MAY_START = frozenset(
+    {Phase.OPEN, Phase.NO_MORE_BETS, Phase.DECISIONS, Phase.SETTLEMENT, Phase.COMPLETE}
+)
 _IN_ROUND = frozenset({Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT})
-_PAYING = frozenset({Phase.DECISIONS, Phase.SETTLEMENT})
+#: a payout is recorded at an open table (a table with no shoe and no dealer's word on its
+#: phases may never reach "decisions"); 555.12(b)'s steps are what the table enforces
+_PAYING = _OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +205,13 @@ class Command:
     why: str = ""
     #: arguments that work, for the docs and the test that sends every command
     example: Mapping[str, Any] = field(default_factory=dict)
+    #: the device command that carries it out, when it is not its own name (``deal_round``
+    #: becomes the shoe's ``deal`` with the game's dispense pattern)
+    via: str | None = None
+
+    @property
+    def device_command(self) -> str:
+        return self.via or self.name
 
 
 def _table(name: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
@@ -209,127 +222,345 @@ def _table(name: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArg
 
 def _device(name: str, target: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
             phases: frozenset[Phase] | None = None, *, why: str = "",
-            example: Mapping[str, Any] | None = None, deals: bool = False) -> Command:  # fmt: skip
-    return Command(name, doc, roles, args, target, phases, deals, why, example or {})
+            example: Mapping[str, Any] | None = None, deals: bool = False,
+            via: str | None = None) -> Command:  # fmt: skip
+    return Command(name, doc, roles, args, target, phases, deals, why, example or {}, via)
 
 
-COMMANDS: dict[str, Command] = {c.name: c for c in (
-    # -- devices ---------------------------------------------------------------------------
-    _device("start_shuffle", "shuffler", "the shuffler shuffles the deck", _EVERYONE),
-    _device("deal_round", "shoe", "deal a round to the seats with a wager, in the game's "
-            "dispense pattern (555.10(b), 557.10(b), 559.12(b))", _DEALERS, DealRound,
-            _ROUND_MAY_START, deals=True, why="dealing a round is the dealer's",
-            example={"positions": [1, 3]}),
-    _device("set_lights", "progressive_controller", "light these seats' acceptors "
-            "(555.12(b)(2))", _EVERYONE, SetLights, example={"seats": [2]}),
-    _device("lock_out", "device", 'the acceptors refuse wagers: "no more bets" by hand '
-            "(555.2(f))", _DEALERS,
-            why='closing bets by hand, where no control device says "no more bets"'),
-    _device("release", "device", "the acceptors take wagers again", _FLOOR,
-            why="reopening betting by hand is a supervisor's decision"),
-    _device("set_meter", "progressive_controller", "set the progressive meter's display",
-            _FLOOR, SetMeter, why="the progressive meter is a supervisor's",
-            example={"cents": 100000}),
-    _device("deal", "shoe", "the shoe dispenses these stacks as they are (testing a shoe)",
-            _TECH, Deal, frozenset(Phase) - _IN_ROUND,
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        # -- devices ---------------------------------------------------------------------------
+        _device("start_shuffle", "shuffler", "the shuffler shuffles the deck", _EVERYONE),
+        _device(
+            "deal_round",
+            "shoe",
+            "deal a round to the seats with a wager, in the game's "
+            "dispense pattern (555.10(b), 557.10(b), 559.12(b))",
+            _DEALERS,
+            DealRound,
+            _ROUND_MAY_START,
+            deals=True,
+            why="dealing a round is the dealer's",
+            example={"positions": [1, 3]},
+            via="deal",
+        ),
+        _device(
+            "set_lights",
+            "progressive_controller",
+            "light these seats' acceptors (555.12(b)(2))",
+            _EVERYONE,
+            SetLights,
+            example={"seats": [2]},
+        ),
+        _device(
+            "lock_out",
+            "device",
+            'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
+            _DEALERS,
+            why='closing bets by hand, where no control device says "no more bets"',
+        ),
+        _device(
+            "release",
+            "device",
+            "the acceptors take wagers again",
+            _FLOOR,
+            why="reopening betting by hand is a supervisor's decision",
+        ),
+        _device(
+            "set_meter",
+            "progressive_controller",
+            "set the progressive meter's display",
+            _FLOOR,
+            SetMeter,
+            why="the progressive meter is a supervisor's",
+            example={"cents": 100000},
+        ),
+        _device(
+            "deal",
+            "shoe",
+            "the shoe dispenses these stacks as they are (testing a shoe)",
+            _TECH,
+            Deal,
+            frozenset(Phase) - _IN_ROUND,
             why="raw stacks from the shoe are for testing a shoe, not for dealing a round",
-            example={"round": 90, "stacks": [{"target": 1, "size": 5}]}),
-    _device("self_test", "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE),
-    _device("query_status", "device", "the device reports its status", _EVERYONE),
-    _device("query_identity", "device", "the device says who it is: model, serial, firmware "
-            "and its hash", _EVERYONE),
-    # -- the table: the round ----------------------------------------------------------------
-    _table("open_table", "the cards have been inspected and the table opens (555.4)", _FLOOR,
-           phases=frozenset({Phase.CLOSED}), why="opening a table is a supervisor's"),
-    _table("close_table", "the table closes", _FLOOR, phases=_OPEN),
-    _table("bets_open", "betting opens for the next round (when no control device says so); "
-           "with a progressive system its acceptors take wagers again", _DEALERS,
-           phases=frozenset({Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS})),
-    _table("no_more_bets", 'the dealer announced "no more bets" (when no control device says '
-           "so); with a progressive system its acceptors are locked out (555.2(f))", _DEALERS,
-           phases=frozenset({Phase.OPEN, Phase.BETTING, Phase.COMPLETE})),
-    _table("start_round", "dealing starts (when no automated shoe says so)", _DEALERS,
-           Override, _ROUND_MAY_START, deals=True),
-    _table("deal_done", "every card of the round is out (when no automated shoe says so)",
-           _DEALERS, phases=frozenset({Phase.DEALING})),
-    _table("reveal", "decisions are made; the dealer reveals", _DEALERS,
-           phases=frozenset({Phase.DEALING, Phase.DECISIONS})),
-    _table("round_settled", "every wager of the round is settled", _DEALERS, phases=_PAYING),
-    _table("shuffled", "the cards were shuffled by hand (when no shuffler says so)", _DEALERS),
-    _table("stub_count", "the dealer counted the stub: count, and whether the cards were "
-           "misdealt (555.8(f)-(h) and the like)", _DEALERS, StubCount,
-           example={"count": 52, "misdealt": False}),
-    _table("new_cards", "new decks are put in play (deck age starts again; baccarat: a new "
-           "shoe, its burn due)", _DEALERS),
-    _table("declare_method", "the dealing (automated_shoe, manual_shoe, hand) and/or "
-           "shuffling (device, manual) method in use", _FLOOR, DeclareMethod,
-           example={"dealing": "automated_shoe"}),
-    _table("device_removed", "a device left the table", _FLOOR_AND_TECH, DeviceOnTable,
-           example={"device_class": "shuffler"}),
-    _table("device_installed", "a device is on the table (again); clears a halt it caused",
-           _FLOOR_AND_TECH, DeviceOnTable, example={"device_class": "shuffler"}),
-    _table("reader_inspected", "the floorperson inspected the card reader for this gaming "
-           "day (551.2(e))", _FLOOR,
-           why="551.2(e): the floorperson inspects the card reader each gaming day"),
-    # -- the table: progressive and bonus payouts ----------------------------------------------
-    _table("progressive_hand", "a winning progressive hand at that seat (555.12(b)(1))",
-           _DEALERS, ProgressiveHand, _PAYING, example={"seat": 2, "hand": "flush"},
-           why="555.12(b): the dealer verifies the hand and the light"),
-    _table("validate_payout", "a floorperson validated that seat's payout (555.12(b)(3))",
-           _FLOOR, AtSeat, _PAYING, example={"seat": 2},
-           why="555.12(b)(3): a floorperson validates"),
-    _table("pay_progressive", "pay that seat, at the meter as it stands (555.13(f))",
-           _DEALERS, AtSeat, _PAYING, example={"seat": 2}),
-    _table("pay_bonus", "Let It Ride Bonus: pay that seat's hand at the table's amounts "
-           "(559.8(c), 559.14(d))", _DEALERS, PayBonus, _PAYING,
-           example={"seat": 1, "hand": "flush"}),
-    _table("chips_collected", "the progressive wager chips the dealer collected (555.8(b))",
-           _DEALERS, ChipsCollected, _OPEN, example={"count": 0}),
-    # -- the table: irregularities the dealer reports ------------------------------------------
-    _table("card_exposed", "a hole or dealer card was exposed (555.14(a), 557.13(d))",
-           _DEALERS, CardExposed, _OPEN, example={"card": "hole"}),
-    _table("misdeal", "a hand got the wrong number of cards, dealt by hand or from a manual "
-           "shoe (555.14(d), 557.13(c), 559.15(c))", _DEALERS, Misdeal, _IN_ROUND,
-           example={"target": "seat1", "count": 5}),
-    _table("up_card", "Spanish 21: the dealer's first card; A, K, Q, J send the hole card "
-           "through the reader before more cards (551.8(e))", _DEALERS, UpCard, _IN_ROUND,
-           example={"rank": "K"}),
-    _table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards",
-           _DEALERS, phases=_IN_ROUND),
-    _table("insurance_placed", "Spanish 21: an Insurance Wager was placed (551.10(b))",
-           _DEALERS, phases=_IN_ROUND),
-    _table("insurance_collected", "Spanish 21: losing Insurance Wagers were collected "
-           "(551.10(d))", _DEALERS, phases=_IN_ROUND),
-    _table("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled "
-           "(551.7(d))", _DEALERS, phases=_IN_ROUND),
-    _table("card_face_up", "Spanish 21: a card was found face up in the shoe (551.16(a))",
-           _DEALERS, phases=_OPEN),
-    _table("ten_found", "Spanish 21: a 10 was found in the shoe (551.16(b))", _DEALERS,
-           phases=_OPEN),
-    _table("too_few_cards", "too few cards left in the shoe for the round (551.16(g), "
-           "543.14(e))", _DEALERS, phases=_OPEN),
-    _table("first_card", "baccarat: the first card of a new shoe; burn it and as many more as "
-           "its value (543.5(g), 545.5(f)); refused once a coup is dealt from the shoe",
-           _DEALERS, UpCard, _OPEN, example={"rank": "7"}),
-    _table("cover_card", "baccarat: the cover card came out (543.10(e))", _DEALERS,
-           phases=_OPEN),
-    _table("drawn_in_error", "a card drawn in error, disclosed or not (555.14(c), 543.14)",
-           _DEALERS, DrawnInError, _OPEN, example={"disclosed": False}),
-    _table("card_face_up_in_shoe", "baccarat: a card found face up in the shoe (543.14(d))",
-           _DEALERS, UpCard, _OPEN, example={"rank": "4"}),
-    _table("coup", "baccarat: the cards each hand got (543.11 and its Table 1)", _DEALERS, Coup,
-           _OPEN, example={"player": ["K", "7"], "banker": ["5", "Q", "2"]}),
-)}  # fmt: skip
+            example={"round": 90, "stacks": [{"target": 1, "size": 5}]},
+        ),
+        _device("self_test", "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE),
+        _device("query_status", "device", "the device reports its status", _EVERYONE),
+        _device(
+            "query_identity",
+            "device",
+            "the device says who it is: model, serial, firmware and its hash",
+            _EVERYONE,
+        ),
+        # -- the table: the round ----------------------------------------------------------------
+        _table(
+            "open_table",
+            "the cards were inspected; the table opens (deck age starts, 555.4)",
+            _FLOOR,
+            phases=frozenset({Phase.CLOSED}),
+            why="opening a table is a supervisor's",
+        ),
+        _table("close_table", "the table closes", _FLOOR, phases=_OPEN),
+        _table(
+            "bets_open",
+            "betting opens for the next round (when no control device says so); "
+            "with a progressive system its acceptors take wagers again",
+            _DEALERS,
+            phases=frozenset({Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS}),
+        ),
+        _table(
+            "no_more_bets",
+            'the dealer announced "no more bets" (when no control device says '
+            "so); with a progressive system its acceptors are locked out (555.2(f))",
+            _DEALERS,
+            phases=frozenset({Phase.OPEN, Phase.BETTING, Phase.COMPLETE}),
+        ),
+        _table(
+            "start_round",
+            "dealing starts (when no automated shoe says so)",
+            _DEALERS,
+            Override,
+            _ROUND_MAY_START,
+            deals=True,
+        ),
+        _table(
+            "deal_done",
+            "every card of the round is out (when no automated shoe says so)",
+            _DEALERS,
+            phases=frozenset({Phase.DEALING}),
+        ),
+        _table(
+            "reveal",
+            "decisions are made; the dealer reveals",
+            _DEALERS,
+            phases=frozenset({Phase.DEALING, Phase.DECISIONS}),
+        ),
+        _table("round_settled", "every wager of the round is settled", _DEALERS, phases=_PAYING),
+        _table("shuffled", "the cards were shuffled by hand (when no shuffler says so)", _DEALERS),
+        _table(
+            "stub_count",
+            "the stub count (555.8(f)-(h) and their like): 52 resets the five-round count; a "
+            "wrong count is a ruling",
+            _DEALERS,
+            StubCount,
+            example={"count": 52, "misdealt": False},
+        ),
+        _table(
+            "new_cards",
+            "new decks in play (deck age starts again, 555.3(c); baccarat: a new shoe, its "
+            "burn due)",
+            _DEALERS,
+        ),
+        _table(
+            "declare_method",
+            "how the table deals (automated_shoe, manual_shoe, hand) and shuffles (device, "
+            "manual) now; another method while the device is on the table is a ruling "
+            "(555.14(g))",
+            _FLOOR,
+            DeclareMethod,
+            example={"dealing": "automated_shoe"},
+        ),
+        _table(
+            "device_removed",
+            "a device leaves the table",
+            _FLOOR_AND_TECH,
+            DeviceOnTable,
+            example={"device_class": "shuffler"},
+        ),
+        _table(
+            "device_installed",
+            "a device joins the table (again); it clears a halt it caused (551.16(m))",
+            _FLOOR_AND_TECH,
+            DeviceOnTable,
+            example={"device_class": "shuffler"},
+        ),
+        _table(
+            "reader_inspected",
+            "the floorperson inspected the card reader for this gaming day (551.2(e))",
+            _FLOOR,
+            why="551.2(e): the floorperson inspects the card reader each gaming day",
+        ),
+        # -- the table: progressive and bonus payouts ----------------------------------------------
+        _table(
+            "progressive_hand",
+            "a winning progressive hand at that seat (555.12(b)(1)); a shoe that reads cards "
+            "records it by itself from the player's stack, ranked as 555.6 ranks it",
+            _DEALERS,
+            ProgressiveHand,
+            _PAYING,
+            example={"seat": 2, "hand": "flush"},
+            why="555.12(b): the dealer verifies the hand and the light",
+        ),
+        _table(
+            "validate_payout",
+            "a floorperson validated that seat's payout (555.12(b)(3))",
+            _FLOOR,
+            AtSeat,
+            _PAYING,
+            example={"seat": 2},
+            why="555.12(b)(3): a floorperson validates",
+        ),
+        _table(
+            "pay_progressive",
+            "pay it: refused unless the hand was recorded, the seat's light is lit "
+            "(555.12(b)(2)) and it was validated; refused out of turn (from the dealer's "
+            "right, seat 7 first); paid at the meter as it stands (555.13(f)); royal flushes "
+            "share the meter",
+            _DEALERS,
+            AtSeat,
+            _PAYING,
+            example={"seat": 2},
+        ),
+        _table(
+            "pay_bonus",
+            "Let It Ride: pay the Let It Ride Bonus at the table's amounts "
+            "([pay_tables.let_it_ride_bonus], else the 559.14(d) minimums); a lesser hand is "
+            "refused (it loses the wager)",
+            _DEALERS,
+            PayBonus,
+            _PAYING,
+            example={"seat": 1, "hand": "flush"},
+        ),
+        _table(
+            "chips_collected",
+            "the progressive (or bonus) wager chips collected; a count other than the wagers "
+            "the acceptors accepted since betting opened is a ruling (555.8(b), 559.12(a)(2))",
+            _DEALERS,
+            ChipsCollected,
+            _OPEN,
+            example={"count": 0},
+        ),
+        # -- the table: irregularities the dealer reports ------------------------------------------
+        _table(
+            "card_exposed",
+            "a card was exposed; the phase decides the ruling (555.14(a): a hole card before "
+            '"no more bets"; 557.13(d): a dealer\'s card before the reveal)',
+            _DEALERS,
+            CardExposed,
+            _OPEN,
+            example={"card": "hole"},
+        ),
+        _table(
+            "misdeal",
+            "a hand got the wrong number of cards, dealt by hand or from a manual shoe: the "
+            "same rulings as a shoe's miscounted stack (555.14(d), 557.13(c), 559.15(c))",
+            _DEALERS,
+            Misdeal,
+            _IN_ROUND,
+            example={"target": "seat1", "count": 5},
+        ),
+        _table(
+            "up_card",
+            "Spanish 21: the dealer's first card; A, K, Q, J send the hole card through the "
+            "reader before more cards (551.8(e)); another rank in the reader is a ruling by "
+            "the reader's model (551.16(l)(1) or (2)); a 10 is no up card (no tens are in "
+            "play, 551.3(a)) but a ten found in the shoe (551.16(b))",
+            _DEALERS,
+            UpCard,
+            _IN_ROUND,
+            example={"rank": "K"},
+        ),
+        _table(
+            "more_cards",
+            "Spanish 21: the dealer starts dealing the players' additional cards",
+            _DEALERS,
+            phases=_IN_ROUND,
+        ),
+        _table(
+            "insurance_placed",
+            "Spanish 21: an Insurance Wager was placed (551.10(b))",
+            _DEALERS,
+            phases=_IN_ROUND,
+        ),
+        _table(
+            "insurance_collected",
+            "Spanish 21: losing Insurance Wagers were collected (551.10(d))",
+            _DEALERS,
+            phases=_IN_ROUND,
+        ),
+        _table(
+            "match_the_dealer_settled",
+            "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))",
+            _DEALERS,
+            phases=_IN_ROUND,
+        ),
+        _table(
+            "card_face_up",
+            "Spanish 21: a card found face up in the shoe; the first this round is discarded,"
+            " a second voids the round (551.16(a))",
+            _DEALERS,
+            phases=_OPEN,
+        ),
+        _table(
+            "ten_found",
+            "Spanish 21: a 10 found in the shoe; the first this round is torn up, a second "
+            "voids the round (551.16(b))",
+            _DEALERS,
+            phases=_OPEN,
+        ),
+        _table(
+            "too_few_cards",
+            "too few cards for the round: Spanish 21 shuffles the discards, burns one and "
+            "finishes the round (551.16(g)); baccarat voids it (543.14(e))",
+            _DEALERS,
+            phases=_OPEN,
+        ),
+        _table(
+            "first_card",
+            "baccarat: the first card of a new shoe; burn it and as many more as "
+            "its value (543.5(g), 545.5(f)); refused once a coup is dealt from the shoe",
+            _DEALERS,
+            UpCard,
+            _OPEN,
+            example={"rank": "7"},
+        ),
+        _table(
+            "cover_card",
+            "baccarat: the cover card came out: this hand, then the last hand, then new decks"
+            " (543.10(e)); a hand dealt after that is a ruling",
+            _DEALERS,
+            phases=_OPEN,
+        ),
+        _table(
+            "drawn_in_error",
+            "a card drawn in error: in poker, one not exposed is the next card (555.14(c), "
+            "557.13(b), 559.15(b)); in baccarat, 543.14(a), (c)",
+            _DEALERS,
+            DrawnInError,
+            _OPEN,
+            example={"disclosed": False},
+        ),
+        _table(
+            "card_face_up_in_shoe",
+            "baccarat: a card found face up in the shoe: discard it and as many more, face "
+            "up, as its value (543.14(d), 543.6: a 10 or court card is zero)",
+            _DEALERS,
+            UpCard,
+            _OPEN,
+            example={"rank": "4"},
+        ),
+        _table(
+            "coup",
+            "baccarat: the coup against the drawing rules (543.11 and Table 1): a third card "
+            "after a Natural, a Player's third card not allowed (543.14(b)), a Player who "
+            "stayed below 6, a Banker who drew or stayed against Table 1",
+            _DEALERS,
+            Coup,
+            _OPEN,
+            example={"player": ["K", "7"], "banker": ["5", "Q", "2"]},
+        ),
+    )
+}
 
 
 class Refused(ValueError):
     """A request the table does not take; the message says why."""
 
 
-def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[Command, Args]:
-    """The command and its typed arguments, or ``Refused`` with the reason, checked in this
-    order: a known role, a known command, one that role may give, arguments of the right names
-    and types, a phase the command is valid in."""
+def authorise(name: str, role: str) -> Command:
+    """The command, when ``role`` may give it; ``Refused`` says why not."""
     try:
         who = Role(role)
     except ValueError:
@@ -340,6 +571,14 @@ def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[
     if who not in command.roles:
         may = ", ".join(sorted(r.value for r in command.roles))
         raise Refused(f"a {who.value} may not give {name!r} (it needs: {may})")
+    return command
+
+
+def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[Command, Args]:
+    """The command and its typed arguments, or ``Refused`` with the reason, checked in this
+    order: a known role, a known command, one that role may give, arguments of the right names
+    and types, a phase the command is valid in."""
+    command = authorise(name, role)
     try:
         typed = command.args.model_validate(dict(args))
     except ValidationError as exc:

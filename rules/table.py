@@ -36,7 +36,6 @@ from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
 
 __all__ = [
-    "TABLE_EVENTS",
     "DealingMethod",
     "Phase",
     "ShufflingMethod",
@@ -182,48 +181,6 @@ class TableEvent:
     at: float
     data: Mapping[str, Any] = field(default_factory=dict)
 
-
-#: the events a person gives (docs/commands.md, device "table") and what each needs in ``args``
-TABLE_EVENTS: dict[str, str] = {
-    "open_table": "the cards have been inspected and the table opens (555.4)",
-    "close_table": "the table closes",
-    "bets_open": "betting opens for the next round (when no control device says so)",
-    "no_more_bets": 'the dealer announced "no more bets" (when no control device says so)',
-    "start_round": "dealing starts (when no automated shoe says so)",
-    "deal_done": "every card of the round is out (when no automated shoe says so)",
-    "reveal": "decisions are made; the dealer reveals",
-    "round_settled": "every wager of the round is settled",
-    "shuffled": "the cards were shuffled by hand (when no shuffler says so)",
-    "stub_count": "args: count (cards in the deck by the stub count), misdealt (bool)",
-    "declare_method": "args: dealing (automated_shoe, manual_shoe, hand) and/or shuffling "
-    "(device, manual)",
-    "device_removed": "args: device_class (shuffler, shoe, card_reader, …)",
-    "device_installed": "args: device_class; also clears a halt the device caused",
-    "new_cards": "new decks are put in play (deck age starts again)",
-    "reader_inspected": "the floorperson inspected the card reader for this gaming day",
-    "progressive_hand": "args: seat, hand (royal_flush, straight_flush, four_of_a_kind, "
-    "full_house, flush): a winning progressive hand at that seat (555.12(b)(1))",
-    "validate_payout": "args: seat: a floorperson validated that seat's payout (555.12(b)(3))",
-    "pay_progressive": "args: seat: pay it, at the meter as it stands (555.13(f))",
-    "chips_collected": "args: count: the progressive wager chips the dealer collected (555.8(b))",
-    "card_exposed": "args: card: hole or dealer: a card was exposed (555.14(a), 557.13(d))",
-    "misdeal": "args: target (seat1..seat7, dealer, community), count: the cards it got "
-    "(555.14(d), 557.13(c), 559.15(c)) when dealt by hand or from a manual shoe",
-    "up_card": "Spanish 21: args rank (A, 2..10, J, Q, K): the dealer's first card (551.8(e))",
-    "more_cards": "Spanish 21: the dealer starts dealing the players' additional cards",
-    "insurance_placed": "Spanish 21: an Insurance Wager was placed (551.10(b))",
-    "insurance_collected": "Spanish 21: losing Insurance Wagers were collected (551.10(d))",
-    "match_the_dealer_settled": "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))",
-    "card_face_up": "Spanish 21: a card was found face up in the shoe (551.16(a))",
-    "ten_found": "Spanish 21: a 10 was found in the shoe (551.16(b))",
-    "too_few_cards": "too few cards left in the shoe for the round (551.16(g), 543.14(e))",
-    "first_card": "baccarat: args rank: the first card of a new shoe (543.5(g))",
-    "cover_card": "baccarat: the cover card came out (543.10(e))",
-    "drawn_in_error": "args disclosed (true/false): a card drawn in error (555.14(c), 543.14)",
-    "card_face_up_in_shoe": "baccarat: args rank: a card found face up in the shoe (543.14(d))",
-    "coup": 'baccarat: args player, banker: the cards each hand got, e.g. ["K", "7"] '
-    "(543.11 and its Table 1)",
-}
 
 #: records what the rows must judge: ``observe("round", shuffled=False, …)``
 Observe = Callable[..., None]

@@ -225,7 +225,9 @@ async def test_reader_used_on_a_wrong_up_card_through_the_daemon(
         await sub.wait_for(event("status"))
         await table.daemon.publisher.connected.wait()
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
-            for role, command, args in (("floorperson", "reader_inspected", {}),
+            for role, command, args in (("floorperson", "open_table", {}),
+                                        ("floorperson", "reader_inspected", {}),
+                                        ("dealer", "start_round", {}),
                                         ("dealer", "up_card", {"rank": "7"})):  # fmt: skip
                 body = {"command": command, "device": "table", "args": args}
                 await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)

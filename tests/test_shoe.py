@@ -216,6 +216,8 @@ async def test_deal_round_command_uses_the_game_pattern(
         )
         await table.daemon.publisher.connected.wait()
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            opening = {"command": "open_table", "device": "table", "request_id": "o1"}
+            await client.publish("tableside/hil-1/command/floorperson", json.dumps(opening), qos=1)
             request = {
                 "command": "deal_round",
                 "device": "shoe",
@@ -231,7 +233,7 @@ async def test_deal_round_command_uses_the_game_pattern(
             }
             await client.publish("tableside/hil-1/command/dealer", json.dumps(bad), qos=1)
         done = await sub.wait_for(of_round(41, "deal_complete"))
-        results: list[Received] = await sub.wait_for(lambda m: m.kind == "command_result", count=2)
+        results: list[Received] = await sub.wait_for(lambda m: m.kind == "command_result", count=3)
     started = sub.matching(of_round(41, "deal_started"))[0].payload["data"]["plan"]
     assert [(s["target"], s["size"]) for s in started] == [
         ("seat2", 5),
@@ -242,7 +244,7 @@ async def test_deal_round_command_uses_the_game_pattern(
     assert done[0].payload["data"]["cards"] == 20
     by_id = {r.payload["request_id"]: r.payload for r in results}
     assert by_id["d1"]["ok"] and not by_id["d2"]["ok"]
-    assert "positions must be 1..7" in by_id["d2"]["error"]
+    assert "positions.0: Input should be less than or equal to 7 (got 9)" in by_id["d2"]["error"]
 
 
 async def test_a_baccarat_shoe_that_reads_cards(mosquitto: Mosquitto, tmp_path: Path) -> None:

@@ -159,6 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument("output", type=Path, help="the markdown file to write")
     rules.add_argument("--tests", type=Path, default=Path("tests"), help="where the tests are")
 
+    commands = sub.add_parser(
+        "commands", help="rewrite the command table in docs/commands.md from rules/commands.py"
+    )
+    commands.add_argument("page", type=Path, help="the markdown page holding the table")
+
     schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
     return parser
@@ -393,12 +398,13 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     from tableside.daemon.payloads import PAYLOAD_MODELS
 
     args.directory.mkdir(parents=True, exist_ok=True)
-    for name, model in PAYLOAD_MODELS.items():
+    from tableside.rules.commands import request_schema
+
+    schemas = {name: model.model_json_schema() for name, model in PAYLOAD_MODELS.items()}
+    schemas["command"] = request_schema()  # one branch per declared command, with its args
+    for name, schema in schemas.items():
         path = args.directory / f"{name}.schema.json"
-        path.write_text(
-            json.dumps(model.model_json_schema(), indent=2, ensure_ascii=False) + "\n",
-            encoding="utf-8",
-        )
+        path.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(path)
     return 0
 
@@ -561,8 +567,24 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_commands(args: argparse.Namespace) -> int:
+    from tableside.rules.commands import BEGIN, END, render_table
+
+    text = args.page.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        print(f"tableside commands: {args.page} has no generated table ({BEGIN} … {END})",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    args.page.write_text(head + render_table() + tail, encoding="utf-8")
+    print(args.page)
+    return 0
+
+
 _COMMANDS = {
     "command": _cmd_command,
+    "commands": _cmd_commands,
     "rules": _cmd_rules,
     "journal": _cmd_journal,
     "run": _cmd_run,

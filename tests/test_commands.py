@@ -1,0 +1,146 @@
+"""The command registry (rules/commands.py): one declaration per command, from which the
+checks, the docs and the schema come; phases and halts enforced, not only ruled."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+
+from tableside.cli import main
+from tableside.rules.commands import COMMANDS, Refused, admit
+from tableside.rules.table import Phase
+
+from .conftest import Mosquitto
+from .hil import SimulatedTable, simulated_table, simulator
+from .test_shoe import shoe
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_the_commands_page_is_current(tmp_path: Path) -> None:
+    page = tmp_path / "commands.md"
+    shutil.copy(ROOT / "docs" / "commands.md", page)
+    assert main(["commands", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == (ROOT / "docs" / "commands.md").read_text(
+        encoding="utf-8"
+    ), "run: tableside commands docs/commands.md"
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_example_is_valid_and_every_command_documented(name: str) -> None:
+    command = COMMANDS[name]
+    phase = Phase.OPEN if command.phases is None else next(p for p in Phase if p in command.phases)
+    admitted, args = admit(name, next(iter(command.roles)), command.example, phase)
+    assert admitted is command and isinstance(args, command.args)
+    assert command.doc
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "complaint"),
+    [
+        ("stub_count", {"count": 52, "misdealt": "yes"}, "misdealt: Input should be a valid bool"),
+        ("stub_count", {"count": True}, "count: Input should be a valid integer"),
+        ("stub_count", {"count": "52"}, "count: Input should be a valid integer"),
+        ("stub_count", {"count": 52, "misdeal": True}, "misdeal: unknown argument"),
+        ("misdeal", {"target": "seat9", "count": 4}, "target: String should match"),
+        ("deal_round", {"positions": []}, "positions: List should have at least 1 item"),
+        ("up_card", {"rank": "Z"}, "rank: Input should be 'A'"),
+        ("coup", {"player": ["K"], "banker": ["2", "3"]}, "player: List should have at least 2"),
+        ("set_meter", {"cents": -1}, "cents: Input should be greater than or equal to 0"),
+    ],
+)  # fmt: skip
+def test_wrong_arguments_are_refused_with_the_reason(
+    name: str, args: dict[str, Any], complaint: str
+) -> None:
+    command = COMMANDS[name]
+    phase = Phase.OPEN if command.phases is None else next(p for p in Phase if p in command.phases)
+    with pytest.raises(Refused, match=complaint):
+        admit(name, "floorperson", args, phase)
+
+
+def test_a_closed_table_takes_no_reveal() -> None:
+    with pytest.raises(Refused, match="'reveal' is refused while the table is closed"):
+        admit("reveal", "dealer", {}, Phase.CLOSED)
+    with pytest.raises(Refused, match="'deal_round' is refused while the table is betting"):
+        admit("deal_round", "dealer", {"positions": [1]}, Phase.BETTING)
+
+
+async def _ask(table: SimulatedTable, port: int, role: str, body: dict[str, Any]) -> dict[str, Any]:
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
+    found = await table.subscriber.wait_for(
+        lambda m: m.kind == "command_result" and m.payload["request_id"] == body["request_id"]
+    )
+    return dict(found[0].payload)
+
+
+async def test_every_declared_command_through_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """Each declared command, with its example arguments and a role that may give it, reaches
+    the running daemon and is carried out or refused for a reason of the table (its phase, a
+    device this table lacks, the rules), never for being unknown, malformed or a crash."""
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        await table.daemon.publisher.connected.wait()
+        opening = {"command": "open_table", "device": "table", "request_id": "open"}
+        opened = await _ask(table, mosquitto.port, "floorperson", opening)
+        assert opened["ok"], opened
+        devices = {rt.driver.device_class: name for name, rt in table.daemon.devices.items()}
+        for n, command in enumerate(COMMANDS.values()):
+            if command.name == "open_table":
+                continue
+            device = (
+                "table" if command.target == "table" else devices.get(command.target, "shuffler")
+            )
+            role = sorted(command.roles)[0]
+            body = {"command": command.name, "device": device, "args": dict(command.example),
+                    "request_id": f"c{n}"}  # fmt: skip
+            result = await _ask(table, mosquitto.port, role, body)
+            error = result["error"] or ""
+            for wrong in ("unknown command", "malformed", "internal error", "may not give",
+                          "Input should", "unknown argument"):  # fmt: skip
+                assert wrong not in error, (command.name, error)
+
+
+async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """551.2(e): a Spanish 21 table with no card reader inspection this gaming day halts
+    dealing: start_round is refused with the clause (never "ok" then a ruling); the dealer
+    cannot override; a floorperson can, with a reason that the result carries; once the
+    inspection is recorded the next round needs no override."""
+    from tableside.rules.model import Game
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), game=Game.SPANISH_21
+    ) as table:
+        await table.daemon.publisher.connected.wait()
+        port = mosquitto.port
+
+        def ask(role: str, name: str, rid: str, **args: Any) -> Any:
+            body = {"command": name, "device": "table", "args": args, "request_id": rid}
+            return _ask(table, port, role, body)
+
+        assert (await ask("floorperson", "open_table", "o"))["ok"]
+        refused = await ask("dealer", "start_round", "s1")
+        assert not refused["ok"]
+        assert refused["error"].startswith(
+            "start_round: dealing is halted — 58 Pa. Code § 551.2(e)"
+        )
+        assert table.daemon.table_state.phase.value == "open", "refused: nothing moved"
+        by_dealer = await ask("dealer", "start_round", "s2", override="go on")
+        assert "only a floorperson may override" in by_dealer["error"]
+        overridden = await ask("floorperson", "start_round", "s3", override="inspection at 10")
+        assert overridden["ok"] and overridden["override"].startswith("inspection at 10")
+        assert table.daemon.table_state.phase.value == "dealing"
+        assert (await ask("floorperson", "reader_inspected", "i"))["ok"]
+        assert (await ask("dealer", "reveal", "r"))["ok"]
+        assert (await ask("dealer", "round_settled", "rs"))["ok"]
+        assert (await ask("dealer", "start_round", "s4"))["ok"]
