@@ -549,7 +549,7 @@ class TableDaemon:
         if not command.deals:
             return None
         trial, seen = step(self.table_facts, self.table_state,
-                           TableEvent("start_round", time.time()))  # fmt: skip
+                           TableEvent("start_round", self.journal.clock.now()))  # fmt: skip
         del trial
         halts = [r.rule for o in seen for r in evaluate(self.table_facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
