@@ -134,6 +134,7 @@ class TableDaemon:
             self.table,
             retain_days=config.journal.retain_days,
             max_mb=config.journal.max_mb,
+            test_clock=config.test_clock.clock() if config.test_clock else None,
         )
         self.journal.open()
         self.firmware = FirmwareRecord(state_dir / "firmware.json")

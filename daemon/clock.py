@@ -11,20 +11,39 @@ it was stopped cannot be told from the time it really was stopped.)
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-__all__ = ["RunClock"]
+__all__ = ["LabClock", "RunClock"]
+
+
+@dataclass(frozen=True, slots=True)
+class LabClock:
+    """A lab's clock for hardware-in-the-loop runs: the table's time starts ``offset_s`` from
+    the wall clock and runs ``speed`` times as fast, so deck age (4 h, 8 h) and the gaming day
+    can be driven end to end in seconds. Refused by a production config (docs/configuration.md);
+    every message published under it says so (``test_clock``)."""
+
+    speed: float = 1.0
+    offset_s: float = 0.0
+
+    def __str__(self) -> str:
+        return f"x{self.speed:g} {self.offset_s:+g}s"
 
 
 class RunClock:
-    """Unix time for one run of the daemon: wall time at start, plus monotonic elapsed time."""
+    """Unix time for one run of the daemon: wall time at start, plus monotonic elapsed time
+    (under a lab's LabClock: shifted, and faster)."""
 
-    def __init__(self, not_before: float = 0.0) -> None:
+    def __init__(self, not_before: float = 0.0, test: LabClock | None = None) -> None:
         # time.time is looked up at call time, so a test can step the wall clock
-        self._base = max(time.time(), not_before)
+        self.test = test
+        offset = test.offset_s if test else 0.0
+        self._speed = test.speed if test else 1.0
+        self._base = max(time.time() + offset, not_before)
         self._started = time.monotonic()
 
     def now(self) -> float:
-        return self._base + (time.monotonic() - self._started)
+        return self._base + (time.monotonic() - self._started) * self._speed
 
     def wall_offset(self) -> float:
         """How far the wall clock has stepped away from this clock since the start (seconds;

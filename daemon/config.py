@@ -15,9 +15,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tableside.daemon.clock import LabClock
 from tableside.drivers.registry import available_drivers
 from tableside.rules import paytables
 from tableside.rules.model import Game, GamingDay
@@ -55,6 +64,8 @@ class TableConfig(_Strict):
     #: the gaming day starts there
     timezone: str = "UTC"
     gaming_day_starts: Annotated[int, Field(ge=0, le=23)] = 0
+    #: a test lab's table, not one on the casino floor: only a lab table takes [test_clock]
+    lab: bool = False
 
     @field_validator("timezone")
     @classmethod
@@ -260,10 +271,36 @@ class DeviceConfig(_Strict):
         return url
 
 
+class LabClockConfig(_Strict):
+    """``[test_clock]``: a lab's clock for hardware-in-the-loop runs (daemon/clock.py); a table
+    without ``[table] lab = true`` refuses it."""
+
+    #: the table's time runs this many times as fast as real time (3600: an hour a second)
+    speed: Annotated[float, Field(gt=0, le=1_000_000)] = 1.0
+    #: the table's time starts this far from the wall clock (seconds; negative: the past)
+    offset_s: float = 0.0
+
+    def clock(self) -> LabClock:
+        return LabClock(self.speed, self.offset_s)
+
+
 class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
+    test_clock: LabClockConfig | None = None
+
+    @field_validator("test_clock")
+    @classmethod
+    def _lab_only(cls, clock: LabClockConfig | None, info: ValidationInfo) -> LabClockConfig | None:
+        table = info.data.get("table")
+        if clock is not None and isinstance(table, TableConfig) and not table.lab:
+            raise ValueError(
+                "[test_clock] is for a lab table (set [table] lab = true); a table on the "
+                "casino floor keeps real time"
+            )
+        return clock
+
     progressive: ProgressiveConfig | None = None
     #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
     pay_tables: dict[str, dict[str, float] | str] = Field(default_factory=dict)

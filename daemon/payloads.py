@@ -58,6 +58,11 @@ class Envelope(BaseModel):
         "acknowledgement of an earlier send never came (a dropped connection, a restart): it "
         "may be a duplicate; drop it if you already have its seq",
     )
+    test_clock: str | None = Field(
+        default=None,
+        description="only from a lab table running a test clock ([test_clock]: its speed and "
+        "offset, e.g. 'x3600 +0s'): the table's times (deck age, the gaming day) are not real",
+    )
 
 
 class StatusPayload(Envelope):

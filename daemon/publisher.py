@@ -117,10 +117,15 @@ class Publisher:
     ) -> None:
         """Journal a message for sending; returns at once. ``key`` keeps it in the journal's
         ``latest`` (retained topics always are) for restoring the table after a restart."""
-        data = payload.model_dump_json().encode()
+        data = self._stamped(payload).model_dump_json().encode()
         self.journal.append(payload.seq, topic, data, retain=retain, key=key)
         if retain:
             self._retained[topic] = (payload.seq, data)
+
+    def _stamped(self, payload: Envelope) -> Envelope:
+        """Every message from a table on a lab's test clock says so."""
+        test = self.journal.test_clock
+        return payload if test is None else payload.model_copy(update={"test_clock": str(test)})
 
     def restore_retained(self, topic: str, payload: bytes) -> None:
         """Retained state from the journal, sent again on the next connection."""
@@ -142,7 +147,7 @@ class Publisher:
             return
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         properties.CorrelationData = correlation
-        data = payload.model_dump_json().encode()
+        data = self._stamped(payload).model_dump_json().encode()
         task = asyncio.ensure_future(client.publish(topic, data, qos=1, properties=properties))
         task.add_done_callback(_said_if_failed)
 
@@ -189,7 +194,10 @@ class Publisher:
             update={"will": True}
         )
         will = aiomqtt.Will(
-            self.topics.status, will_payload.model_dump_json().encode(), qos=1, retain=True
+            self.topics.status,
+            self._stamped(will_payload).model_dump_json().encode(),
+            qos=1,
+            retain=True,
         )
         kwargs = self.broker.client_kwargs()
         if kwargs["protocol"] == aiomqtt.ProtocolVersion.V5:

@@ -233,6 +233,7 @@ async def simulated_table(
     publish_cards: bool = False,
     heartbeat_timeout: float = 1.0,
     counts_cards: bool = True,
+    adjust: Callable[[Config], Config] | None = None,
 ) -> AsyncIterator[SimulatedTable]:
     sims = {sim.protocol.name: sim, **(others or {})}
     subscriber = Subscriber(broker_url, "tableside/#")
@@ -255,7 +256,7 @@ async def simulated_table(
         heartbeat_timeout=heartbeat_timeout,
         counts_cards=counts_cards,
     )
-    daemon = TableDaemon(config)
+    daemon = TableDaemon(adjust(config) if adjust else config)
     tasks["daemon"] = asyncio.create_task(daemon.run(), name="daemon")
     try:
         yield SimulatedTable(sim, daemon, subscriber, device_url, tasks)

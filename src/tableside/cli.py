@@ -36,6 +36,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, type=Path, help="the table's TOML file")
     run.add_argument("--broker", help="override the broker URL (mqtt://host:port)")
     run.add_argument(
+        "--clock-speed",
+        type=float,
+        metavar="N",
+        help="lab tables only: the table's time runs N times as fast ([test_clock])",
+    )
+    run.add_argument(
+        "--clock-offset",
+        type=float,
+        metavar="S",
+        help="lab tables only: the table's time starts S seconds from the wall clock",
+    )
+    run.add_argument(
         "--device",
         action="append",
         type=_device_override,
@@ -195,6 +207,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.clock_speed is not None or args.clock_offset is not None:
+        from tableside.daemon.config import LabClockConfig
+
+        if not config.table.lab:
+            print(f"{args.config}: --clock-speed/--clock-offset are for a lab table "
+                  "([table] lab = true); a table on the casino floor keeps real time",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        clock = config.test_clock or LabClockConfig()
+        clock = clock.model_copy(update={
+            k: v for k, v in (("speed", args.clock_speed), ("offset_s", args.clock_offset))
+            if v is not None
+        })  # fmt: skip
+        if clock.speed <= 0:
+            print("tableside run: --clock-speed must be more than 0", file=sys.stderr)
+            return 2
+        config = config.model_copy(update={"test_clock": clock})
     try:
         daemon = TableDaemon(config)
     except RuntimeError as exc:  # a journal that fails its checks says how to recover
