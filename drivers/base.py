@@ -185,6 +185,8 @@ class FramedDriver(Driver):
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         super().__init__(name, settings, sink)
         self._link: FramedLink | None = None
+        #: the identity the device gave on this link (reported once per link unless it changes)
+        self._identity: Identity | None = None
 
     async def on_link_up(self, link: FramedLink) -> None:
         """Called once per connection: ask who the device is and how it stands. A device that
@@ -253,14 +255,21 @@ class FramedDriver(Driver):
         elif isinstance(message, Heartbeat):
             event = None  # liveness only: it keeps the device from going stale
         elif isinstance(message, Identity):
-            event = IdentityEvent(
-                device=self.name,
-                vendor=message.vendor,
-                model=message.model,
-                serial=message.serial,
-                firmware_version=message.firmware_version,
-                firmware_sha256=message.firmware_sha256.hex(),
+            # A device says who it is unasked at connect and again when asked (the protocol
+            # docs): the same identity twice on one link is one event; a changed one is news.
+            event = (
+                None
+                if message == self._identity
+                else IdentityEvent(
+                    device=self.name,
+                    vendor=message.vendor,
+                    model=message.model,
+                    serial=message.serial,
+                    firmware_version=message.firmware_version,
+                    firmware_sha256=message.firmware_sha256.hex(),
+                )
             )
+            self._identity = message
         elif message.TYPE >= HOST_TO_DEVICE:
             event = ProtocolErrorEvent(
                 device=self.name,
@@ -291,6 +300,7 @@ class FramedDriver(Driver):
             async with asyncio.TaskGroup() as tg:
                 reading = tg.create_task(link.run(), name=f"{self.name}.link")
                 self._link = link
+                self._identity = None
                 self.connected()
                 await self.on_link_up(link)
                 tg.create_task(self._watch_silence(link, reading), name=f"{self.name}.watchdog")

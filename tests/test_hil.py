@@ -312,3 +312,25 @@ async def test_a_firmware_swap_is_noticed_across_restarts(
     assert data["part"] == "" and data["previous"] != data["current"]
     identity = table.subscriber.matching(event("identity"))[-1].payload["data"]
     assert identity["firmware_sha256"] == data["current"]
+
+
+async def test_each_device_says_who_it_is_once_per_connection(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A device sends its identity unasked at connect and again when the host asks: the table
+    publishes one identity event per connection, and another when the link comes back."""
+    from .test_shoe import shoe
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": shoe(interval=None)}
+    ) as table:
+        sub = table.subscriber
+        await sub.wait_for(state("connected"), count=2)
+        await sub.wait_for(event("status"), count=2)  # the answer to the query after identity
+        await table.daemon.publisher.connected.wait()
+        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
+            body = {"command": "query_identity", "device": "shuffler", "request_id": "q"}
+            await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
+        await sub.wait_for(lambda m: m.kind == "command_result" and m.payload["request_id"] == "q")
+        identities = [m.payload["device"] for m in sub.matching(event("identity"))]
+        assert sorted(identities) == ["shoe", "shuffler"]
