@@ -10,10 +10,13 @@ from pathlib import Path
 from tableside.rules.model import Rule
 from tableside.rules.rows import RULES
 
-__all__ = ["render", "tests_naming"]
+__all__ = ["ENFORCED_ELSEWHERE", "index_clauses", "render", "tests_naming"]
 
 _GAMES = {"caribbean_stud": "CS", "four_card_poker": "FCP", "let_it_ride": "LIR",
           "spanish_21": "S21"}  # fmt: skip
+
+
+_CLAUSE = re.compile(r"\b((?:5\d\d|643a)\.\d+\([a-z]\)(?:\(\d+\))?)")
 
 
 def _clause(rule: Rule) -> str:
@@ -40,7 +43,7 @@ def _chunks(text: str) -> list[tuple[str | None, str]]:
 def tests_naming(tests: Path) -> dict[str, list[str]]:
     """Clause (``555.5(a)``) → ``file::test`` of every test that names it, in its body, its
     decorators, or a module-level table it uses (``SHOE_STOP = {…: "555.14(f)"}``)."""
-    clause = re.compile(r"\b(5\d\d\.\d+\([a-z]\)(?:\(\d+\))?)")
+    clause = _CLAUSE
     found: dict[str, list[str]] = {}
     for path in sorted(tests.glob("test_*.py")):
         chunks = _chunks(path.read_text(encoding="utf-8"))
@@ -61,6 +64,52 @@ def tests_naming(tests: Path) -> dict[str, list[str]]:
 def _when(rule: Rule) -> str:
     parts = [f"{w.field} {w.op} {getattr(w.value, 'value', w.value)!r}" for w in rule.when]
     return ", ".join(parts) or "always"
+
+
+#: the clauses of ../shared/regulations/README.md's index that no row (or not only a row)
+#: enforces: clause → (where it is enforced, how). docs/rules.md lists each with its tests.
+ENFORCED_ELSEWHERE: dict[str, tuple[str, str]] = {
+    "555.2(f)": ("drivers/cctalk, daemon/app.py, rules/commands.py",
+                 'the control device\'s "no more bets" (its button, or the table command) locks '
+                 "every acceptor out (master inhibit, confirmed per seat); a seat that does not "
+                 "confirm is a ruling"),
+    "555.2(f)(2)": ("drivers/cctalk/driver.py",
+                    'a wager attempted after "no more bets" is not recognised by a locked-out '
+                    "acceptor; a credit seen after the inhibit is reported as wager_late"),
+    "559.2(f)": ("drivers/cctalk, daemon/app.py, rules/commands.py",
+                 "Let It Ride's bonus wagering system: the same lock-out as 555.2(f)"),
+    "559.2(f)(2)": ("drivers/cctalk/driver.py",
+                    "Let It Ride: the same refusal of a late wager as 555.2(f)(2)"),
+    "555.7(c)": ("drivers/cctalk/driver.py, rules/table.py",
+                 "the $1 progressive wager an acceptor accepts is reported (wager_accepted), "
+                 "counted for 555.8(b) and added to the meter"),
+    "555.12(b)": ("rules/progressive.py, rules/table.py, rules/commands.py",
+                  "a progressive payout is refused until the hand is recorded, the seat's light "
+                  "is lit (the control device says so) and a floorperson validated it"),
+    "555.13(d)": ("rules/paytables.py, rules/progressive.py (checked when a config loads)",
+                  "a progressive pay table below the minimums is refused; a royal flush takes "
+                  "the meter, a straight flush 10% of it or $5,000"),
+    "555.12(c)": ("rules/progressive.py, rules/table.py",
+                  "a progressive payout never asks whether the dealer's hand qualifies"),
+    "555.13(e)": ("daemon/config.py ([progressive] rate_percent 70-100), rules/progressive.py",
+                  "a config below 70% is refused; the meter grows by the rate per wager"),
+    "555.13(f)": ("rules/progressive.py, rules/table.py",
+                  "royal flushes of one round share the meter equally, paid together"),
+    "559.14(d)": ("rules/paytables.py (checked when a config loads), rules/table.py",
+                  "a Let It Ride Bonus pay table below the minimums is refused; pay_bonus pays "
+                  "the table's amounts"),
+    "643a.9(a)(1)": ("rules/table_rows.py (559.11(a)(1)'s row)",
+                     "the later version of 559.11(a)(1), the same requirement (cards dealt by "
+                     "hand need an automated shuffler): covered by that row, not cited twice"),
+    "643a.9(a)(3)": ("rules/table_rows.py (559.12(a)(2)'s row)",
+                     "the later version of 559.12(a)(2), the same requirement (chips counted "
+                     "equal the wagers accepted): covered by that row, not cited twice"),
+}  # fmt: skip
+
+
+def index_clauses(index: Path) -> set[str]:
+    """Every clause the regulations' index names (``555.14(f)``, ``643a.9(a)(1)``)."""
+    return set(_CLAUSE.findall(index.read_text(encoding="utf-8")))
 
 
 def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None = None) -> str:
@@ -87,6 +136,20 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
     lines += [
         "",
         f"{sum(1 for _ in RULES)} rules.",
+        "",
+        "## Clauses enforced outside the rows",
+        "",
+        "Every clause of the regulations' index that no row above enforces, where it is",
+        "enforced instead, and the tests that name it.",
+        "",
+        "| clause | where | how | proved by |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {clause} | {where} | {how} | "
+            + ("<br>".join(f"`{t}`" for t in tests.get(clause, [])) or "**none**")
+            + " |"
+            for clause, (where, how) in ENFORCED_ELSEWHERE.items()
+        ),
         "",
         "## Not rows",
         "",

@@ -57,6 +57,7 @@ def test_a_config_below_the_minimums_is_refused_with_its_line() -> None:
 
 
 def test_each_accepted_wager_adds_the_rate_exactly() -> None:
+    """555.7(c): each $1 wager an acceptor accepts; 555.13(e): the rate goes to the meter."""
     table = Table()
     table("acceptors.wager_accepted", seat=1, credit=1)
     table("acceptors.wager_accepted", seat=2, credit=1)
@@ -66,6 +67,8 @@ def test_each_accepted_wager_adds_the_rate_exactly() -> None:
 
 
 def test_a_payout_needs_every_step() -> None:
+    """555.12(b)'s steps, and nothing of the dealer's hand (555.12(c): paid whatever the dealer
+    holds): no dealer's hand is ever reported here, and the payout is made."""
     table = Table()
     table("progressive_hand", seat=3, hand="royal_flush")
     with pytest.raises(ValueError, match="not paid: the light at seat 3 is not lit; no "
@@ -98,6 +101,7 @@ def test_paid_in_turn_each_at_the_meter_as_it_stands() -> None:
 
 
 def test_royal_flushes_share_the_meter_paid_together() -> None:
+    """555.13(f): royal flushes of one round share the meter equally and are paid together."""
     table = Table()
     table("acceptors.wager_accepted", seat=1, credit=1)
     for seat in (1, 6):

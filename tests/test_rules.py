@@ -213,3 +213,20 @@ def test_card_reader_malfunction_halts_dealing() -> None:
     # a poker table has no card reader rule
     malfunction = Observation("card_reader.fault", "r", {"fault": "malfunction"})
     assert evaluate(TableFacts(Game.LET_IT_RIDE), malfunction) == []
+
+
+def test_every_clause_of_the_index_is_enforced_somewhere() -> None:
+    """docs/rules.md lists every clause of ../shared/regulations/README.md's index: by a row,
+    or in the table of clauses enforced elsewhere (config checks, payouts, the lock-out)."""
+    from tableside.rules.report import ENFORCED_ELSEWHERE, index_clauses
+
+    index = Path(__file__).parents[2] / "shared" / "regulations" / "README.md"
+    if not index.exists():
+        pytest.skip("../shared/regulations is not beside the repository")
+    cited = {r.citation.removeprefix("58 Pa. Code § ") for r in RULES}
+    missing = {c for c in index_clauses(index) if c not in cited and c not in ENFORCED_ELSEWHERE}
+    # a section cited whole (555.3(b)) is in force through its items' rows (555.3(b)(4))
+    missing = {
+        c for c in missing if not any(x.startswith(c) for x in cited | set(ENFORCED_ELSEWHERE))
+    }
+    assert not missing, sorted(missing)

@@ -146,6 +146,7 @@ def test_deck_age(game: Game, dealing: str, hours: float, expected: str | None) 
 
 @pytest.mark.parametrize("game", POKER)
 def test_hand_dealing_needs_a_shuffler(game: Game) -> None:
+    """Let It Ride's later version, 643a.9(a)(1), asks the same as 559.11(a)(1)."""
     table = Table(game, devices=())
     table("open_table")
     table("declare_method", dealing="hand", shuffling="manual")
@@ -245,6 +246,7 @@ def test_state_survives_a_round_trip_through_json() -> None:
 @pytest.mark.parametrize(("game", "clause"), [(Game.CARIBBEAN_STUD, "555.8(b)"),
                                               (Game.LET_IT_RIDE, "559.12(a)(2)")])  # fmt: skip
 def test_chips_collected_must_match_the_wagers_accepted(game: Game, clause: str) -> None:
+    """Let It Ride's later version, 643a.9(a)(3), asks the same as 559.12(a)(2)."""
     table = Table(game)
     table("bets_open")
     for seat in (1, 2, 5):
