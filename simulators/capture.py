@@ -40,6 +40,7 @@ __all__ = [
     "What",
     "format_record",
     "link_and_value",
+    "parse_capture",
     "read_capture",
     "write_header",
 ]

@@ -238,7 +238,7 @@ class Replay:
                 self.clock.block(link, sessions[index + 1].opened_ms)
             self._check_done()
         if session.closed_by == "dev" or self.stopped:
-            return  # the device ended the session: the host sees the line close
+            return  # the device ended the session, or the replay stopped: the line closes
         await player.after()
 
     async def serve(
@@ -333,7 +333,8 @@ class _Timeline:
             if ahead[unit] > self.early[unit]:
                 self.early[unit] += 1
                 return
-        expected_text = ", ".join(_show(u) for _, u in self.missing[:4]) or "nothing"
+        shown = self.missing[:1] if self.ordered else self.missing[:4]
+        expected_text = ", ".join(_show(u) for _, u in shown) or "nothing"
         self.replay.diverged(
             self.link, f"the host sent {_show(unit)}; the recording expects {expected_text}"
         )
