@@ -39,14 +39,15 @@ from .replaying import CAPTURES, Expected, replay_into_daemon, rulings_of, table
 CASES = sorted(p.stem for p in CAPTURES.glob("*.capture"))
 
 
+@pytest.mark.parametrize("mode", ["socket", "pty"])
 @pytest.mark.parametrize("name", CASES)
 async def test_shipped_capture_gives_its_rulings(
-    mosquitto: Mosquitto, tmp_path: Path, name: str
+    mosquitto: Mosquitto, tmp_path: Path, name: str, mode: str
 ) -> None:
     expected = Expected.read(CAPTURES / f"{name}.expect")
     played = await replay_into_daemon(
         CAPTURES / f"{name}.capture", CAPTURES / f"{name}.toml", mosquitto.url, tmp_path,
-        rulings=len(expected.rulings),
+        rulings=len(expected.rulings), mode=mode,
     )  # fmt: skip
     assert played.replay.divergences == []
     assert played.rulings == expected.rulings
@@ -147,9 +148,12 @@ async def _live_session(
 # -- the replay's idea of a match, with a scripted host over a real socket ----------------------
 
 
-def capture_of(*records: Record, framing: Framing = Framing.TABLESIDE) -> Capture:
+def capture_of(
+    *records: Record, framing: Framing = Framing.TABLESIDE, links: tuple[str, ...] = ("dev",)
+) -> Capture:
     text = io.StringIO()
-    write_header(text, [LinkInfo("dev", "socket://127.0.0.1:1", framing)], "test", version="t")
+    infos = [LinkInfo(name, "socket://127.0.0.1:1", framing) for name in links]
+    write_header(text, infos, "test", version="t")
     for record in records:
         text.write(format_record(record) + "\n")
     return parse_capture(text.getvalue())
@@ -171,20 +175,28 @@ QUERY = Frame(0, 0x41).to_bytes()  # QueryStatus
 
 @contextlib.asynccontextmanager
 async def host_of(
-    replay: Replay,
+    replay: Replay, link: str = "dev"
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    async with hosts_of(replay, link) as [streams]:
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def hosts_of(
+    replay: Replay, *links: str
+) -> AsyncIterator[list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]:
     urls: dict[str, str] = {}
-    task = asyncio.create_task(
-        replay.serve({"dev": "socket://127.0.0.1:0"}, urls.__setitem__), name="replay"
-    )
+    listen = dict.fromkeys(links, "socket://127.0.0.1:0")
+    task = asyncio.create_task(replay.serve(listen, urls.__setitem__), name="replay")
+    streams = []
     try:
-        await until(lambda: "dev" in urls, within=5)
-        reader, writer = await open_transport(urls["dev"])
-        try:
-            yield reader, writer
-        finally:
-            writer.close()
+        await until(lambda: len(urls) == len(links), within=5)
+        for link in links:
+            streams.append(await open_transport(urls[link]))
+        yield streams
     finally:
+        for _, writer in streams:
+            writer.close()
         await stop(task)
 
 
@@ -242,6 +254,30 @@ async def test_a_host_frame_two_groups_early_is_a_divergence() -> None:
     assert replay.divergences[0].what == (
         f"the host sent {QUERY.hex(' ')}; the recording expects nothing"
     )
+
+
+async def test_one_clock_stops_while_a_link_waits_for_the_host() -> None:
+    # Link a's device waits for the host's ACK, recorded at 2 ms; link b's device spoke at
+    # 50 ms. However late the ACK comes, b waits for it, and then keeps the recorded 48 ms.
+    a, b = "a", "b"
+    replay = Replay(
+        capture_of(
+            Record(0, a, What.OPEN), Record(0, b, What.OPEN),
+            Record(1, a, What.DEV, F1), Record(2, a, What.HOST, ACK0),
+            Record(50, b, What.DEV, F2), Record(51, a, What.DEV, F3),
+            links=(a, b),
+        )
+    )  # fmt: skip
+    async with hosts_of(replay, a, b) as [(a_in, a_out), (b_in, _)]:
+        await a_in.readexactly(len(F1))
+        await nothing_more(b_in, within=0.4)  # the host is late with its ACK: b waits too
+        a_out.write(ACK0)
+        acked = time.monotonic()
+        assert await b_in.readexactly(len(F2)) == F2
+        assert time.monotonic() - acked >= 0.045  # the recorded gap, not the 0.4 s lost
+        assert await a_in.readexactly(len(F3)) == F3
+        await asyncio.wait_for(replay.done.wait(), 5)
+    assert replay.divergences == []
 
 
 async def test_a_host_frame_the_recording_does_not_have_is_a_divergence() -> None:
