@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -30,9 +31,10 @@ from tableside.simulators.capture import (
     read_capture,
     write_header,
 )
+from tableside.simulators.record import RecordedLink, Recorder
 from tableside.simulators.replay import Replay
 
-from .conftest import Mosquitto
+from .conftest import Mosquitto, free_port
 from .hil import Subscriber, stop, until
 from .replaying import CAPTURES, Expected, replay_into_daemon, rulings_of, table_config
 
@@ -363,6 +365,89 @@ async def test_cctalk_each_request_gets_the_reply_recorded_for_it_as_of_now() ->
         writer.write(cc(4, 1, Header.SIMPLE_POLL))  # an address the recording never asks
         await until(lambda: bool(replay.divergences), within=5)
     assert "which the recording never asks" in replay.divergences[0].what
+
+
+# -- the recorder -------------------------------------------------------------------------------
+
+
+async def test_the_recorder_forwards_both_ways_unchanged_and_records_each_chunk() -> None:
+    async def device(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"\xa5hello")  # unasked, at connect
+        writer.write(b"X" + await reader.read(100))
+        await writer.drain()
+        writer.close()  # the device ends the session
+
+    server = await asyncio.start_server(device, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    out = io.StringIO()
+    recorder = Recorder(
+        [RecordedLink(LinkInfo("shuffler", f"socket://127.0.0.1:{port}"), "socket://127.0.0.1:0")],
+        out, comment="two lines\nof comment", version="9.9",
+    )  # fmt: skip
+    where: dict[str, str] = {}
+    task = asyncio.create_task(recorder.run(where.__setitem__), name="recorder")
+    try:
+        await until(lambda: "shuffler" in where, within=5)
+        reader, writer = await open_transport(where["shuffler"])
+        assert await reader.readexactly(6) == b"\xa5hello"
+        writer.write(b"\x00\x01")
+        assert await reader.read() == b"X\x00\x01"  # then the line closes, as the device did
+        writer.close()
+    finally:
+        await stop(task)
+        server.close()
+    capture = parse_capture(out.getvalue())
+    [session] = capture.sessions("shuffler")
+    assert b"".join(r.data for r in session.records if r.what is What.DEV) == b"\xa5helloX\x00\x01"
+    assert [r.data for r in session.records if r.what is What.HOST] == [b"\x00\x01"]
+    assert session.closed_by == "dev"
+    assert ("tableside", "9.9") in capture.header
+    assert capture.comment() == "two lines\nof comment"
+    assert capture.links["shuffler"].device == f"socket://127.0.0.1:{port}"
+
+
+async def test_a_device_the_recorder_cannot_open_is_said_in_the_capture() -> None:
+    port = free_port()  # nothing listens there
+    out = io.StringIO()
+    recorder = Recorder(
+        [RecordedLink(LinkInfo("shoe", f"socket://127.0.0.1:{port}"), "socket://127.0.0.1:0")],
+        out, version="9.9",
+    )  # fmt: skip
+    where: dict[str, str] = {}
+    task = asyncio.create_task(recorder.run(where.__setitem__), name="recorder")
+    try:
+        await until(lambda: "shoe" in where, within=5)
+        reader, writer = await open_transport(where["shoe"])
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # the host sees the line close
+        writer.close()
+    finally:
+        await stop(task)
+    assert f"# shoe: cannot open socket://127.0.0.1:{port}" in out.getvalue()
+    assert parse_capture(out.getvalue()).sessions("shoe") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["record", "--device", "a=socket://127.0.0.1:1", "--listen", "b=pty", "-o", "x"],
+         "name each link the same in --device, --listen and --framing"),
+        (["record", "--device", "socket://127.0.0.1:1", "--listen", "pty", "--framing", "hdlc",
+          "-o", "x"], "--framing device=hdlc: use tableside, cctalk or raw"),
+        (["record", "--device", "socket://127.0.0.1:1", "--listen", "/dev/pts/1", "-o", "x"],
+         "--listen device=/dev/pts/1: use pty or socket://HOST:PORT"),
+        (["simulate", "shuffler", "x.capture", "--pty"],
+         "give a capture only to replay: tableside simulate replay FILE"),
+        (["simulate", "replay", "nowhere.capture", "--pty"], "nowhere.capture: cannot read"),
+    ],
+)  # fmt: skip
+def test_record_and_replay_refuse_bad_arguments_saying_why(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    result = subprocess.run(
+        [*CMD, *args], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert error in result.stderr
 
 
 # -- the capture file --------------------------------------------------------------------------
