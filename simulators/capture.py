@@ -185,6 +185,7 @@ def parse_capture(text: str, source: str = "<capture>") -> Capture:
     links: dict[str, LinkInfo] = {}
     header: list[tuple[str, str]] = []
     records: list[Record] = []
+    open_links: set[str] = set()
     in_header = True
     for number, line in _numbered(lines[1:], start=2):
         where = f"{source}:{number}"
@@ -200,6 +201,15 @@ def parse_capture(text: str, source: str = "<capture>") -> Capture:
             raise CaptureError(f"{where}: link {record.link!r} is not declared in the header")
         if records and record.t_ms < records[-1].t_ms:
             raise CaptureError(f"{where}: time goes backwards ({record.t_ms} ms)")
+        if record.what is What.OPEN:
+            open_links.add(record.link)
+        elif record.link not in open_links:
+            raise CaptureError(
+                f"{where}: {record.what} on {record.link} outside a session (no 'open' before "
+                "it; cut a capture only before an 'open')"
+            )
+        elif record.what is What.CLOSE:
+            open_links.discard(record.link)
         records.append(record)
     if not links:
         raise CaptureError(f"{source}: no '# link NAME: …' line in the header")

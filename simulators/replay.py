@@ -29,7 +29,7 @@ import collections
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -40,7 +40,7 @@ from tableside.drivers.framing import Frame, FrameDecoder, NeedData
 from tableside.simulators.capture import Capture, Framing, Record, Session, What
 from tableside.simulators.listen import Connection, PtyEndpoint, serve_socket
 
-__all__ = ["Divergence", "Replay", "ReplayStopped", "split_host_bytes"]
+__all__ = ["Divergence", "Replay", "ReplayStopped"]
 
 log = structlog.get_logger("tableside.replay")
 
@@ -89,14 +89,6 @@ class _Splitter:
                 if isinstance(event, CcTalkFrame):
                     out.append(event.to_bytes())
         return out
-
-
-def split_host_bytes(framing: Framing, records: Iterable[Record]) -> list[tuple[float, bytes]]:
-    """The host's units in these records, each with the time of the record that ended it."""
-    splitter = _Splitter(framing)
-    return [
-        (r.t_ms, unit) for r in records if r.what is What.HOST for unit in splitter.feed(r.data)
-    ]
 
 
 def _show(unit: bytes) -> str:
@@ -229,17 +221,20 @@ class Replay:
         framing = self.capture.links[link].framing
         player = (_Polled if framing is Framing.CCTALK else _Timeline)(self, session, writer)
         try:
-            await player.play(reader, first)
-        except ReplayStopped:
-            pass  # reported in diverged()
+            try:
+                await player.play(reader, first)
+            except ReplayStopped:
+                pass  # reported in diverged()
+            finally:
+                self._next[link] = index + 1
+                if index + 1 < len(sessions):
+                    self.clock.block(link, sessions[index + 1].opened_ms)
+                self._check_done()
+            if session.closed_by == "dev" or self.stopped:
+                return  # the device ended the session, or the replay stopped: the line closes
+            await player.after()
         finally:
-            self._next[link] = index + 1
-            if index + 1 < len(sessions):
-                self.clock.block(link, sessions[index + 1].opened_ms)
-            self._check_done()
-        if session.closed_by == "dev" or self.stopped:
-            return  # the device ended the session, or the replay stopped: the line closes
-        await player.after()
+            await player.aclose()
 
     async def serve(
         self, listen: Mapping[str, str], ready: Callable[[str, str], None] | None = None
@@ -310,6 +305,9 @@ class _Timeline:
         """The recording is played: a silent device until the host leaves."""
         if self._reader is not None and not self.host_closed:
             await _hold(self._reader)
+
+    async def aclose(self) -> None:
+        """Nothing left running (play() ends its own reader)."""
 
     def _lookahead(self) -> list[bytes]:
         """The next group of host units after this step (the host may be that far ahead)."""
@@ -445,6 +443,8 @@ class _Polled:
                     exchanges.append(current)
             elif current is not None:
                 current[2].append((record.t_ms - current[1], record.data))
+            # Device bytes before the first request are not played: on a polled bus nothing
+            # speaks unasked, so they can only be what a previous host left on the line.
         for unit, t_ms, replies in exchanges:
             self.by_request.setdefault(unit, []).append(_Exchange(t_ms, tuple(replies)))
 
@@ -474,14 +474,15 @@ class _Polled:
 
     async def after(self) -> None:
         """The recording is played: the device goes on answering as it last did."""
-        if self._answering is None:
-            return
-        try:
-            await self._answering
-        except ReplayStopped:
-            pass
-        finally:
+        if self._answering is not None:
+            with contextlib.suppress(ReplayStopped):
+                await self._answering
+
+    async def aclose(self) -> None:
+        """Stop answering (the session is over, or the replay is being stopped)."""
+        if self._answering is not None and not self._answering.done():
             self._answering.cancel()
+            await asyncio.wait({self._answering})
 
     async def _answer(self, reader: asyncio.StreamReader, first: bytes) -> None:
         splitter = _Splitter(Framing.CCTALK)

@@ -472,6 +472,7 @@ def test_capture_round_trips_through_its_text() -> None:
         ("  0.5 dev dev a5", "t.capture:9: time goes backwards (0.5 ms)"),
         ("  1.0 dev close", "t.capture:9: close must say who closed"),
         ("  x dev dev a5", "t.capture:9: time 'x' is not a number of milliseconds"),
+        ("  1.0 dev close dev\n 2.0 dev dev a5", "t.capture:10: dev on dev outside a session"),
     ],
 )
 def test_a_bad_capture_line_is_refused_with_file_and_line(
