@@ -41,15 +41,15 @@ from .replaying import CAPTURES, Expected, replay_into_daemon, rulings_of, table
 CASES = sorted(p.stem for p in CAPTURES.glob("*.capture"))
 
 
-@pytest.mark.parametrize("mode", ["socket", "pty"])
+@pytest.mark.parametrize(("mode", "speed"), [("socket", 1.0), ("pty", 1.0), ("socket", 4.0)])
 @pytest.mark.parametrize("name", CASES)
 async def test_shipped_capture_gives_its_rulings(
-    mosquitto: Mosquitto, tmp_path: Path, name: str, mode: str
+    mosquitto: Mosquitto, tmp_path: Path, name: str, mode: str, speed: float
 ) -> None:
     expected = Expected.read(CAPTURES / f"{name}.expect")
     played = await replay_into_daemon(
         CAPTURES / f"{name}.capture", CAPTURES / f"{name}.toml", mosquitto.url, tmp_path,
-        rulings=len(expected.rulings), mode=mode,
+        rulings=len(expected.rulings), mode=mode, speed=speed,
     )  # fmt: skip
     assert played.replay.divergences == []
     assert played.rulings == expected.rulings
