@@ -438,6 +438,8 @@ async def test_a_device_the_recorder_cannot_open_is_said_in_the_capture() -> Non
         (["simulate", "shuffler", "x.capture", "--pty"],
          "give a capture only to replay: tableside simulate replay FILE"),
         (["simulate", "replay", "nowhere.capture", "--pty"], "nowhere.capture: cannot read"),
+        (["simulate", "replay", "x.capture", "--pty", "--fault", "jam@1"],
+         "a capture plays what was recorded: no --fault, --scenario or --set"),
     ],
 )  # fmt: skip
 def test_record_and_replay_refuse_bad_arguments_saying_why(

@@ -393,6 +393,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         if args.device_class != "replay" or args.capture is None:
             raise ValueError("give a capture only to replay: tableside simulate replay FILE")
+        if args.fault or args.scenario or args.set:
+            raise ValueError("a capture plays what was recorded: no --fault, --scenario or --set")
         capture = read_capture(args.capture)
         replay = Replay(
             capture, speed=args.speed, patience=args.patience, keep_going=args.keep_going
