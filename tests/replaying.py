@@ -174,16 +174,16 @@ async def record_live(
             )
         )
     await until(lambda: len(sim_urls) == len(devices), within=10)
+    drivers = load_config(toml, use_env=False).devices  # for the capture's header
+    links = [
+        RecordedLink(
+            LinkInfo(name, sim_urls[name], framing, extra=(("driver", drivers[name].driver),)),
+            "socket://127.0.0.1:0",
+        )
+        for name, (_, framing) in devices.items()
+    ]
     out = io.StringIO()
-    recorder = Recorder(
-        [
-            RecordedLink(LinkInfo(name, sim_urls[name], framing), "socket://127.0.0.1:0")
-            for name, (_, framing) in devices.items()
-        ],
-        out,
-        comment=comment,
-        version=__version__,
-    )
+    recorder = Recorder(links, out, comment=comment, version=__version__)
     urls: dict[str, str] = {}
     rec_task = asyncio.create_task(recorder.run(urls.__setitem__), name="recorder")
     sub = Subscriber(broker, "tableside/#")

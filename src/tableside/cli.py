@@ -105,6 +105,10 @@ def _parser() -> argparse.ArgumentParser:
         "--framing", action="append", default=[], metavar="[NAME=]tableside|cctalk|raw",
         help="how replay compares the host's bytes (default tableside)",
     )  # fmt: skip
+    rec.add_argument(
+        "--driver", action="append", default=[], metavar="[NAME=]DRIVER",
+        help="the driver the table uses for the link, for the header (e.g. tableside.shuffler)",
+    )  # fmt: skip
     rec.add_argument("--baudrate", type=int, default=9600, help="serial devices (default 9600)")
     rec.add_argument("--comment", default="", help="a free comment for the capture's header")
     rec.add_argument("--output", "-o", required=True, type=Path, help="the capture file")
@@ -350,9 +354,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
         devices = _by_link(args.device, "--device")
         listens = _by_link(args.listen, "--listen")
         framings = _by_link(args.framing, "--framing")
-        if set(listens) != set(devices) or not set(framings) <= set(devices):
+        drivers = _by_link(args.driver, "--driver")
+        if set(listens) != set(devices) or not set(framings) | set(drivers) <= set(devices):
             raise ValueError(
-                f"name each link the same in --device, --listen and --framing "
+                f"name each link the same in --device, --listen, --framing and --driver "
                 f"(--device: {sorted(devices)}, --listen: {sorted(listens)})"
             )
         links = []
@@ -363,7 +368,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             where = listens[name]
             if where != "pty" and not where.startswith("socket://"):
                 raise ValueError(f"--listen {name}={where}: use pty or socket://HOST:PORT")
-            links.append(RecordedLink(LinkInfo(name, url, Framing(framing), args.baudrate), where))
+            extra = (("driver", drivers[name]),) if name in drivers else ()
+            info = LinkInfo(name, url, Framing(framing), args.baudrate, extra)
+            links.append(RecordedLink(info, where))
         out = args.output.open("w", encoding="utf-8")
     except (ValueError, OSError) as exc:
         print(f"tableside record: {exc}", file=sys.stderr)
