@@ -235,6 +235,19 @@ def _shuffler_case() -> Case:
     return {"shuffler": (sim.serve, Framing.TABLESIDE)}, [sim], comment
 
 
+def _disconnect_case() -> Case:
+    from tableside.simulators.faults import parse_fault
+    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
+
+    faults = ["disconnect@2", "count=53@4"]
+    sim = ShufflerSimulator(
+        interval=0.3, faults=[parse_fault(f, FAULTS) for f in faults], shuffle_time=0.05,
+        fault_clear_time=0.1, heartbeat=0.25, max_cycles=4, seed=4,
+    )  # fmt: skip
+    comment = f"shuffler simulator, 4 shuffles, faults {' '.join(faults)}: two sessions"
+    return {"shuffler": (sim.serve, Framing.TABLESIDE)}, [sim], comment
+
+
 def _shoe_case() -> Case:
     from tableside.simulators.registry import build_simulator
 
@@ -268,6 +281,7 @@ def _progressive_case() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "shuffler-count-jam-noise": _shuffler_case,
     "shoe-short-faceup": _shoe_case,
+    "shuffler-disconnect": _disconnect_case,
     "progressive-late-wager": _progressive_case,
 }
 
