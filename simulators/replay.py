@@ -9,8 +9,8 @@ the recording it says before it again. What counts as a match (docs/replay.md):
   clock reaches its recorded time. The host's frames between two device records may come in
   any order, and a frame may come early by one group (the host is quicker than it was). A
   frame the recording does not have there is a divergence; so is a recorded frame that has not
-  come after ``patience`` seconds. While a link waits for the host, the clock stops, so every
-  gap of the recording is kept.
+  come after ``patience`` seconds. The host's last frame sent again is a retransmission, allowed.
+  While a link waits for the host, the clock stops, so every gap of the recording is kept.
 * **ccTalk** (a polled bus: the host asks, an acceptor answers). Each request of the host gets
   the reply the recording has to the same request bytes, the latest one recorded at or before
   the clock's time (the device's state as of now; the first one if the host asks sooner than
@@ -161,6 +161,8 @@ class Replay:
     patience: float = 5.0
     keep_going: bool = False
     divergences: list[Divergence] = field(default_factory=list)
+    #: host frames sent again byte for byte (tableside framing: a retransmission, allowed)
+    retransmissions: int = 0
 
     def __post_init__(self) -> None:
         if self.speed <= 0:
@@ -297,6 +299,7 @@ class _Timeline:
         self.step = 0
         self.missing: list[tuple[float, bytes]] = list(self.steps[0][0])
         self.early: collections.Counter[bytes] = collections.Counter()
+        self.last_matched = b""
         self.arrived = asyncio.Event()
         self.host_closed = False
         self._reader: asyncio.StreamReader | None = None
@@ -326,10 +329,17 @@ class _Timeline:
             for i, (_, want) in enumerate(self.missing):
                 if want == unit:
                     del self.missing[i]
+                    self.last_matched = unit
                     return
             ahead = collections.Counter(self._lookahead())
             if ahead[unit] > self.early[unit]:
                 self.early[unit] += 1
+                self.last_matched = unit
+                return
+            if unit == self.last_matched and self.framing is Framing.TABLESIDE:
+                # The same bytes again: the host retransmits a frame whose answer it has not
+                # had yet (the link rules allow it). The recorded answer comes in its time.
+                self.replay.retransmissions += 1
                 return
         shown = self.missing[:1] if self.ordered else self.missing[:4]
         expected_text = ", ".join(_show(u) for _, u in shown) or "nothing"

@@ -119,7 +119,7 @@ async def test_a_live_session_recorded_through_tableside_record_replays_to_its_r
         try:
             code, err = await finish(replayer, terminate=False)
             assert code == 0, err
-            assert "played to the end, 0 divergence(s)" in err
+            assert "played to the end, 0 divergence(s)" in err, err
             await until(lambda: len(rulings_of(sub.messages)) >= len(live), within=20)
         finally:
             await stop(daemon_task)
@@ -249,6 +249,23 @@ async def test_a_host_frame_may_come_one_group_early() -> None:
         assert await reader.readexactly(len(F3)) == F3
         await asyncio.wait_for(replay.done.wait(), 5)
     assert replay.divergences == []
+
+
+async def test_a_host_frame_sent_again_is_a_retransmission_not_a_divergence() -> None:
+    # The device ACKs the query and sends its frame F1 (seq 0) at 300 ms; the host ACKs F1.
+    replay = Replay(
+        capture_of(OPEN, host(1, QUERY), dev(300, ACK0 + F1), host(301, ACK0), dev(302, F2))
+    )
+    async with host_of(replay) as (reader, writer):
+        writer.write(QUERY)
+        await until(lambda: replay.clock.now_ms() > 0)
+        writer.write(QUERY)  # no ACK yet (the device answers at 300 ms): the host sends it again
+        assert await reader.readexactly(len(ACK0 + F1)) == ACK0 + F1
+        writer.write(ACK0)
+        assert await reader.readexactly(len(F2)) == F2
+        await asyncio.wait_for(replay.done.wait(), 5)
+    assert replay.divergences == []
+    assert replay.retransmissions == 1
 
 
 async def test_a_host_frame_two_groups_early_is_a_divergence() -> None:

@@ -439,7 +439,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         how = "stopped at a divergence" if replay.stopped else "played to the end"
         print(
             f"tableside simulate replay: {args.capture}: {how}, "
-            f"{len(replay.divergences)} divergence(s)",
+            f"{len(replay.divergences)} divergence(s), "
+            f"{replay.retransmissions} host retransmission(s)",
             file=sys.stderr,
         )
         return 1 if replay.divergences else 0
