@@ -9,7 +9,7 @@ the recording it says before it again. What counts as a match (docs/replay.md):
   clock reaches its recorded time. The host's frames between two device records may come in
   any order, and a frame may come early by one group (the host is quicker than it was). A
   frame the recording does not have there is a divergence; so is a recorded frame that has not
-  come after ``patience`` seconds. The host's last frame sent again is a retransmission, allowed.
+  come after ``patience`` seconds. The host's last data frame sent again is a retransmission, allowed.
   While a link waits for the host, the clock stops, so every gap of the recording is kept.
 * **ccTalk** (a polled bus: the host asks, an acceptor answers). Each request of the host gets
   the reply the recording has to the same request bytes, the latest one recorded at or before
@@ -36,7 +36,7 @@ import structlog
 
 from tableside.drivers.cctalk.protocol import CcTalkDecoder, CcTalkFrame
 from tableside.drivers.cctalk.protocol import NeedData as CcNeedData
-from tableside.drivers.framing import Frame, FrameDecoder, NeedData
+from tableside.drivers.framing import ACK, NAK, Frame, FrameDecoder, NeedData
 from tableside.simulators.capture import Capture, Framing, Record, Session, What
 from tableside.simulators.listen import Connection, PtyEndpoint, serve_socket
 
@@ -299,7 +299,8 @@ class _Timeline:
         self.step = 0
         self.missing: list[tuple[float, bytes]] = list(self.steps[0][0])
         self.early: collections.Counter[bytes] = collections.Counter()
-        self.last_matched = b""
+        #: the host's last data frame (not ACK or NAK), the one it may retransmit
+        self.last_data = b""
         self.arrived = asyncio.Event()
         self.host_closed = False
         self._reader: asyncio.StreamReader | None = None
@@ -319,6 +320,10 @@ class _Timeline:
                 return [u for _, u in units]
         return []
 
+    def _matched(self, unit: bytes) -> None:
+        if self.framing is Framing.TABLESIDE and unit[3] not in (ACK, NAK):
+            self.last_data = unit
+
     def _on_unit(self, unit: bytes) -> None:
         if self.ordered:
             expected = self.missing[0][1] if self.missing else None
@@ -329,14 +334,14 @@ class _Timeline:
             for i, (_, want) in enumerate(self.missing):
                 if want == unit:
                     del self.missing[i]
-                    self.last_matched = unit
+                    self._matched(unit)
                     return
             ahead = collections.Counter(self._lookahead())
             if ahead[unit] > self.early[unit]:
                 self.early[unit] += 1
-                self.last_matched = unit
+                self._matched(unit)
                 return
-            if unit == self.last_matched and self.framing is Framing.TABLESIDE:
+            if unit == self.last_data:
                 # The same bytes again: the host retransmits a frame whose answer it has not
                 # had yet (the link rules allow it). The recorded answer comes in its time.
                 self.replay.retransmissions += 1

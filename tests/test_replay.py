@@ -252,17 +252,23 @@ async def test_a_host_frame_may_come_one_group_early() -> None:
 
 
 async def test_a_host_frame_sent_again_is_a_retransmission_not_a_divergence() -> None:
-    # The device ACKs the query and sends its frame F1 (seq 0) at 300 ms; the host ACKs F1.
+    # The device's heartbeat F1 crosses the host's query; the host ACKs it; the device ACKs
+    # the query only at 300 ms, and sends F2 (seq 1).
     replay = Replay(
-        capture_of(OPEN, host(1, QUERY), dev(300, ACK0 + F1), host(301, ACK0), dev(302, F2))
-    )
+        capture_of(
+            OPEN, dev(1, F1), host(2, QUERY + ACK0), dev(300, ACK0), dev(301, F2),
+            host(302, ACK1), dev(303, F3),
+        )
+    )  # fmt: skip
     async with host_of(replay) as (reader, writer):
         writer.write(QUERY)
-        await until(lambda: replay.clock.now_ms() > 0)
-        writer.write(QUERY)  # no ACK yet (the device answers at 300 ms): the host sends it again
-        assert await reader.readexactly(len(ACK0 + F1)) == ACK0 + F1
+        await reader.readexactly(len(F1))
         writer.write(ACK0)
-        assert await reader.readexactly(len(F2)) == F2
+        await until(lambda: replay.clock.now_ms() > 2)
+        writer.write(QUERY)  # no ACK yet (the device answers at 300 ms): the host sends it again
+        assert await reader.readexactly(len(ACK0 + F2)) == ACK0 + F2
+        writer.write(ACK1)
+        assert await reader.readexactly(len(F3)) == F3
         await asyncio.wait_for(replay.done.wait(), 5)
     assert replay.divergences == []
     assert replay.retransmissions == 1
