@@ -9,8 +9,9 @@ the recording it says before it again. What counts as a match (docs/replay.md):
   clock reaches its recorded time. The host's frames between two device records may come in
   any order, and a frame may come early by one group (the host is quicker than it was). A
   frame the recording does not have there is a divergence; so is a recorded frame that has not
-  come after ``patience`` seconds. The host's last data frame sent again is a retransmission, allowed.
-  While a link waits for the host, the clock stops, so every gap of the recording is kept.
+  come after ``patience`` seconds. The host's last data frame sent again is a retransmission,
+  allowed. While a link waits for the host, the clock stops, so every gap of the recording is
+  kept.
 * **ccTalk** (a polled bus: the host asks, an acceptor answers). Each request of the host gets
   the reply the recording has to the same request bytes, the latest one recorded at or before
   the clock's time (the device's state as of now; the first one if the host asks sooner than
