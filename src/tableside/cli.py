@@ -60,7 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", type=Path)
 
     sim = sub.add_parser("simulate", help="run a device simulator")
-    sim.add_argument("device_class", choices=["shuffler", "shoe", "card_reader", "progressive"])
+    sim.add_argument(
+        "device_class", choices=["shuffler", "shoe", "card_reader", "progressive", "replay"]
+    )
+    sim.add_argument("capture", nargs="?", type=Path, help="replay: the capture file to play")
     where = sim.add_mutually_exclusive_group(required=True)
     where.add_argument("--listen", help="socket://host:port to listen on")
     where.add_argument("--pty", action="store_true", help="create a pty and print its path")
@@ -93,6 +96,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--bus-listen", help="progressive: socket://host:port for the acceptor bus")
     sim.add_argument("--heartbeat", type=float, help="seconds between heartbeats (default 1)")
+    sim.add_argument("--speed", type=float, default=1.0, help="replay: N times as fast")
+    sim.add_argument(
+        "--patience", type=float, default=5.0, help="replay: seconds to wait for a host frame"
+    )
+    sim.add_argument("--keep-going", action="store_true", help="replay: go on after a divergence")
+
+    rec = sub.add_parser(
+        "record", help="sit between the daemon and a device and write what the link carries"
+    )
+    rec.add_argument(
+        "--device", action="append", required=True, metavar="[NAME=]URL",
+        help="the real device, as the driver would open it (repeatable, one per link)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--listen", action="append", required=True, metavar="[NAME=]pty|socket://HOST:PORT",
+        help="where the daemon connects instead (repeatable, one per link)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--framing", action="append", default=[], metavar="[NAME=]tableside|cctalk|raw",
+        help="how replay compares the host's bytes (default tableside)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--driver", action="append", default=[], metavar="[NAME=]DRIVER",
+        help="the driver the table uses for the link, for the header (e.g. tableside.shuffler)",
+    )  # fmt: skip
+    rec.add_argument("--baudrate", type=int, default=9600, help="serial devices (default 9600)")
+    rec.add_argument("--comment", default="", help="a free comment for the capture's header")
+    rec.add_argument("--output", "-o", required=True, type=Path, help="the capture file")
 
     mon = sub.add_parser("monitor", help="subscribe to a table and print its life")
     mon.add_argument("--table", help="table id (default: from --config)")
@@ -276,6 +307,8 @@ def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.device_class == "replay" or args.capture is not None:
+        return _cmd_replay(args)
     from tableside.simulators.listen import serve_pty, serve_socket
     from tableside.simulators.progressive import progressive_table
     from tableside.simulators.registry import build_simulator
@@ -334,6 +367,121 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 print(f"tableside simulate: {task.exception()}", file=sys.stderr)
                 return 1
         return 0
+
+    return _run_async(go())
+
+
+def _by_link(items: Sequence[str], what: str) -> dict[str, str]:
+    """``[NAME=]VALUE`` items by link name ("device" when a single one has none)."""
+    from tableside.simulators.capture import link_and_value
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, value = link_and_value(item)
+        if name in out:
+            raise ValueError(f"{what}: link {name!r} given twice")
+        out[name] = value
+    return out
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from tableside.simulators.capture import Framing, LinkInfo
+    from tableside.simulators.record import RecordedLink, Recorder
+
+    try:
+        devices = _by_link(args.device, "--device")
+        listens = _by_link(args.listen, "--listen")
+        framings = _by_link(args.framing, "--framing")
+        drivers = _by_link(args.driver, "--driver")
+        if set(listens) != set(devices) or not set(framings) | set(drivers) <= set(devices):
+            raise ValueError(
+                f"name each link the same in --device, --listen, --framing and --driver "
+                f"(--device: {sorted(devices)}, --listen: {sorted(listens)})"
+            )
+        links = []
+        for name, url in devices.items():
+            framing = framings.get(name, "tableside")
+            if framing not in {f.value for f in Framing}:
+                raise ValueError(f"--framing {name}={framing}: use tableside, cctalk or raw")
+            where = listens[name]
+            if where != "pty" and not where.startswith("socket://"):
+                raise ValueError(f"--listen {name}={where}: use pty or socket://HOST:PORT")
+            extra = (("driver", drivers[name]),) if name in drivers else ()
+            info = LinkInfo(name, url, Framing(framing), args.baudrate, extra)
+            links.append(RecordedLink(info, where))
+        out = args.output.open("w", encoding="utf-8")
+    except (ValueError, OSError) as exc:
+        print(f"tableside record: {exc}", file=sys.stderr)
+        return 2
+    recorder = Recorder(links, out, comment=args.comment, version=__version__)
+    single = len(links) == 1
+
+    def ready(name: str, where: str) -> None:
+        print(where if single else f"{name}={where}", flush=True)
+
+    async def go() -> int:
+        try:
+            await recorder.run(ready)
+        finally:
+            out.close()
+            counts = ", ".join(f"{n}: {c}" for n, c in recorder.counts.items())
+            print(f"tableside record: {args.output} ({counts} records)", file=sys.stderr)
+        return 0
+
+    return _run_async(go())
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from tableside.simulators.capture import CaptureError, read_capture
+    from tableside.simulators.replay import Replay
+
+    try:
+        if args.device_class != "replay" or args.capture is None:
+            raise ValueError("give a capture only to replay: tableside simulate replay FILE")
+        if args.fault or args.scenario or args.set:
+            raise ValueError("a capture plays what was recorded: no --fault, --scenario or --set")
+        capture = read_capture(args.capture)
+        replay = Replay(
+            capture, speed=args.speed, patience=args.patience, keep_going=args.keep_going
+        )
+        if args.pty:
+            listen = dict.fromkeys(capture.links, "pty")
+        elif "=" in args.listen:
+            listen = _by_link(args.listen.split(","), "--listen")
+        else:
+            listen = dict.fromkeys(capture.links, args.listen)
+        if set(listen) != set(capture.links):
+            raise ValueError(f"--listen: the capture's links are {sorted(capture.links)}")
+    except (ValueError, CaptureError) as exc:
+        print(f"tableside simulate replay: {exc}", file=sys.stderr)
+        return 2
+    single = len(listen) == 1
+
+    def ready(name: str, where: str) -> None:
+        print(where if single else f"{name}={where}", flush=True)
+
+    async def go() -> int:
+        serving = asyncio.create_task(replay.serve(listen, ready), name="replay")
+        done = asyncio.create_task(replay.done.wait())
+        try:
+            await asyncio.wait({serving, done}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (serving, done):
+                task.cancel()
+            await asyncio.wait({serving, done})
+        if not serving.cancelled() and serving.exception() is not None:
+            print(f"tableside simulate replay: {serving.exception()}", file=sys.stderr)
+            return 1
+        for divergence in replay.divergences:
+            print(f"divergence: {divergence}", file=sys.stderr)
+        how = "stopped at a divergence" if replay.stopped else "played to the end"
+        print(
+            f"tableside simulate replay: {args.capture}: {how}, "
+            f"{len(replay.divergences)} divergence(s), "
+            f"{replay.retransmissions} host retransmission(s)",
+            file=sys.stderr,
+        )
+        return 1 if replay.divergences else 0
 
     return _run_async(go())
 
@@ -619,6 +767,7 @@ _COMMANDS = {
     "run": _cmd_run,
     "check-config": _cmd_check,
     "simulate": _cmd_simulate,
+    "record": _cmd_record,
     "monitor": _cmd_monitor,
     "demo": _cmd_demo,
     "schemas": _cmd_schemas,
