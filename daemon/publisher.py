@@ -31,6 +31,7 @@ from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import Envelope, StatusPayload, utc_ms
 from tableside.drivers.backoff import Backoff
+from tableside.drivers.tasks import first_to_end
 
 __all__ = ["CommandHandler", "Publisher", "Topics", "marked"]
 
@@ -173,8 +174,8 @@ class Publisher:
         while True:
             try:
                 await self._connect_and_serve()
-            except* aiomqtt.MqttError as group:
-                why = "; ".join(str(e) for e in group.exceptions)
+            except aiomqtt.MqttError as exc:
+                why = str(exc)
                 self.connected.clear()
                 delay = self._backoff.next()
                 log.warning(
@@ -224,9 +225,14 @@ class Publisher:
             log.info("broker_connected", url=self.broker.url, client_id=self.client_id,
                      unsent=self.pending)  # fmt: skip
             try:
-                async with asyncio.TaskGroup() as tg:
-                    tg.create_task(self._watch_incoming(client), name="mqtt.incoming")
-                    tg.create_task(self._drain(client), name="mqtt.drain")
+                # not a TaskGroup: run() catches MqttError, and a 3.11 TaskGroup can absorb the
+                # daemon's cancellation into the broker's disconnect error (drivers/tasks.py)
+                await first_to_end(
+                    {
+                        "mqtt.incoming": self._watch_incoming(client),
+                        "mqtt.drain": self._drain(client),
+                    }
+                )
             finally:
                 self._client = None
 
@@ -267,8 +273,10 @@ class Publisher:
                     inflight.append((record.seq, asyncio.ensure_future(send)))
                 cursor += len(batch)
                 if inflight:
-                    # The broker acknowledges in order: the head first.
-                    await inflight[0][1]
+                    # The broker acknowledges in order: the head first. Waited on, not awaited:
+                    # a cancel of the drain must not go through aiomqtt's wait_for, which on 3.11
+                    # returns normally when the PUBACK comes in the same loop iteration.
+                    await asyncio.wait([inflight[0][1]])
                     while inflight and inflight[0][1].done():
                         seq, task = inflight.popleft()
                         task.result()

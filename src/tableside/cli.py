@@ -160,19 +160,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_async(coro: Coroutine[Any, Any, int]) -> int:
-    """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled)."""
+#: a stop that has not finished this long after SIGTERM/SIGINT is forced; below the unit's
+#: TimeoutStopSec (15 s, systemd/tableside@.service), after which systemd would SIGKILL
+STOP_DEADLINE_S = 10.0
+
+
+def _run_async(coro: Coroutine[Any, Any, int], stop_deadline: float = STOP_DEADLINE_S) -> int:
+    """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled). A
+    stop still running ``stop_deadline`` seconds later is a bug somewhere (a cancellation
+    swallowed): it is logged with the tasks still running, every task is cancelled again, once
+    a second, and the exit status is 1."""
+    overdue: list[str] = []
+    stopping: list[bool] = []
 
     async def wrapper() -> int:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+
+        def force() -> None:
+            if task.done():
+                return
+            stuck = sorted(t.get_name() for t in asyncio.all_tasks() if not t.done())
+            if not overdue:
+                import structlog
+
+                structlog.get_logger("tableside").error(
+                    "stop_overdue", after_s=stop_deadline, tasks=stuck
+                )
+            overdue.extend(stuck)
+            for each in asyncio.all_tasks():
+                each.cancel()
+            loop.call_later(1.0, force)
+
+        def stop() -> None:
+            if not stopping:
+                stopping.append(True)
+                loop.call_later(stop_deadline, force)
+            task.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, stop)
         try:
-            return await coro
+            status = await coro
         except asyncio.CancelledError:
-            return 0
+            status = 0
+        return 1 if overdue else status
 
     return asyncio.run(wrapper())
 
