@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     mon.add_argument("--config", type=Path, help="take table, broker and prefix from here")
     mon.add_argument("--broker", help="mqtt://host:port (default mqtt://127.0.0.1:1883)")
     mon.add_argument("--prefix", help="topic prefix (default tableside)")
+    mon.add_argument(
+        "--client-id",
+        help="the persistent session's client id (default: tableside-monitor-TABLE-USER-HOST)",
+    )
+    mon.add_argument(
+        "--no-session", action="store_true", help="a clean session: what comes while away is lost"
+    )
 
     demo = sub.add_parser("demo", help="a whole simulated table, live, in one command")
     demo.add_argument(
@@ -371,7 +378,7 @@ def _key_values(items: Sequence[str], what: str) -> dict[str, Any]:
 
 
 def _cmd_monitor(args: argparse.Namespace) -> int:
-    from tableside.daemon.monitor import Monitor
+    from tableside.daemon.monitor import Monitor, default_client_id
 
     where = _table_on_broker(args, "monitor")
     if where is None:
@@ -385,6 +392,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         prefix,
         out=sys.stdout,
         client_kwargs=client_kwargs,
+        client_id=None if args.no_session else args.client_id or default_client_id(table),
+        journal_hint=f"--config {args.config}" if args.config else "--config <the table's config>",
     )
 
     async def go() -> int:
