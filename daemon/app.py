@@ -26,6 +26,8 @@ from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import (
+    MAX_NAME_CHARS,
+    MAX_REQUEST_BYTES,
     CommandRequest,
     CommandResult,
     DeviceEventPayload,
@@ -492,13 +494,19 @@ class TableDaemon:
         """A request on ``<prefix>/<table>/command/<role>``: checked in this order — readable,
         a known role, a command that role may give, a device that has it — and carried out,
         or refused with the reason. Either way the result is journaled and published."""
-        role = self.topics.role_of_command(topic)
+        role = self.topics.role_of_command(topic)[:MAX_NAME_CHARS]
         request: CommandRequest | None = None
         error: str | None = None
+        if len(payload) > MAX_REQUEST_BYTES:
+            # refused unread, and not repeated back: the refusal stays small
+            error = (f"request of {len(payload)} bytes on {topic[:200]} refused unread: "
+                     f"requests are limited to {MAX_REQUEST_BYTES} bytes")  # fmt: skip
+            self._command_result(role, None, error, reply)
+            return
         try:
             request = CommandRequest.model_validate(json.loads(payload))
         except (ValueError, ValidationError, RecursionError) as exc:
-            error = f"malformed request on {topic}: {str(exc)[:300]}"
+            error = f"malformed request on {topic[:200]}: {str(exc)[:300]}"
         if request is not None:
             error = refusal(role, request.command)
             if error is None and request.device == "table":
