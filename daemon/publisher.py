@@ -70,8 +70,10 @@ def _fail_fast_before_connack(client: aiomqtt.Client) -> None:
     loop = asyncio.get_running_loop()
 
     def refuse(error: aiomqtt.MqttError) -> None:
-        if not client._connected.done():
-            client._connected.set_exception(error)
+        connected = client._connected
+        if not connected.done():
+            connected.set_exception(error)
+            connected.exception()  # raised to whoever awaits it; no warning if nobody does
 
     def on_disconnect(*args: Any) -> None:
         # paho calls this from the connecting thread or from the event loop
