@@ -25,6 +25,8 @@ from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import (
+    MAX_NAME_CHARS,
+    MAX_REQUEST_BYTES,
     CommandRequest,
     CommandResult,
     DeviceEventPayload,
@@ -496,12 +498,18 @@ class TableDaemon:
         self, topic: str, payload: bytes, reply: tuple[str, bytes] | None = None
     ) -> None:
         """A request on ``<prefix>/<table>/command/<role>``, checked against its declaration
-        (rules/commands.py) in this order — readable, a known role, a known command that role
-        may give, its arguments, the device that carries it out, the table's phase, and for a
-        deal whether a rule halts dealing — and carried out, or refused with the reason. Either
-        way the result is journaled and published."""
-        role = self.topics.role_of_command(topic)
+        (rules/commands.py) in this order — not too large, readable, a known role, a known
+        command that role may give, its arguments, the device that carries it out, the table's
+        phase, and for a deal whether a rule halts dealing — and carried out, or refused with
+        the reason. Either way the result is journaled and published."""
+        role = self.topics.role_of_command(topic)[:MAX_NAME_CHARS]
         request: CommandRequest | None = None
+        if len(payload) > MAX_REQUEST_BYTES:
+            # refused unread, and not repeated back: the refusal stays small
+            error = (f"request of {len(payload)} bytes on {topic[:200]} refused unread: "
+                     f"requests are limited to {MAX_REQUEST_BYTES} bytes")  # fmt: skip
+            self._command_result(role, None, error, reply)
+            return
         try:
             request = CommandRequest.model_validate(json.loads(payload))
             command, args = admit(request.command, role, request.args, self.table_state.phase)
@@ -510,7 +518,7 @@ class TableDaemon:
         except (ValueError, ValidationError, RecursionError) as exc:
             error = str(exc)[:600]
             if request is None:
-                error = f"malformed request on {topic}: {error[:300]}"
+                error = f"malformed request on {topic[:200]}: {error[:300]}"
             self._command_result(role, request, error, reply)
             return
         if runtime is None:

@@ -329,7 +329,9 @@ class Config(_Strict):
 
     @property
     def client_id(self) -> str:
-        return self.broker.client_id or f"tableside-{self.table.id}"
+        # the username where there is one: a broker binding client ids to logins
+        # (use_username_as_clientid, systemd/mosquitto-tableside.conf) gives it that id anyway
+        return self.broker.client_id or self.broker.username or f"tableside-{self.table.id}"
 
 
 class _EnvOverrides(BaseSettings):

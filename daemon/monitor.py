@@ -2,22 +2,41 @@
 
 It checks the sequence numbers as it goes and prints a ``GAP`` line when numbers are missing.
 Republished retained state and the last will are repeats by design and are not counted.
+
+It connects with a persistent session (a stable client id, QoS 1), so what the table publishes
+while the monitor is away from the broker (a broker restart, a network blip) is kept for it by
+a broker with persistence on and arrives when it is back. A gap it still sees across one of its
+own reconnects is its own (the broker did not keep its session), said as such with the command
+that fetches the range from the table's journal; a gap while it stayed connected is a loss
+before or at the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import aiomqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tableside.drivers.backoff import Backoff
 
-__all__ = ["Monitor", "format_message"]
+__all__ = ["SESSION_EXPIRY_S", "Monitor", "default_client_id", "format_message"]
+
+#: MQTT v5: how long the broker keeps a monitor's session (and queues for it) while it is away
+SESSION_EXPIRY_S = 24 * 3600
+
+
+def default_client_id(table: str) -> str:
+    """One stable id per person, machine and table: the same session every time they watch."""
+    return f"tableside-monitor-{table}-{getpass.getuser()}-{socket.gethostname()}"
 
 
 def _clock(ts: str) -> str:
@@ -68,12 +87,12 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         extra = " ".join(
             f"{k}={msg[k]}" for k in ("device_state", "fault") if msg.get(k) is not None
         )
-        line = f"{head} {msg.get('device'):<10} state {msg.get('connection')}{who} {extra}{flags}"
+        line = f"{head} {msg.get('device')!s:<10} state {msg.get('connection')}{who} {extra}{flags}"
         return line.rstrip()
     if kind == "event":
         data = msg.get("data", {})
         detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
-        return f"{head} {msg.get('device'):<10} {msg.get('event')}: {detail}"
+        return f"{head} {msg.get('device')!s:<10} {msg.get('event')}: {detail}"
     if kind == "command_result":
         outcome = "ok" if msg.get("ok") else f"refused: {msg.get('error')}"
         who = f"{msg.get('device') or '?':<10} {msg.get('role')}"
@@ -90,9 +109,20 @@ class Monitor:
     on_message: Callable[[str, dict[str, Any]], None] | None = None
     #: credentials and TLS (BrokerConfig.client_kwargs()), when the broker wants them
     client_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: the session's client id; None: a clean session each time (what comes while away is lost)
+    client_id: str | None = None
+    #: take up the session a previous run left (False: start clean, keep it across reconnects)
+    resume: bool = True
     seen: set[int] = field(default_factory=set)
+    #: seq ranges missing while the monitor stayed connected: lost before or at the broker
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    #: seq ranges missing across one of the monitor's own reconnects: its session was not kept
+    missed: list[tuple[int, int]] = field(default_factory=list)
+    connections: int = 0
+    #: (how to fetch a range from the table's journal) e.g. "--config /etc/tableside/cs-01.toml"
+    journal_hint: str = "--config <the table's config>"
     _high: int | None = None
+    _reconnected: bool = False
 
     def _check_seq(self, msg: dict[str, Any], retained: bool) -> str | None:
         seq = msg.get("seq")
@@ -101,15 +131,44 @@ class Monitor:
         self.seen.add(seq)
         note = None
         if self._high is not None and seq > self._high + 1:
-            self.gaps.append((self._high + 1, seq - 1))
-            note = f"GAP: seq {self._high + 1}..{seq - 1} not received"
+            first, last = self._high + 1, seq - 1
+            if self._reconnected:
+                self.missed.append((first, last))
+                note = (
+                    f"GAP (this monitor's): seq {first}..{last} not received while the monitor "
+                    "was away from the broker (the broker did not keep its session: restarted "
+                    "without persistence, or the session expired); the table has them: "
+                    f"tableside journal export {self.journal_hint} --from-seq {first} "
+                    f"--to-seq {last}"
+                )
+            else:
+                self.gaps.append((first, last))
+                note = f"GAP: seq {first}..{last} not received (lost before or at the broker)"
+        self._reconnected = False
         if self._high is None or seq > self._high:
             self._high = seq
         return note
 
+    def _connected(self) -> None:
+        """A connection is made: a gap before the next fresh message spans a reconnect."""
+        self._reconnected = self.connections > 0
+        self.connections += 1
+
     def _print(self, line: str) -> None:
         if self.out is not None:
             print(line, file=self.out, flush=True)
+
+    def _session(self) -> dict[str, Any]:
+        """aiomqtt.Client arguments for this connection's session."""
+        if self.client_id is None:
+            return {}
+        clean = self.connections == 0 and not self.resume
+        if self.client_kwargs.get("protocol") == aiomqtt.ProtocolVersion.V5:
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = SESSION_EXPIRY_S
+            return {"identifier": self.client_id, "clean_start": clean,
+                    "properties": properties}  # fmt: skip
+        return {"identifier": self.client_id, "clean_session": clean}
 
     async def run(self) -> None:
         parts = urlsplit(self.url)
@@ -120,8 +179,10 @@ class Monitor:
                     parts.hostname or "127.0.0.1",
                     parts.port or (8883 if parts.scheme == "mqtts" else 1883),
                     **self.client_kwargs,
+                    **self._session(),
                 ) as c:
                     backoff.reset()
+                    self._connected()
                     await c.subscribe(f"{self.prefix}/{self.table}/#", qos=1)
                     async for message in c.messages:
                         self._handle(str(message.topic), message.payload, message.retain)

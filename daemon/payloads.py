@@ -12,6 +12,8 @@ from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
 
 __all__ = [
+    "MAX_NAME_CHARS",
+    "MAX_REQUEST_BYTES",
     "PAYLOAD_MODELS",
     "CommandRequest",
     "CommandResult",
@@ -162,14 +164,24 @@ class RulingPayload(Envelope):
     round: int | None = Field(default=None, description="the table's round when it was given")
 
 
+#: a request larger than this is refused unread (docs/commands.md); no command needs 1 KiB
+MAX_REQUEST_BYTES = 64 * 1024
+#: the longest command or device name, and request id, a result repeats
+MAX_NAME_CHARS = 128
+
+
 class CommandRequest(BaseModel):
     """``<prefix>/<table>/command/<role>``: ask the table to do something (docs/commands.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    command: str
-    device: str = Field(description="the device that carries it out, e.g. shuffler")
+    command: str = Field(max_length=MAX_NAME_CHARS)
+    device: str = Field(
+        max_length=MAX_NAME_CHARS, description="the device that carries it out, e.g. shuffler"
+    )
     args: dict[str, Any] = Field(default_factory=dict, description="the command's arguments")
-    request_id: str | None = Field(default=None, description="yours; the result repeats it")
+    request_id: str | None = Field(
+        default=None, max_length=MAX_NAME_CHARS, description="yours; the result repeats it"
+    )
 
 
 class CommandResult(Envelope):

@@ -19,7 +19,7 @@ import collections
 import contextlib
 import json
 from collections.abc import Callable
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import aiomqtt
 import structlog
@@ -31,10 +31,17 @@ from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import Envelope, StatusPayload, utc_ms
 from tableside.drivers.backoff import Backoff
+from tableside.drivers.tasks import first_to_end
 
-__all__ = ["CommandHandler", "Publisher", "Topics", "marked"]
+__all__ = ["CONNECT_TIMEOUT_S", "RETRY_MAX_S", "CommandHandler", "Publisher", "Topics", "marked"]
 
 log = structlog.get_logger("tableside.mqtt")
+
+#: the longest wait between two connection attempts (jittered down to half of it): after an
+#: outage the table tries again within this long of the broker's return (docs/mqtt.md)
+RETRY_MAX_S = 5.0
+#: one attempt, from the TCP connect to CONNACK (and a PUBACK or SUBACK after it), at most
+CONNECT_TIMEOUT_S = 10.0
 
 #: (topic, payload, where to send a response: (response topic, correlation data) or None)
 CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
@@ -50,6 +57,32 @@ def marked(payload: bytes, **flags: bool) -> bytes:
 def _said_if_failed(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("response_not_sent", error=str(task.exception()))
+
+
+def _fail_fast_before_connack(client: aiomqtt.Client) -> None:
+    """A connection the broker closes before its CONNACK (a broker starting or stopping, one
+    at its connection limit) fails the attempt at once. aiomqtt ignores a disconnect before
+    CONNACK and waits out its whole timeout instead: every such attempt cost the table 10 s
+    on top of the retry delay. (aiomqtt 2.x internals: its paho client and its connect
+    future; tests/test_reconnect.py checks this still works.)"""
+    paho = client._client
+    ignored = paho.on_disconnect
+    loop = asyncio.get_running_loop()
+
+    def refuse(error: aiomqtt.MqttError) -> None:
+        connected = client._connected
+        if not connected.done():
+            connected.set_exception(error)
+            connected.exception()  # raised to whoever awaits it; no warning if nobody does
+
+    def on_disconnect(*args: Any) -> None:
+        # paho calls this from the connecting thread or from the event loop
+        error = aiomqtt.MqttError("the broker closed the connection before CONNACK")
+        loop.call_soon_threadsafe(refuse, error)
+        if ignored is not None:
+            ignored(*args)
+
+    paho.on_disconnect = on_disconnect
 
 
 class Topics:
@@ -103,7 +136,7 @@ class Publisher:
         self.connections = 0
         self.published = 0
         self.redelivered = 0
-        self._backoff = Backoff(initial=0.2, maximum=15.0)
+        self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S)
         self._client: aiomqtt.Client | None = None
 
     # -- what the daemon calls -------------------------------------------------------------
@@ -178,8 +211,8 @@ class Publisher:
         while True:
             try:
                 await self._connect_and_serve()
-            except* aiomqtt.MqttError as group:
-                why = "; ".join(str(e) for e in group.exceptions)
+            except aiomqtt.MqttError as exc:
+                why = str(exc)
                 self.connected.clear()
                 delay = self._backoff.next()
                 log.warning(
@@ -204,16 +237,27 @@ class Publisher:
             kwargs["clean_start"] = True
         else:
             kwargs["clean_session"] = True
-        async with aiomqtt.Client(
+        client = aiomqtt.Client(
             self.broker.host,
             self.broker.port,
             identifier=self.client_id,
             will=will,
             keepalive=self.broker.keepalive_s,
-            timeout=10,
+            timeout=CONNECT_TIMEOUT_S,
             max_inflight_messages=self.window,
             **kwargs,
-        ) as client:
+        )
+        _fail_fast_before_connack(client)
+        async with contextlib.AsyncExitStack() as stack:
+            # aiomqtt bounds the wait for CONNACK, not the TCP connect before it (in a thread
+            # of the default executor, shared with the journal's reads): bound the whole attempt
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT_S + 2):
+                    await stack.enter_async_context(client)
+            except TimeoutError:
+                raise aiomqtt.MqttError(
+                    f"no connection within {CONNECT_TIMEOUT_S + 2:.0f} s"
+                ) from None
             client.pending_calls_threshold = self.window + 10  # a full window is normal here
             self.connections += 1
             self._backoff.reset()
@@ -232,9 +276,14 @@ class Publisher:
             log.info("broker_connected", url=self.broker.url, client_id=self.client_id,
                      unsent=self.pending)  # fmt: skip
             try:
-                async with asyncio.TaskGroup() as tg:
-                    tg.create_task(self._watch_incoming(client), name="mqtt.incoming")
-                    tg.create_task(self._drain(client), name="mqtt.drain")
+                # not a TaskGroup: run() catches MqttError, and a 3.11 TaskGroup can absorb the
+                # daemon's cancellation into the broker's disconnect error (drivers/tasks.py)
+                await first_to_end(
+                    {
+                        "mqtt.incoming": self._watch_incoming(client),
+                        "mqtt.drain": self._drain(client),
+                    }
+                )
             finally:
                 self._client = None
 
@@ -275,8 +324,10 @@ class Publisher:
                     inflight.append((record.seq, asyncio.ensure_future(send)))
                 cursor += len(batch)
                 if inflight:
-                    # The broker acknowledges in order: the head first.
-                    await inflight[0][1]
+                    # The broker acknowledges in order: the head first. Waited on, not awaited:
+                    # a cancel of the drain must not go through aiomqtt's wait_for, which on 3.11
+                    # returns normally when the PUBACK comes in the same loop iteration.
+                    await asyncio.wait([inflight[0][1]])
                     while inflight and inflight[0][1].done():
                         seq, task = inflight.popleft()
                         task.result()

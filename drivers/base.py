@@ -44,6 +44,7 @@ from tableside.drivers.events import (
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
 from tableside.drivers.messages import Message, MessageSet
+from tableside.drivers.tasks import first_to_end
 from tableside.drivers.transport import DEFAULT_BAUDRATE, open_transport
 
 __all__ = ["Driver", "DriverSettings", "EventSink", "FramedDriver"]
@@ -297,24 +298,28 @@ class FramedDriver(Driver):
             settle=self.settings.settle,
         )
         try:
-            async with asyncio.TaskGroup() as tg:
-                reading = tg.create_task(link.run(), name=f"{self.name}.link")
-                self._link = link
-                self._identity = None
-                self.connected()
-                await self.on_link_up(link)
-                tg.create_task(self._watch_silence(link, reading), name=f"{self.name}.watchdog")
+            # not a TaskGroup: Driver.run catches the link's errors, and a 3.11 TaskGroup can
+            # absorb the daemon's cancellation into one of them (drivers/tasks.py)
+            self._identity = None  # a new link: the device says who it is again
+            await first_to_end(
+                {f"{self.name}.link": link.run(), f"{self.name}.watchdog": self._up(link)}
+            )
         finally:
             self._link = None
             await link.aclose()
 
-    async def _watch_silence(self, link: FramedLink, reading: asyncio.Task[NoReturn]) -> None:
+    async def _up(self, link: FramedLink) -> NoReturn:
+        self._link = link
+        self.connected()
+        await self.on_link_up(link)
+        await self._watch_silence(link)
+
+    async def _watch_silence(self, link: FramedLink) -> NoReturn:
         timeout = self.settings.heartbeat_timeout
         while True:
             await asyncio.sleep(timeout / 4)
             silent = time.monotonic() - link.last_rx
             if silent > timeout * self.settings.stale_reconnect_after:
-                reading.cancel()
                 raise LinkLost(f"{self.name}: silent for {silent:.1f} s; reopening the link")
             if silent > timeout and self.state == ConnectionState.CONNECTED:
                 self._set_state(ConnectionState.STALE, f"no frame for {silent:.1f} s")

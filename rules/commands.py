@@ -664,16 +664,19 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-def request_schema() -> dict[str, Any]:
+def request_schema(envelope: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON Schema of a request on ``<prefix>/<table>/command/<role>``: one branch per
-    command, with that command's arguments."""
+    command, with that command's arguments; ``envelope`` (the request model's own schema) gives
+    the limits of ``device`` and ``request_id``."""
+    base: Mapping[str, Any] = (envelope or {}).get("properties", {})
     branches = []
     defs: dict[str, Any] = {}
     for c in COMMANDS.values():
         args = c.args.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(args.pop("$defs", {}))
-        device: dict[str, Any] = ({"const": "table"} if c.target == "table"
-                                  else {"type": "string", "not": {"const": "table"}})  # fmt: skip
+        device: dict[str, Any] = ({"const": "table"} if c.target == "table" else
+                                  {**base.get("device", {"type": "string"}),
+                                   "not": {"const": "table"}})  # fmt: skip
         branches.append({
             "title": c.name,
             "description": c.doc,
@@ -682,7 +685,7 @@ def request_schema() -> dict[str, Any]:
                 "command": {"const": c.name},
                 "device": device,
                 "args": args,
-                "request_id": {"type": ["string", "null"]},
+                "request_id": base.get("request_id", {"type": ["string", "null"]}),
             },
             "required": ["command", "device"],
             "additionalProperties": False,

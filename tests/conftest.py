@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ __all__ = ["Mosquitto", "free_port"]
 pytest_plugins = ["pytester"]
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+SYSTEMD = Path(__file__).parents[1] / "systemd"
 
 
 def _wait_port(port: int, timeout: float = 10.0) -> None:
@@ -58,6 +60,30 @@ class Mosquitto:
             encoding="utf-8",
         )
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def shipped(cls, directory: Path, users: Sequence[str], password: str = "pw") -> Mosquitto:
+        """The broker config and ACL of systemd/ as shipped, its files moved into ``directory``
+        and its listener to a free loopback port; ``users`` log in with ``password``."""
+        broker = cls(directory)
+        shutil.copy(SYSTEMD / "mosquitto-acl.conf", directory / "tableside-acl.conf")
+        passwords = directory / "tableside-passwords"
+        for i, user in enumerate(users):
+            subprocess.run(
+                ["mosquitto_passwd", "-b", *([] if i else ["-c"]), str(passwords), user, password],
+                check=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+        text = (SYSTEMD / "mosquitto-tableside.conf").read_text(encoding="utf-8")
+        for path in ("/etc/mosquitto/", "/var/lib/mosquitto/"):
+            text = text.replace(path, f"{directory}/")
+        listener = re.compile(r"^listener 1883$", re.M)
+        assert listener.search(text), "the shipped config's listener moved: update this fixture"
+        text = listener.sub(f"listener {broker.port} 127.0.0.1", text)
+        broker.conf.write_text(
+            f"user root\nlog_dest stderr\nlog_type error\nlog_type warning\n{text}",
+            encoding="utf-8",
+        )
+        return broker
 
     def start(self) -> None:
         if not Path(MOSQUITTO).exists():

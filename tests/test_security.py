@@ -24,7 +24,7 @@ from tableside.daemon.config import (
 from tableside.rules.model import Game
 
 from .conftest import Mosquitto
-from .hil import simulator, start_simulator, stop
+from .hil import simulator, start_simulator, stop, until
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -155,56 +155,106 @@ def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
     assert ok.broker.port == 8883 and ok.broker.tls
 
 
-async def test_shipped_acl_keeps_each_table_to_its_own_topics(tmp_path: Path) -> None:
-    acl = Path(__file__).parents[1] / "systemd" / "mosquitto-acl.conf"
-    passwords = tmp_path / "passwords"
-    for i, user in enumerate(("cs-01", "cs-02", "surveillance", "dealer-ann")):
-        await asyncio.to_thread(
-            subprocess.run,
-            ["mosquitto_passwd", "-b", *([] if i else ["-c"]), str(passwords), user, "pw"],
-            check=True, capture_output=True, timeout=30,
-        )  # fmt: skip
-    broker = Mosquitto(
-        tmp_path, f"allow_anonymous false\npassword_file {passwords}\nacl_file {acl}\n"
-    )
+@pytest.fixture
+def shipped_broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    """systemd/mosquitto-tableside.conf and mosquitto-acl.conf, as shipped."""
+    (tmp_path / "broker").mkdir()
+    users = ("cs-01", "cs-02", "surveillance", "dealer-ann", "floor-bob")
+    broker = Mosquitto.shipped(tmp_path / "broker", users)
     broker.start()
+    yield broker
+    broker.stop()
 
-    def client(user: str) -> aiomqtt.Client:
-        return aiomqtt.Client("127.0.0.1", broker.port, username=user, password="pw")
 
-    async def collect(c: aiomqtt.Client, into: list[tuple[str, bytes]]) -> None:
-        async for message in c.messages:
-            assert isinstance(message.payload, bytes)
-            into.append((str(message.topic), message.payload))
+def login(broker: Mosquitto, user: str, identifier: str | None = None) -> aiomqtt.Client:
+    return aiomqtt.Client(
+        "127.0.0.1", broker.port, username=user, password="pw", identifier=identifier
+    )
 
+
+async def collect(c: aiomqtt.Client, into: list[tuple[str, bytes]]) -> None:
+    async for message in c.messages:
+        assert isinstance(message.payload, bytes)
+        into.append((str(message.topic), message.payload))
+
+
+async def test_shipped_acl_keeps_each_table_to_its_own_topics(
+    shipped_broker: Mosquitto,
+) -> None:
+    """Each case against Mosquitto running the shipped config and ACL: a table publishes its
+    own topics and responses only (no requests, not even to itself; nothing of another table,
+    its responses included); a person asks in their own role only and cannot answer in another
+    person's name; a table reads nothing of another."""
     seen: list[tuple[str, bytes]] = []
     intruder_saw: list[tuple[str, bytes]] = []
+    async with (
+        login(shipped_broker, "surveillance") as watcher,
+        login(shipped_broker, "cs-02") as intruder,
+    ):
+        await watcher.subscribe("tableside/#", qos=1)
+        await intruder.subscribe("tableside/cs-01/#", qos=1)
+        tasks = [asyncio.create_task(collect(watcher, seen)),
+                 asyncio.create_task(collect(intruder, intruder_saw))]  # fmt: skip
+        async with login(shipped_broker, "cs-01") as table:
+            await table.publish("tableside/cs-01/ruling", b'{"ok": 1}', qos=1)
+            await table.publish("tableside/cs-01/response/floor-bob/1", b'{"answer": 1}', qos=1)
+            await table.publish("tableside/cs-01/command/floorperson", b'{"self": 1}', qos=1)
+            await table.publish("tableside/cs-02/response/floor-bob/1", b'{"forged": 3}', qos=1)
+        await intruder.publish("tableside/cs-01/ruling", b'{"forged": 1}', qos=1)
+        await intruder.publish("tableside/cs-02/ruling", b'{"own": 1}', qos=1)
+        async with login(shipped_broker, "dealer-ann") as dealer:
+            # a dealer may ask as a dealer, never as a floorperson, and forges nothing
+            await dealer.publish("tableside/cs-01/command/dealer", b'{"as": "dealer"}', qos=1)
+            await dealer.publish("tableside/cs-01/command/floorperson", b'{"as": "f"}', qos=1)
+            await dealer.publish("tableside/cs-01/ruling", b'{"forged": 2}', qos=1)
+            await dealer.publish("tableside/cs-01/response/floor-bob/1", b'{"forged": 4}', qos=1)
+            # the last of them all, so that everything before it has been through the broker
+            await dealer.publish("tableside/cs-01/command/dealer", b'{"last": 1}', qos=1)
+        async with asyncio.timeout(10):
+            while ("tableside/cs-01/command/dealer", b'{"last": 1}') not in seen:
+                await asyncio.sleep(0.02)
+        await stop(*tasks)
+    assert ("tableside/cs-01/ruling", b'{"ok": 1}') in seen
+    assert ("tableside/cs-01/response/floor-bob/1", b'{"answer": 1}') in seen
+    assert ("tableside/cs-02/ruling", b'{"own": 1}') in seen
+    assert ("tableside/cs-01/command/dealer", b'{"as": "dealer"}') in seen
+    forged = [(t, p) for t, p in seen if b"forged" in p or b'"self"' in p or b'"f"' in p]
+    assert forged == []
+    assert intruder_saw == []  # cs-02 may not read cs-01's topics
+
+
+async def test_nobody_else_can_take_a_tables_client_id(
+    shipped_broker: Mosquitto, tmp_path: Path
+) -> None:
+    """The real daemon logged in as its table; a person connects with the table's client id
+    (its username, and the old default tableside-<id>): the table stays connected, and no
+    forged offline will appears."""
+    url, sim_task = await start_simulator(simulator(interval=0.05), "socket")
+    table = Config(
+        table=TableConfig(id="cs-01", game=Game.CARIBBEAN_STUD, state_dir=tmp_path),
+        broker=BrokerConfig(url=shipped_broker.url, username="cs-01", password="pw"),
+        devices={"shuffler": DeviceConfig(driver="tableside.shuffler", url=url)},
+    )
+    assert table.client_id == "cs-01"
+    daemon = TableDaemon(table)
+    seen: list[tuple[str, bytes]] = []
+    task = asyncio.create_task(daemon.run())
     try:
-        async with client("surveillance") as watcher, client("cs-02") as intruder:
-            await watcher.subscribe("tableside/#", qos=1)
-            await intruder.subscribe("tableside/cs-01/#", qos=1)
-            tasks = [asyncio.create_task(collect(watcher, seen)),
-                     asyncio.create_task(collect(intruder, intruder_saw))]  # fmt: skip
-            async with client("cs-01") as table:
-                await table.publish("tableside/cs-01/ruling", b'{"ok": 1}', qos=1)
-            await intruder.publish("tableside/cs-01/ruling", b'{"forged": 1}', qos=1)
-            await intruder.publish("tableside/cs-02/ruling", b'{"own": 1}', qos=1)
-            async with client("dealer-ann") as dealer:
-                # a dealer may ask as a dealer, never as a floorperson, and forges nothing
-                await dealer.publish("tableside/cs-01/command/dealer", b'{"as": "dealer"}', qos=1)
-                await dealer.publish("tableside/cs-01/command/floorperson", b'{"as": "f"}', qos=1)
-                await dealer.publish("tableside/cs-01/ruling", b'{"forged": 2}', qos=1)
-            async with asyncio.timeout(10):
-                while len(seen) < 3:
-                    await asyncio.sleep(0.02)
-            await asyncio.sleep(0.5)  # time for anything that should not come to come
-            await stop(*tasks)
-        assert ("tableside/cs-01/ruling", b'{"ok": 1}') in seen
-        assert ("tableside/cs-02/ruling", b'{"own": 1}') in seen
-        assert ("tableside/cs-01/ruling", b'{"forged": 1}') not in seen
-        assert ("tableside/cs-01/command/dealer", b'{"as": "dealer"}') in seen
-        assert ("tableside/cs-01/command/floorperson", b'{"as": "f"}') not in seen
-        assert ("tableside/cs-01/ruling", b'{"forged": 2}') not in seen
-        assert intruder_saw == []  # cs-02 may not read cs-01's topics
+        async with login(shipped_broker, "surveillance") as watcher:
+            await watcher.subscribe("tableside/cs-01/#", qos=1)
+            watching = asyncio.create_task(collect(watcher, seen))
+            try:
+                await until(lambda: daemon.publisher.connected.is_set())
+                for identifier in ("cs-01", "tableside-cs-01"):
+                    async with login(shipped_broker, "dealer-ann", identifier):
+                        # what the table publishes after this connection is made, it publishes
+                        # on its first connection still
+                        mark = daemon.journal.next_seq + 3
+                        await until(lambda mark=mark: daemon.journal.acked >= mark)  # type: ignore[misc]
+            finally:
+                await stop(watching)
+        assert daemon.publisher.connections == 1
+        wills = [p for t, p in seen if t.endswith("/status") and b'"will":true' in p]
+        assert wills == []
     finally:
-        broker.stop()
+        await stop(task, sim_task)

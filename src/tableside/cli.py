@@ -130,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
     mon.add_argument("--config", type=Path, help="take table, broker and prefix from here")
     mon.add_argument("--broker", help="mqtt://host:port (default mqtt://127.0.0.1:1883)")
     mon.add_argument("--prefix", help="topic prefix (default tableside)")
+    mon.add_argument(
+        "--client-id",
+        help="the persistent session's client id (default: tableside-monitor-TABLE-USER-HOST)",
+    )
+    mon.add_argument(
+        "--no-session", action="store_true", help="a clean session: what comes while away is lost"
+    )
 
     demo = sub.add_parser("demo", help="a whole simulated table, live, in one command")
     demo.add_argument(
@@ -212,19 +219,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_async(coro: Coroutine[Any, Any, int]) -> int:
-    """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled)."""
+#: a stop that has not finished this long after SIGTERM/SIGINT is forced; below the unit's
+#: TimeoutStopSec (15 s, systemd/tableside@.service), after which systemd would SIGKILL
+STOP_DEADLINE_S = 10.0
+
+
+def _run_async(coro: Coroutine[Any, Any, int], stop_deadline: float = STOP_DEADLINE_S) -> int:
+    """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled). A
+    stop still running ``stop_deadline`` seconds later is a bug somewhere (a cancellation
+    swallowed): it is logged with the tasks still running, every task is cancelled again, once
+    a second, and the exit status is 1."""
+    overdue: list[str] = []
+    stopping: list[bool] = []
 
     async def wrapper() -> int:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+
+        def force() -> None:
+            if task.done():
+                return
+            stuck = sorted(t.get_name() for t in asyncio.all_tasks() if not t.done())
+            if not overdue:
+                import structlog
+
+                structlog.get_logger("tableside").error(
+                    "stop_overdue", after_s=stop_deadline, tasks=stuck
+                )
+            overdue.extend(stuck)
+            for each in asyncio.all_tasks():
+                each.cancel()
+            loop.call_later(1.0, force)
+
+        def stop() -> None:
+            if not stopping:
+                stopping.append(True)
+                loop.call_later(stop_deadline, force)
+            task.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, stop)
         try:
-            return await coro
+            status = await coro
         except asyncio.CancelledError:
-            return 0
+            status = 0
+        return 1 if overdue else status
 
     return asyncio.run(wrapper())
 
@@ -524,7 +564,7 @@ def _key_values(items: Sequence[str], what: str) -> dict[str, Any]:
 
 
 def _cmd_monitor(args: argparse.Namespace) -> int:
-    from tableside.daemon.monitor import Monitor
+    from tableside.daemon.monitor import Monitor, default_client_id
 
     where = _table_on_broker(args, "monitor")
     if where is None:
@@ -538,6 +578,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         prefix,
         out=sys.stdout,
         client_kwargs=client_kwargs,
+        client_id=None if args.no_session else args.client_id or default_client_id(table),
+        journal_hint=f"--config {args.config}" if args.config else "--config <the table's config>",
     )
 
     async def go() -> int:
@@ -578,7 +620,8 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     from tableside.rules.commands import request_schema
 
     schemas = {name: model.model_json_schema() for name, model in PAYLOAD_MODELS.items()}
-    schemas["command"] = request_schema()  # one branch per declared command, with its args
+    # one branch per declared command, with its args, in the request's envelope
+    schemas["command"] = request_schema(schemas["command"])
     for name, schema in schemas.items():
         path = args.directory / f"{name}.schema.json"
         path.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
