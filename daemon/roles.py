@@ -40,7 +40,8 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     # the table itself (device "table", rules/table.py)
     "open_table": frozenset({Role.FLOORPERSON}),
     "close_table": frozenset({Role.FLOORPERSON}),
-    "bets_open": frozenset({Role.DEALER, Role.FLOORPERSON}),
+    # reopens betting: releases the acceptors' lock-out, as "release" does (a supervisor's)
+    "bets_open": frozenset({Role.FLOORPERSON}),
     "no_more_bets": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "start_round": frozenset({Role.DEALER, Role.FLOORPERSON}),
     "deal_done": frozenset({Role.DEALER, Role.FLOORPERSON}),

@@ -147,6 +147,8 @@ class _Bus:
                 self._cuttable = timeout
             try:
                 data = await self._reader.read(256)
+            except OSError as exc:  # the connection was reset: the bus is gone, as at EOF
+                raise LinkLost(f"ccTalk bus: {exc}") from exc
             finally:
                 self._cuttable = None
         if not data:
@@ -323,6 +325,10 @@ class CcTalkAcceptorsDriver(Driver):
                    retries=self.settings.arq.retries)  # fmt: skip
         self._gap |= set(self._counters)  # every seat read before: its next read follows a gap
         try:
+            if self.locked_out:
+                # Locked out while the bus was down (or before a restart): the broadcast inhibit
+                # before anything else; confirmed seat by seat once the seats are identified.
+                await self._broadcast_inhibit(bus)
             self._asked = []
             answered = [seat for seat in self.seats if await self._identify(bus, seat)]
             if self.configured_poll_interval is None:
@@ -358,6 +364,8 @@ class CcTalkAcceptorsDriver(Driver):
             }  # fmt: skip
             serial = await bus.request(address, Header.REQUEST_SERIAL_NUMBER)
             rom = await bus.request(address, Header.CALCULATE_ROM_CHECKSUM)
+            # Where its event counter stands: the baseline, or what it took while out of reach
+            credits = await bus.request(address, Header.READ_BUFFERED_CREDIT)
             if self.configured_poll_interval is None:
                 units, value = (await bus.request(address, Header.REQUEST_POLLING_PRIORITY))[:2]
                 if units in _POLL_UNITS and value:
@@ -377,6 +385,7 @@ class CcTalkAcceptorsDriver(Driver):
                 rom_checksum=rom.hex(),
             )
         )
+        await self._process(bus, seat, credits)
         return True
 
     async def _enable_coins(self, bus: _Bus, seat: int) -> None:
@@ -632,6 +641,12 @@ class CcTalkAcceptorsDriver(Driver):
                                          unconfirmed=tuple(sorted(failed))))  # fmt: skip
             self._status()
 
+    async def _broadcast_inhibit(self, bus: _Bus) -> None:
+        try:
+            await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00", urgent=True)
+        except NoReply as exc:  # the echo never came back whole: each seat is inhibited next
+            log.warning("broadcast_inhibit_failed", device=self.name, why=str(exc))
+
     async def lock_out(self, bus: _Bus, *, asked_at: float | None = None) -> None:
         """The broadcast inhibit first, ahead of everything; then each seat confirmed (ACK and
         read back); then every seat read once more. ``asked_at``: when the table asked, if
@@ -640,10 +655,7 @@ class CcTalkAcceptorsDriver(Driver):
         asked = started if asked_at is None else asked_at
         self.locked_out, self.lockout_at, self.lockout_effective = True, asked, False
         self.unconfirmed.clear()
-        try:
-            await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00", urgent=True)
-        except NoReply as exc:  # the echo never came back whole: each seat is inhibited next
-            log.warning("broadcast_inhibit_failed", device=self.name, why=str(exc))
+        await self._broadcast_inhibit(bus)
         broadcast = time.monotonic()
         confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=True)
         if self.lockout_at != asked:
