@@ -19,6 +19,7 @@ import aiomqtt
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
 from tableside.rules.model import Game
 from tableside.simulators.progressive import CcTalkBusSimulator, progressive_table
 
@@ -54,6 +55,12 @@ class Table:
             lambda m: m.kind == "command_result" and m.payload["request_id"] == body["request_id"]
         )
         return dict(found[-1].payload)
+
+    @property
+    def lockout_in_effect(self) -> bool:
+        driver = self.daemon.devices["acceptors"].driver
+        assert isinstance(driver, CcTalkAcceptorsDriver)
+        return driver.lockout_effective
 
     def wager(self, seat: int) -> str:
         return self.bus.by_seat[seat].insert_wager()
@@ -141,7 +148,9 @@ async def test_a_busy_seat_is_not_confirmed(mosquitto: Mosquitto, tmp_path: Path
         assert "alert" in said.payload["actions"]
         await t.sub.wait_for(kind_is("status", state="locked_out", seats_unconfirmed=[2],
                                      fault="lockout_unconfirmed"))  # fmt: skip
-        # The busy acceptor still takes a wager: seen, never counted.
+        # Once the lock-out is in effect (its last poll done), the busy acceptor still takes a
+        # wager: seen, never counted.
+        await until(lambda: t.lockout_in_effect)
         assert t.wager(2) == "accepted"
         await t.sub.wait_for(kind_is("wager_late", seat=2))
         assert t.daemon.table_state.wagers_accepted == 0

@@ -24,8 +24,9 @@ the decoder drops a partial frame after the inter-byte gap; a request gets up to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import structlog
@@ -203,6 +204,13 @@ class _Bus:
         goes on the wire: True raises Overtaken instead."""
         if not urgent:
             return await self._transact(address, header, data, urgent, retries, unless)
+        with self.urgent():
+            return await self._transact(address, header, data, urgent, retries, unless)
+
+    @contextlib.contextmanager
+    def urgent(self) -> Iterator[None]:
+        """While inside, routine requests wait (the lock-out keeps the bus from its broadcast
+        to its last confirmation); entering cuts short a routine wait on a quiet line."""
         self._urgent += 1
         self._no_urgent.clear()
         waiting = self._cuttable
@@ -210,7 +218,7 @@ class _Bus:
             self.cut_short += 1
             waiting.reschedule(asyncio.get_running_loop().time())
         try:
-            return await self._transact(address, header, data, urgent, retries, unless)
+            yield
         finally:
             self._urgent -= 1
             if not self._urgent:
@@ -655,9 +663,10 @@ class CcTalkAcceptorsDriver(Driver):
         asked = started if asked_at is None else asked_at
         self.locked_out, self.lockout_at, self.lockout_effective = True, asked, False
         self.unconfirmed.clear()
-        await self._broadcast_inhibit(bus)
-        broadcast = time.monotonic()
-        confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=True)
+        with bus.urgent():
+            await self._broadcast_inhibit(bus)
+            broadcast = time.monotonic()
+            confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=True)
         if self.lockout_at != asked:
             return  # released meanwhile
         done = time.monotonic()
