@@ -320,6 +320,8 @@ class CcTalkAcceptorsDriver(Driver):
         self._offline: set[int] = set()
         self._next_probe: dict[int, float] = {}
         self._bus: _Bus | None = None
+        #: the bus while it is open but its seats are still being identified
+        self._opening: _Bus | None = None
 
     def restore(self, kind: str, data: Mapping[str, Any]) -> None:
         # Locked out when the daemon stopped: still locked out when the bus comes back.
@@ -332,6 +334,7 @@ class CcTalkAcceptorsDriver(Driver):
         bus = _Bus(reader, writer, echo=self.echo, reply_timeout=self.reply_timeout,
                    retries=self.settings.arq.retries)  # fmt: skip
         self._gap |= set(self._counters)  # every seat read before: its next read follows a gap
+        self._opening = bus
         try:
             if self.locked_out:
                 # Locked out while the bus was down (or before a restart): the broadcast inhibit
@@ -359,7 +362,7 @@ class CcTalkAcceptorsDriver(Driver):
                 await self._poll_all(bus)
                 await asyncio.sleep(self.poll_interval)
         finally:
-            self._bus = None
+            self._bus = self._opening = None
 
     async def _identify(self, bus: _Bus, seat: int) -> bool:
         address = self.seats[seat]
@@ -630,6 +633,10 @@ class CcTalkAcceptorsDriver(Driver):
             self.locked_out = name == "lock_out"
             self.lockout_at = time.monotonic() if self.locked_out else None
             self.lockout_effective = False
+            if self._opening is not None and self.locked_out:
+                # The bus is open, its seats not yet identified: the broadcast now; the seats
+                # are confirmed once identified.
+                await self._broadcast_inhibit(self._opening)
         if bus is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
             raise DeviceUnavailable(f"{self.name}: bus is {self.state.value}")
         if name == "lock_out":
