@@ -89,6 +89,7 @@ async def run(
     confirmed: list[float] = []
     host_side: list[float] = []
     unconfirmed: set[int] = set()
+    driver_broadcast: list[float] = []
     parts = urlsplit(broker)
     daemon = TableDaemon(config)
     daemon_task = asyncio.create_task(daemon.run())
@@ -109,6 +110,7 @@ async def run(
                     effective.append((bus.broadcast_at - pressed) * 1000)
                     confirmed.append((now - pressed) * 1000)
                     host_side.append(payload["data"]["confirmed_ms"])
+                    driver_broadcast.append(payload["data"]["broadcast_ms"])
                     unconfirmed.update(payload["data"]["unconfirmed"])
                 else:
                     skipped += 1  # e.g. the first round, before every seat was identified
@@ -130,6 +132,9 @@ async def run(
         "broadcast": summary(effective),
         "confirmed_and_published": summary(confirmed),
         "driver_lockout_call": summary(host_side),
+        # from the driver's lock-out call to its broadcast on the wire (the driver's own figure)
+        "driver_broadcast": summary(driver_broadcast),
+        "broadcast_samples_ms": [round(v, 2) for v in effective],
     }
 
 
@@ -178,7 +183,7 @@ async def main() -> None:
             await mosquitto.wait()
     print(f"{result['rounds']} rounds, {result['seats']} seats, {result['baud']} baud, "
           f"faults {args.fault or 'none'}, unconfirmed {result['seats_unconfirmed']}")  # fmt: skip
-    for key in ("broadcast", "confirmed_and_published", "driver_lockout_call"):
+    for key in ("broadcast", "confirmed_and_published", "driver_lockout_call", "driver_broadcast"):
         r = result[key]
         print(
             f"{key:<24} p50 {r['p50_ms']:>7.2f} ms  p99 {r['p99_ms']:>7.2f} ms  "

@@ -564,10 +564,13 @@ class CcTalkAcceptorsDriver(Driver):
         urgent: bool,
         budget: float = LOCKOUT_BUDGET_S,
         retries: int | None = None,
+        after_broadcast: bool = False,
     ) -> tuple[list[int], dict[int, str]]:
         """Set each seat's master inhibit to what the table wants and read it back (header
         227); a seat that answers BUSY, NAK or nothing, or reads back otherwise, is tried again
-        until ``budget`` is spent. Returns the confirmed seats and why each other one is not."""
+        until ``budget`` is spent. Returns the confirmed seats and why each other one is not.
+        ``after_broadcast``: the broadcast has set them all, so each is first only read back
+        (half the bus time); one that does not read back as asked is then set on its own."""
         locked = self.locked_out
 
         def overtaken() -> bool:
@@ -577,6 +580,7 @@ class CcTalkAcceptorsDriver(Driver):
         deadline = time.monotonic() + budget
         pending, confirmed = list(seats), list[int]()
         failed: dict[int, str] = {}
+        read_only = set(seats) if after_broadcast else set()
         while pending:
             for seat in list(pending):
                 if self.locked_out != locked:
@@ -585,14 +589,17 @@ class CcTalkAcceptorsDriver(Driver):
                 # a seat already known absent gets one try a round, not the bus's retries
                 tries = 0 if seat in self._offline else retries
                 try:
-                    await bus.request(
-                        address,
-                        Header.MODIFY_MASTER_INHIBIT,
-                        value,
-                        urgent=urgent,
-                        retries=tries,
-                        unless=overtaken,
-                    )
+                    if seat in read_only:
+                        read_only.discard(seat)
+                    else:
+                        await bus.request(
+                            address,
+                            Header.MODIFY_MASTER_INHIBIT,
+                            value,
+                            urgent=urgent,
+                            retries=tries,
+                            unless=overtaken,
+                        )
                     status = await bus.request(
                         address,
                         Header.REQUEST_MASTER_INHIBIT,
@@ -673,7 +680,9 @@ class CcTalkAcceptorsDriver(Driver):
         with bus.urgent():
             await self._broadcast_inhibit(bus)
             broadcast = time.monotonic()
-            confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=True)
+            confirmed, failed = await self._set_inhibits(
+                bus, list(self.seats), urgent=True, after_broadcast=True
+            )
         if self.lockout_at != asked:
             return  # released meanwhile
         done = time.monotonic()
