@@ -467,7 +467,7 @@ class TableDaemon:
     # -- the progressive system: "no more bets" locks every acceptor out --------------------
 
     def _on_button(self, button: str) -> None:
-        """"No more bets" (the control device's button or a person's command) locks every
+        """The control device's button or a person's command: "no more bets" locks every
         acceptor out; "bets open" releases them."""
         action = {"no_more_bets": "lock_out", "bets_open": "release"}.get(button)
         if action is None or self._tasks is None:
