@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+import pytest
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
+from tableside.rules import Action, Observation, TableFacts, evaluate
 from tableside.rules.model import Game
 from tableside.simulators.progressive import CcTalkBusSimulator, progressive_table
 
@@ -265,3 +267,27 @@ async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_p
         await until(lambda: t.daemon.table_state.events_unaccounted == 2)
         assert t.daemon.table_state.wagers_accepted == 2 + 1 + 5
         assert not any(a.accepting for a in t.bus.by_seat.values())
+
+
+LOCKOUT_FAILED = {Game.CARIBBEAN_STUD: "555.2(f)(2)", Game.LET_IT_RIDE: "559.2(f)(2)"}
+UNACCOUNTED = {Game.CARIBBEAN_STUD: "555.8(b)", Game.LET_IT_RIDE: "559.12(a)(2)"}
+
+
+@pytest.mark.parametrize("game", list(Game))
+def test_acceptor_rulings_by_game(game: Game) -> None:
+    """The rows alone: a seat that did not confirm its inhibit cites the game's lock-out clause;
+    unreadable acceptor events cite its chip reconciliation clause; games without such a
+    system have neither."""
+    facts = TableFacts(game)
+    failed = Observation(
+        "acceptors.lockout_failed",
+        "acceptors",
+        {"seat": 2, "address": 4, "detail": "busy (ccTalk header 6)"},
+    )
+    lost = Observation("acceptors.events_lost", "acceptors",
+                       {"seat": 3, "lost": None, "reason": "reset"})  # fmt: skip
+    for observation, clauses in ((failed, LOCKOUT_FAILED), (lost, UNACCOUNTED)):
+        rulings = evaluate(facts, observation)
+        expected = [f"58 Pa. Code § {clauses[game]}"] if game in clauses else []
+        assert [r.rule.citation for r in rulings] == expected
+        assert all(r.rule.actions == (Action.ALERT,) for r in rulings)
