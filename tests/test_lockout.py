@@ -159,6 +159,12 @@ async def test_a_busy_seat_is_not_confirmed(mosquitto: Mosquitto, tmp_path: Path
         assert (await t.ask("floorperson", "bets_open"))["ok"]
         (released,) = await t.sub.wait_for(event("lockout_released"))
         assert released.payload["data"] == {"seats": [1, 3], "unconfirmed": [2]}
+        # No longer busy: confirmed at the next poll, and the fault is gone.
+        t.bus.by_seat[2].busy = False
+        after = released.payload["seq"]
+        unconfirmed_none = kind_is("status", state="accepting", seats_unconfirmed=[], fault=None)
+        await t.sub.wait_for(lambda m: unconfirmed_none(m) and m.payload["seq"] > after)
+        assert t.bus.by_seat[2].accepting
 
 
 async def test_an_inhibit_read_back_as_accepting_is_not_confirmed(

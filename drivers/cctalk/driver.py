@@ -451,8 +451,14 @@ class CcTalkAcceptorsDriver(Driver):
                 self.emit(ev.AcceptorOnline(device=self.name, seat=seat))
                 self._status()
             await self._process(bus, seat, data)
-            if seat in self.unconfirmed:  # the inhibit (or release) again, until confirmed
-                await self._set_inhibits(bus, [seat], urgent=False, retries=0)
+            if seat in self.unconfirmed:  # the inhibit (or release) again, once a poll
+                confirmed, _ = await self._set_inhibits(
+                    bus, [seat], urgent=False, retries=0, budget=0.0
+                )
+                if confirmed:
+                    log.info("inhibit_confirmed_late", device=self.name, seat=seat,
+                             locked_out=self.locked_out)  # fmt: skip
+                    self._status()
         self._report_noise(bus)
         everyone_gone = self._offline == set(self.seats)
         if everyone_gone and self.state == ConnectionState.CONNECTED:
