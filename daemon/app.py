@@ -475,6 +475,8 @@ class TableDaemon:
     # -- the progressive system: "no more bets" locks every acceptor out --------------------
 
     def _on_button(self, button: str) -> None:
+        """The control device's button or a person's command: "no more bets" locks every
+        acceptor out; "bets open" releases them."""
         action = {"no_more_bets": "lock_out", "bets_open": "release"}.get(button)
         if action is None or self._tasks is None:
             return
@@ -590,6 +592,9 @@ class TableDaemon:
         except ValueError as exc:
             self._command_result(role, request, str(exc), reply)
             return
+        # "No more bets" said by a person locks the acceptors out as the button does (and
+        # "bets open", a floorperson's, releases them): 555.2(f)(2).
+        self._on_button(request.command)
         self._command_result(role, request, None, reply, override)
 
     async def _run_command(

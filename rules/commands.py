@@ -307,13 +307,15 @@ COMMANDS: dict[str, Command] = {
             "bets_open",
             "betting opens for the next round (when no control device says so); "
             "with a progressive system its acceptors take wagers again",
-            _DEALERS,
+            _FLOOR,
             phases=frozenset({Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS}),
+            why="it releases the acceptors' lock-out, as release does: a supervisor's",
         ),
         _table(
             "no_more_bets",
-            'the dealer announced "no more bets" (when no control device says '
-            "so); with a progressive system its acceptors are locked out (555.2(f))",
+            '"no more bets", where no control device says so: the table\'s phase, and the '
+            "acceptors are locked out exactly as the control device's button does "
+            "(555.2(f)(2); lockout_applied, or lockout_failed per seat)",
             _DEALERS,
             phases=frozenset({Phase.OPEN, Phase.BETTING, Phase.COMPLETE}),
         ),

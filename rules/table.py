@@ -116,6 +116,11 @@ class TableState:
     claims: tuple[Claim, ...] = ()
     #: wagers the acceptors accepted since betting opened (555.8(b): the chips must match)
     wagers_accepted: int = 0
+    #: acceptor events since betting opened that could not be read (more than an acceptor's
+    #: buffer held), and acceptor resets that lost an unknown number: its wagers are
+    #: unaccounted for, and the chips are reconciled by hand (555.8(b))
+    events_unaccounted: int = 0
+    resets_unaccounted: int = 0
     #: Spanish 21, this round: the dealer's up card, whether the hole card went through the
     #: reader, cards found face up, tens found; and whether the reader lets a player learn the
     #: hole card (551.16(l)), as it reports or as configured
@@ -230,7 +235,8 @@ def step(
             if button in ("no_more_bets", "bets_open"):
                 return step(facts, state, TableEvent(str(button), at))
         case "bets_open":
-            new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0)
+            new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0,
+                                      events_unaccounted=0, resets_unaccounted=0)  # fmt: skip
         case "no_more_bets":
             new = dataclasses.replace(state, phase=Phase.NO_MORE_BETS)
         case "start_round" | "shoe.deal_started":
@@ -337,11 +343,19 @@ def step(
             if facts.progressive is not None:
                 added = _meter(facts, state) + facts.progressive.contribution_millicents()
                 new = dataclasses.replace(new, meter_millicents=added)
+        case "acceptors.events_lost":
+            lost = data.get("lost")
+            if isinstance(lost, int):
+                new = dataclasses.replace(state, events_unaccounted=state.events_unaccounted + lost)
+            else:  # a reset: how many is unknown
+                new = dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
         case "chips_collected":
             chips = data.get("count")
             if not isinstance(chips, int) or chips < 0:
                 raise ValueError("chips_collected: args count, the gaming chips collected")
             observe("chips_collected", count=chips, accepted=state.wagers_accepted,
+                    events_unaccounted=state.events_unaccounted,
+                    resets_unaccounted=state.resets_unaccounted,
                     game=facts.game.value)  # fmt: skip
         case "card_exposed":
             card = data.get("card")

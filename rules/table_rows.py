@@ -239,6 +239,22 @@ _WORDS["555.8(b)"] = (
     "number of progressive payout wagers accepted by the table game progressive payout wager "
     "system. The dealer shall then place the gaming chips into the table inventory container."
 )
+_WORDS["555.2(f)(2)"] = (
+    "Each Caribbean Stud Poker table must also have a table game progressive payout wager system "
+    "approved by the Bureau of Gaming Laboratory Operations for the placement of progressive "
+    "wagers. A table game progressive payout wager system must include: A control device that "
+    "controls or monitors the placement of progressive wagers at the gaming table, including a "
+    "mechanism, such as a lock-out button, that prevents the recognition of any progressive "
+    "wager that a player attempts to place after the dealer has announced ''no more bets.''"
+)
+_WORDS["559.2(f)(2)"] = (
+    "If a certificate holder offers the Let It Ride Bonus Wager authorized under § 559.8, the "
+    "Let It Ride Poker table must also include the following equipment or devices, which shall "
+    "be approved by the Bureau of Gaming Laboratory Operations: A control device that controls "
+    "or monitors the placement of Let It Ride Bonus Wagers at the gaming table, including a "
+    "mechanism that prevents the recognition of any Let It Ride Bonus Wager that a player "
+    "attempts to place after the dealer has announced ''no more bets.''"
+)
 _WORDS["559.12(a)(2)"] = (
     "If the cards are dealt from an automated dealing shoe, the following requirements shall be "
     "observed: Prior to the shoe dispensing any stacks of cards, the dealer shall then announce "
@@ -425,6 +441,20 @@ TABLE_RULES: tuple[Rule, ...] = (
     _row("559.12(a)(2)", _LIR, "chips-match-wagers", "table.chips_collected", _CHIPS_DIFFER,
          (Action.ALERT,),
          "The bonus wager chips collected differ from the wagers the devices accepted."),
+    # -- the progressive / bonus wager system's acceptors (their events, not the table's) -----
+    *(
+        _row(clause, game, "lockout-failed", "acceptors.lockout_failed", (), (Action.ALERT,),
+             "A seat's acceptor did not confirm the lock-out: a floorperson stops wagers at "
+             "that seat by hand; none it takes after \"no more bets\" is recognised.")
+        for game, clause in ((_CS, "555.2(f)(2)"), (_LIR, "559.2(f)(2)"))
+    ),
+    *(
+        _row(clause, game, "wagers-unaccounted", "acceptors.events_lost", (), (Action.ALERT,),
+             "A seat's acceptor took events that cannot be read (more than its buffer holds, "
+             "or a reset): its wagers are unaccounted for; reconcile the chips collected "
+             "against the wagers by hand.")
+        for game, clause in ((_CS, "555.8(b)"), (_LIR, "559.12(a)(2)"))
+    ),
     _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
          (When("card", "==", "hole"), When("phase", "in", ("open", "betting"))), _RESHUFFLE_VOID,
          "A hole card was exposed before \"no more bets\": all hands void, reshuffle."),

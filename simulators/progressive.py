@@ -11,8 +11,10 @@ by default) to cross the wire, requests are echoed on the single wire, and a rep
 couple of milliseconds after its request ends.
 
 Faults are ``NAME[=ROUND]@SEAT`` (round 1 when not given):
-jam, late_wager, ignore_inhibit, no_reply, power_cycle, bad_checksum (acceptors); stuck_light
-(the control device's lamp for that seat does not change).
+jam, late_wager, ignore_inhibit, no_reply, absent, busy, clears_inhibits, power_cycle,
+bad_checksum (acceptors); stuck_light (the control device's lamp for that seat does not change).
+``CcTalkBusSimulator.cut(seconds)`` takes the whole bus off the line for a while (the host's
+connection is dropped and new ones are closed at once), as a pulled cable does.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ FAULTS: dict[str, str] = {
     "late_wager": "a wager goes into the seat's acceptor after no more bets (it must be refused)",
     "ignore_inhibit": "the seat's acceptor keeps accepting while inhibited (a broken lock-out)",
     "no_reply": "the seat's acceptor stops answering for round VALUE",
+    "absent": "no acceptor at the seat's address, from the start (VALUE ignored)",
+    "busy": "the seat's acceptor answers its master inhibit (228, 227) with BUSY (header 6) "
+    "from round VALUE on",
+    "clears_inhibits": "the seat's acceptor inhibits every coin (header 231) when it is reset or "
+    "power-cycled, as some do; with power_cycle, its wagers are then refused",
     "power_cycle": "the seat's acceptor loses power at the start of round VALUE",
     "bad_checksum": "the seat's acceptor's next reply in round VALUE has a bad checksum",
     "stuck_light": "the control device's lamp for the seat does not change from round VALUE on",
@@ -74,7 +81,11 @@ class SimAcceptor:
     jammed: bool = False
     ignores_inhibit: bool = False
     silent: bool = False
+    busy: bool = False
     corrupt_next: bool = False
+    #: header 231, coins 1..16: bit set = enabled. Kept across a reset unless clears_inhibits.
+    coins: int = 0xFFFF
+    clears_inhibits: bool = False
     buffer: collections.deque[tuple[int, int]] = field(
         default_factory=lambda: collections.deque([(0, 0)] * 5, maxlen=5)
     )
@@ -87,8 +98,8 @@ class SimAcceptor:
         if self.jammed:
             self._event(0, 14)
             return "jam"
-        if not self.accepting and not self.ignores_inhibit:
-            self._event(0, 2)
+        if (not self.accepting or not self.coins & 1) and not self.ignores_inhibit:
+            self._event(0, 2)  # ccTalk error 2: inhibited coin
             return "refused"
         self._event(1, 0)
         return "accepted"
@@ -97,6 +108,8 @@ class SimAcceptor:
         self.counter = 0
         self.accepting = False
         self.buffer.extend([(0, 0)] * 5)
+        if self.clears_inhibits:
+            self.coins = 0
 
     def answer(self, frame: CcTalkFrame) -> bytes | None:
         h, data = frame.header, frame.data
@@ -124,6 +137,8 @@ class SimAcceptor:
             self.accepting = bool(data[0] & 1)
         elif h == Header.REQUEST_MASTER_INHIBIT:
             reply = bytes((int(self.accepting),))
+        elif h == Header.MODIFY_INHIBIT_STATUS and len(data) == 2:
+            self.coins = int.from_bytes(data, "little")
         else:
             return None  # NAK
         return reply
@@ -140,7 +155,17 @@ class CcTalkBusSimulator:
         self.byte_time = 10 / baud
         self.echo = echo
         self.inhibited_at: dict[int, float] = {}  # seat → when its inhibit took effect
+        #: when the last broadcast master inhibit had crossed the wire
+        self.broadcast_at: float | None = None
         self._line_free = 0.0
+        self._down_until = 0.0
+        self._connections: set[asyncio.StreamWriter] = set()
+
+    def cut(self, seconds: float) -> None:
+        """Off the line for ``seconds``: the host's connection drops, new ones close at once."""
+        self._down_until = time.monotonic() + seconds
+        for writer in self._connections:
+            writer.close()
 
     async def _on_wire(self, n: int) -> None:
         """Wait while n bytes cross the wire (after whatever is on it already)."""
@@ -149,6 +174,16 @@ class CcTalkBusSimulator:
         await asyncio.sleep(max(0.0, self._line_free - time.monotonic()))
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if time.monotonic() < self._down_until:
+            writer.close()
+            return
+        self._connections.add(writer)
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self._connections.discard(writer)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = CcTalkDecoder()
         while True:
             try:
@@ -180,17 +215,28 @@ class CcTalkBusSimulator:
             else [self.acceptors[frame.dest]] if frame.dest in self.acceptors else []
         )  # fmt: skip
         reply = None
+        if frame.dest == BROADCAST and frame.header == Header.MODIFY_MASTER_INHIBIT:
+            self.broadcast_at = time.monotonic()
         for acc in targets:
             if acc.silent:
                 continue
-            answer = acc.answer(frame)
+            answer: bytes | None
+            if acc.busy and frame.header in (
+                Header.MODIFY_MASTER_INHIBIT,
+                Header.REQUEST_MASTER_INHIBIT,
+            ):
+                if frame.dest == BROADCAST:
+                    continue  # busy: it does not act on it
+                answer, header = b"", Header.BUSY
+            else:
+                answer = acc.answer(frame)
+                header = Header.NAK if answer is None else Header.ACK
             if frame.header == Header.MODIFY_MASTER_INHIBIT and not acc.accepting:
                 self.inhibited_at.setdefault(acc.seat, time.monotonic())
             if frame.header == Header.MODIFY_MASTER_INHIBIT and acc.accepting:
                 self.inhibited_at.pop(acc.seat, None)
             if frame.dest == BROADCAST:
                 continue  # a broadcast gets no reply
-            header = Header.NAK if answer is None else Header.ACK
             raw = bytearray(CcTalkFrame(HOST, acc.address, header, answer or b"").to_bytes())
             if acc.corrupt_next:
                 acc.corrupt_next = False
@@ -224,6 +270,11 @@ class ProgressiveControllerSimulator(FramedSimulator):
         self.rounds_played = 0
         self.wagers: list[tuple[int, int, str]] = []  # (round, seat, what the acceptor did)
         self.rng = random.Random(self.seed)
+        #: seats with no acceptor on the bus (fault absent@SEAT), from the start
+        self.absent = {f.at for f in self.seat_faults if f.name == "absent"}
+        if self.bus is not None:
+            for seat in self.absent:
+                self.bus.by_seat[seat].silent = True
 
     def status(self) -> p.ControllerStatus:
         return p.ControllerStatus(self.locked, self.lights, False, False, self.meter)
@@ -261,7 +312,11 @@ class ProgressiveControllerSimulator(FramedSimulator):
         for seat, acc in bus.by_seat.items():
             acc.jammed = seat in seat_faults.get("jam", ())
             acc.ignores_inhibit = seat in seat_faults.get("ignore_inhibit", ())
-            acc.silent = seat in seat_faults.get("no_reply", ())
+            acc.silent = seat in seat_faults.get("no_reply", ()) or seat in self.absent
+            acc.busy = acc.busy or seat in seat_faults.get("busy", ())
+            acc.clears_inhibits = acc.clears_inhibits or seat in seat_faults.get(
+                "clears_inhibits", ()
+            )
             acc.corrupt_next = seat in seat_faults.get("bad_checksum", ())
             if seat in seat_faults.get("power_cycle", ()):
                 log.info("sim_fault", fault="power_cycle", seat=seat, round=n)

@@ -24,8 +24,9 @@ the decoder drops a partial frame after the inter-byte gap; a request gets up to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import structlog
@@ -42,7 +43,13 @@ from tableside.drivers.cctalk.protocol import (
     decode_credit_buffer,
 )
 from tableside.drivers.cctalk.status import AcceptorBusStatus
-from tableside.drivers.errors import DeviceRejected, DeviceUnavailable, LinkLost, LinkTimeout
+from tableside.drivers.errors import (
+    DeviceRejected,
+    DeviceUnavailable,
+    LinkLost,
+    LinkTimeout,
+    TablesideDriverError,
+)
 from tableside.drivers.events import (
     ConnectionState,
     DeviceEvent,
@@ -50,7 +57,7 @@ from tableside.drivers.events import (
     ProtocolErrorEvent,
 )
 
-__all__ = ["CcTalkAcceptorsDriver", "NoReply"]
+__all__ = ["AcceptorBusy", "CcTalkAcceptorsDriver", "NoReply"]
 
 log = structlog.get_logger("tableside.cctalk")
 
@@ -65,6 +72,15 @@ ERRORS = {
 }
 INHIBITED = 2
 DEFAULT_POLL_INTERVAL = 0.2
+#: how long the lock-out (or a release) keeps trying a seat that does not confirm its inhibit
+#: before it publishes the failure (and goes on trying at every poll)
+LOCKOUT_BUDGET_S = 1.0
+#: pause between rounds of tries at seats that did not confirm (a BUSY acceptor needs a moment)
+CONFIRM_RETRY_S = 0.02
+#: an absent seat is probed this often, with one try, so it never holds the bus for long
+ABSENT_PROBE_INTERVAL = 2.0
+#: header 231's two bytes: every coin (credit) 1..16 enabled (bit set: enabled)
+COINS_ENABLED = b"\xff\xff"
 #: header 249's units byte → seconds (0 means "special": use the default)
 _POLL_UNITS = {1: 0.001, 2: 0.01, 3: 1.0, 4: 60.0}
 
@@ -73,8 +89,29 @@ class NoReply(LinkTimeout):
     """An acceptor did not answer validly after every try."""
 
 
+class AcceptorBusy(DeviceRejected):
+    """The acceptor answered BUSY (ccTalk header 6): it did not act on the request."""
+
+
+class Overtaken(TablesideDriverError):
+    """A request no longer wanted before it went out (a release overtaken by a lock-out)."""
+
+
+class _Cut:
+    """A routine try was cut short for an urgent request (the line was quiet): not a try."""
+
+
+_CUT = _Cut()
+
+
 class _Bus:
-    """Request/reply on the ccTalk bus: one transaction at a time."""
+    """Request/reply on the ccTalk bus: one transaction at a time.
+
+    An urgent request (the inhibit) goes before every routine request not yet on the wire, and
+    cuts short a routine request that is waiting for a reply of which no byte has come (an
+    absent seat): the line is quiet then, so the inhibit goes out at once, and that routine try
+    is made again afterwards. A reply already coming is read to its end first: transmitting
+    over it would be a collision on the single wire."""
 
     def __init__(
         self,
@@ -92,35 +129,49 @@ class _Bus:
         self.retries = retries
         self.decoder = CcTalkDecoder()
         self.lock = asyncio.Lock()
-        # Urgent requests (the lock-out) go before any routine request not yet on the wire.
         self._urgent = 0
         self._no_urgent = asyncio.Event()
         self._no_urgent.set()
+        #: the timeout of a routine request's wait for the first byte of its reply
+        self._cuttable: asyncio.Timeout | None = None
         self.bad_checksums = 0
         self.echo_mismatches = 0
         self.timeouts = 0
+        self.cut_short = 0
 
-    async def _read(self, deadline: float) -> bytes:
+    async def _read(self, deadline: float, *, cuttable: bool = False) -> bytes:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        async with asyncio.timeout(remaining):
-            data = await self._reader.read(256)
+        async with asyncio.timeout(remaining) as timeout:
+            if cuttable:
+                self._cuttable = timeout
+            try:
+                data = await self._reader.read(256)
+            except OSError as exc:  # the connection was reset: the bus is gone, as at EOF
+                raise LinkLost(f"ccTalk bus: {exc}") from exc
+            finally:
+                self._cuttable = None
         if not data:
             raise LinkLost("ccTalk bus: end of stream")
         return data
 
     async def _strip_echo(self, sent: bytes, deadline: float) -> bool:
+        """Read the host's own message back. Bytes before it (a reply that came after its
+        request was cut short) are dropped; False when what came back is not the message."""
         got = bytearray()
-        while len(got) < len(sent):
+        while (at := got.find(sent)) < 0:
+            if len(got) > 256 + len(sent):
+                self.echo_mismatches += 1
+                return False
             got += await self._read(deadline)
-        if bytes(got[: len(sent)]) != sent:
-            self.echo_mismatches += 1
-            return False
-        self.decoder.feed(got[len(sent) :])
+        self.decoder.discarded_bytes += at
+        self.decoder.feed(got[at + len(sent) :])
         return True
 
-    async def _reply(self, address: int, deadline: float) -> CcTalkFrame | None:
+    async def _reply(
+        self, address: int, deadline: float, *, cuttable: bool
+    ) -> CcTalkFrame | _Cut | None:
         while True:
             item = self.decoder.next_event()
             if isinstance(item, CcTalkFrame):
@@ -130,55 +181,107 @@ class _Bus:
             if isinstance(item, BadChecksum):
                 self.bad_checksums += 1
                 continue
+            quiet = cuttable and not self.decoder.buffered
             try:
-                self.decoder.feed(await self._read(deadline))
+                self.decoder.feed(await self._read(deadline, cuttable=quiet))
             except TimeoutError:
+                if quiet and self._urgent:
+                    return _CUT
                 return None
 
     async def request(
-        self, address: int, header: int, data: bytes = b"", *, urgent: bool = False
+        self,
+        address: int,
+        header: int,
+        data: bytes = b"",
+        *,
+        urgent: bool = False,
+        retries: int | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> bytes:
-        """Send and return the reply's data (b"" for a broadcast); raise NoReply or
-        DeviceRejected (NAK)."""
+        """Send and return the reply's data (b"" for a broadcast); raise NoReply,
+        AcceptorBusy (BUSY) or DeviceRejected (NAK). ``unless`` is asked just before each try
+        goes on the wire: True raises Overtaken instead."""
         if not urgent:
-            while self._urgent:
-                await self._no_urgent.wait()
-            return await self._transact(address, header, data)
+            return await self._transact(address, header, data, urgent, retries, unless)
+        with self.urgent():
+            return await self._transact(address, header, data, urgent, retries, unless)
+
+    @contextlib.contextmanager
+    def urgent(self) -> Iterator[None]:
+        """While inside, routine requests wait (the lock-out keeps the bus from its broadcast
+        to its last confirmation); entering cuts short a routine wait on a quiet line."""
         self._urgent += 1
         self._no_urgent.clear()
+        waiting = self._cuttable
+        if waiting is not None and not waiting.expired():
+            self.cut_short += 1
+            waiting.reschedule(asyncio.get_running_loop().time())
         try:
-            return await self._transact(address, header, data)
+            yield
         finally:
             self._urgent -= 1
             if not self._urgent:
                 self._no_urgent.set()
 
-    async def _transact(self, address: int, header: int, data: bytes) -> bytes:
+    async def _transact(
+        self,
+        address: int,
+        header: int,
+        data: bytes,
+        urgent: bool,
+        retries: int | None,
+        unless: Callable[[], bool] | None,
+    ) -> bytes:
         frame = CcTalkFrame(address, HOST, header, data).to_bytes()
-        async with self.lock:
-            for _ in range(1 + self.retries):
-                self.decoder.reset()
-                self._writer.write(frame)
-                deadline = time.monotonic() + self.reply_timeout + len(frame) * 0.0011
-                try:
-                    if self.echo and not await self._strip_echo(frame, deadline):
-                        continue
-                except TimeoutError:
-                    self.timeouts += 1
-                    continue
-                if address == BROADCAST:
-                    return b""
-                reply = await self._reply(address, deadline + self.reply_timeout)
-                if reply is None:
-                    self.timeouts += 1
-                    continue
+        tries = 1 + (self.retries if retries is None else retries)
+        tried = 0
+        while tried < tries:
+            if not urgent:
+                while self._urgent:  # routine requests wait, try by try, for urgent ones
+                    await self._no_urgent.wait()
+            async with self.lock:
+                if not urgent and self._urgent:
+                    continue  # an urgent request came while this one waited for the bus
+                if unless is not None and unless():
+                    raise Overtaken(f"ccTalk address {address}: header {header} overtaken")
+                reply = await self._try(frame, address, cuttable=not urgent)
+            if isinstance(reply, _Cut):
+                continue  # cut short for an urgent request: not a try of this one
+            tried += 1
+            if isinstance(reply, CcTalkFrame):
+                if reply.header == Header.ACK:
+                    return reply.data
                 if reply.header == Header.NAK:
                     raise DeviceRejected(f"ccTalk address {address}: header {header} NAKed")
-                return reply.data
+                if reply.header == Header.BUSY:
+                    raise AcceptorBusy(f"ccTalk address {address}: BUSY to header {header}")
+                self.bad_checksums += 1  # a reply header that is none of these: noise
+            elif reply is not None:  # the broadcast went out whole
+                return b""
         raise NoReply(
-            f"ccTalk address {address}: no valid reply to header {header} "
-            f"after {1 + self.retries} tries"
+            f"ccTalk address {address}: no valid reply to header {header} after {tried} tries"
         )
+
+    async def _try(
+        self, frame: bytes, address: int, *, cuttable: bool
+    ) -> CcTalkFrame | _Cut | bool | None:
+        """One try: the reply frame, True for a broadcast that went out, _CUT, or None."""
+        self.decoder.reset()
+        self._writer.write(frame)
+        deadline = time.monotonic() + self.reply_timeout + len(frame) * 0.0011
+        try:
+            if self.echo and not await self._strip_echo(frame, deadline):
+                return None
+        except TimeoutError:
+            self.timeouts += 1
+            return None
+        if address == BROADCAST:
+            return True
+        reply = await self._reply(address, deadline + self.reply_timeout, cuttable=cuttable)
+        if reply is None:
+            self.timeouts += 1
+        return reply
 
 
 class CcTalkAcceptorsDriver(Driver):
@@ -204,9 +307,21 @@ class CcTalkAcceptorsDriver(Driver):
         self.locked_out = False
         self.lockout_at: float | None = None
         self.lockout_effective = False
+        #: seats whose inhibit (or release) is not confirmed: tried again at every poll
+        self.unconfirmed: set[int] = set()
+        #: the last event counter read from each seat. Kept across reconnections: the counter
+        #: returns to 0 only after a reset, so what a seat took while out of reach is read
+        #: (and counted) when it is back.
         self._counters: dict[int, int] = {}
+        #: when each seat was last read; seats whose next read follows a gap (offline, the
+        #: bus down) are in _gap
+        self._read_at: dict[int, float] = {}
+        self._gap: set[int] = set()
         self._offline: set[int] = set()
+        self._next_probe: dict[int, float] = {}
         self._bus: _Bus | None = None
+        #: the bus while it is open but its seats are still being identified
+        self._opening: _Bus | None = None
 
     def restore(self, kind: str, data: Mapping[str, Any]) -> None:
         # Locked out when the daemon stopped: still locked out when the bus comes back.
@@ -218,9 +333,13 @@ class CcTalkAcceptorsDriver(Driver):
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bus = _Bus(reader, writer, echo=self.echo, reply_timeout=self.reply_timeout,
                    retries=self.settings.arq.retries)  # fmt: skip
-        self._bus = bus
-        self._counters.clear()
+        self._gap |= set(self._counters)  # every seat read before: its next read follows a gap
+        self._opening = bus
         try:
+            if self.locked_out:
+                # Locked out while the bus was down (or before a restart): the broadcast inhibit
+                # before anything else; confirmed seat by seat once the seats are identified.
+                await self._broadcast_inhibit(bus)
             self._asked = []
             answered = [seat for seat in self.seats if await self._identify(bus, seat)]
             if self.configured_poll_interval is None:
@@ -228,14 +347,22 @@ class CcTalkAcceptorsDriver(Driver):
                 self.poll_interval = min(self._asked, default=DEFAULT_POLL_INTERVAL)
             if not answered:
                 raise LinkTimeout(f"{self.name}: no acceptor answers on the bus")
+            for seat in answered:
+                await self._enable_coins(bus, seat)
+            self._bus = bus
             self.connected()
-            await self._apply_inhibit(bus, list(self.seats))
+            if self.locked_out:
+                # Asked while the bus was down (or before a restart): the whole lock-out now,
+                # confirmed seat by seat, as if the button were pressed this moment.
+                await self.lock_out(bus, asked_at=self.lockout_at)
+            else:
+                await self._set_inhibits(bus, answered, urgent=False)
             self._status()
             while True:
                 await self._poll_all(bus)
                 await asyncio.sleep(self.poll_interval)
         finally:
-            self._bus = None
+            self._bus = self._opening = None
 
     async def _identify(self, bus: _Bus, seat: int) -> bool:
         address = self.seats[seat]
@@ -248,6 +375,8 @@ class CcTalkAcceptorsDriver(Driver):
             }  # fmt: skip
             serial = await bus.request(address, Header.REQUEST_SERIAL_NUMBER)
             rom = await bus.request(address, Header.CALCULATE_ROM_CHECKSUM)
+            # Where its event counter stands: the baseline, or what it took while out of reach
+            credits = await bus.request(address, Header.READ_BUFFERED_CREDIT)
             if self.configured_poll_interval is None:
                 units, value = (await bus.request(address, Header.REQUEST_POLLING_PRIORITY))[:2]
                 if units in _POLL_UNITS and value:
@@ -267,22 +396,36 @@ class CcTalkAcceptorsDriver(Driver):
                 rom_checksum=rom.hex(),
             )
         )
+        await self._process(bus, seat, credits)
         return True
 
+    async def _enable_coins(self, bus: _Bus, seat: int) -> None:
+        """Enable every coin (header 231): an acceptor may power up, or come out of a reset,
+        with every coin inhibited, and would then refuse wagers with betting open."""
+        try:
+            await bus.request(self.seats[seat], Header.MODIFY_INHIBIT_STATUS, COINS_ENABLED)
+        except (NoReply, DeviceRejected) as exc:
+            self.emit(_protocol_error(self.name, Header.MODIFY_INHIBIT_STATUS, str(exc)))
+
     def _go_offline(self, seat: int, detail: str) -> None:
+        self._gap.add(seat)
+        self._next_probe[seat] = time.monotonic() + ABSENT_PROBE_INTERVAL
         if seat not in self._offline:
             self._offline.add(seat)
             self.emit(ev.AcceptorOffline(device=self.name, seat=seat, detail=detail))
             self._status()
 
     def _status(self) -> None:
+        fault = ("lockout_unconfirmed" if self.unconfirmed
+                 else "acceptor_offline" if self._offline else None)  # fmt: skip
         self.emit(
             AcceptorBusStatus(
                 device=self.name,
                 state="locked_out" if self.locked_out else "accepting",
-                fault="acceptor_offline" if self._offline else None,
+                fault=fault,
                 seats_online=tuple(sorted(set(self.seats) - self._offline)),
                 seats_offline=tuple(sorted(self._offline)),
+                seats_unconfirmed=tuple(sorted(self.unconfirmed)),
             )
         )
 
@@ -290,16 +433,32 @@ class CcTalkAcceptorsDriver(Driver):
 
     async def _poll_all(self, bus: _Bus) -> None:
         for seat, address in self.seats.items():
+            absent = seat in self._offline
+            if absent and time.monotonic() < self._next_probe.get(seat, 0.0):
+                continue  # an absent seat is probed on a slower schedule, with one try
             try:
-                data = await bus.request(address, Header.READ_BUFFERED_CREDIT)
+                data = await bus.request(
+                    address, Header.READ_BUFFERED_CREDIT, retries=0 if absent else None
+                )
             except NoReply as exc:
                 self._go_offline(seat, str(exc))
                 continue
-            if seat in self._offline:
+            except DeviceRejected as exc:  # BUSY or NAK: read again next time
+                self.emit(_protocol_error(self.name, Header.READ_BUFFERED_CREDIT, str(exc)))
+                continue
+            if absent:
                 self._offline.discard(seat)
                 self.emit(ev.AcceptorOnline(device=self.name, seat=seat))
                 self._status()
             await self._process(bus, seat, data)
+            if seat in self.unconfirmed:  # the inhibit (or release) again, once a poll
+                confirmed, _ = await self._set_inhibits(
+                    bus, [seat], urgent=False, retries=0, budget=0.0
+                )
+                if confirmed:
+                    log.info("inhibit_confirmed_late", device=self.name, seat=seat,
+                             locked_out=self.locked_out)  # fmt: skip
+                    self._status()
         self._report_noise(bus)
         everyone_gone = self._offline == set(self.seats)
         if everyone_gone and self.state == ConnectionState.CONNECTED:
@@ -322,10 +481,14 @@ class CcTalkAcceptorsDriver(Driver):
         except ValueError as exc:
             self.emit(_protocol_error(self.name, Header.READ_BUFFERED_CREDIT, str(exc)))
             return
-        last = self._counters.get(seat)
-        self._counters[seat] = counter
+        now = time.monotonic()
+        last, read_at = self._counters.get(seat), self._read_at.get(seat, now)
+        gap = round(now - read_at, 3) if seat in self._gap else None
+        self._counters[seat], self._read_at[seat] = counter, now
+        self._gap.discard(seat)
         if last is None:
-            # The first read after connecting is the baseline; what it holds is said, not lost.
+            # The first read since the daemon started is the baseline; what it holds is said,
+            # not lost.
             held = [results[age] for age in range(min(counter, len(results)))]
             if held:
                 self.emit(
@@ -338,28 +501,53 @@ class CcTalkAcceptorsDriver(Driver):
                     )
                 )
             return
-        if counter == 0 and last != 0:
-            self.emit(ev.CounterReset(device=self.name, seat=seat, last_counter=last))
-            await self._apply_inhibit(bus, [seat])  # a reset acceptor forgets its inhibit
+        if counter == last:
             return
-        # The counter runs 1..255 and wraps to 1 (0 only after a reset).
-        new = counter - last if counter >= last else counter + 255 - last
-        if new > len(results):
+        # The counter runs 1..255 and wraps to 1; it is 0 only after a reset.
+        new = counter - last if counter > last else counter + 255 - last
+        if counter == 0 or (counter < last and new > len(results)):
+            # Reset or power-cycled since the last read (a counter that went back further than
+            # the buffer holds is read as a reset too: the buffer then holds only events since
+            # the reset). What it took before the reset is gone with its buffer, and nobody
+            # can say how much that was.
+            self.emit(ev.CounterReset(device=self.name, seat=seat, last_counter=last))
+            self.emit(ev.EventsLost(device=self.name, seat=seat, lost=None, from_counter=last,
+                                    to_counter=counter, reason="reset"))  # fmt: skip
+            await self._after_reset(bus, seat)
+            new = min(counter, len(results))
+        elif new > len(results):
+            # More than the buffer holds: the five in the buffer are new and are read; the rest
+            # are unaccounted for.
             self.emit(ev.EventsLost(device=self.name, seat=seat, lost=new - len(results),
                                     from_counter=last, to_counter=counter))  # fmt: skip
             new = len(results)
         for age in reversed(range(new)):  # oldest first
             a, b = results[age]
             number = (counter - age - 1) % 255 + 1
-            self._event(seat, a, b, number)
+            self._event(seat, a, b, number, read_at=read_at, gap=gap)
 
-    def _event(self, seat: int, a: int, b: int, number: int) -> None:
+    async def _after_reset(self, bus: _Bus, seat: int) -> None:
+        """A reset acceptor forgets its inhibits: its coins, and the lock-out if one holds."""
+        await self._enable_coins(bus, seat)
+        await self._set_inhibits(bus, [seat], urgent=self.locked_out)
+
+    def _event(
+        self, seat: int, a: int, b: int, number: int, *, read_at: float, gap: float | None
+    ) -> None:
         d = self.name
         if a:
-            if not self.lockout_effective:
-                during = self.lockout_at is not None
+            # Counted unless the lock-out was in effect at this seat: a seat out of reach when
+            # it was applied took its wagers uninhibited.
+            if not self.lockout_effective or (seat in self.unconfirmed and gap is not None):
+                timing = ev.WagerTiming.BEFORE_LOCKOUT
+                if self.lockout_at is not None:
+                    asked_in_gap = gap is not None and self.lockout_at > read_at
+                    timing = ev.WagerTiming.BEFORE_INHIBIT
+                    if asked_in_gap:  # taken while out of reach: before or after, unknown
+                        timing = ev.WagerTiming.UNKNOWN
                 self.emit(ev.WagerAccepted(device=d, seat=seat, credit=a, event_counter=number,
-                                           during_lockout=during))  # fmt: skip
+                                           during_lockout=self.lockout_at is not None,
+                                           timing=timing, read_after_gap_s=gap))  # fmt: skip
             else:
                 late = (time.monotonic() - (self.lockout_at or time.monotonic())) * 1000
                 self.emit(ev.WagerLate(device=d, seat=seat, credit=a, event_counter=number,
@@ -374,23 +562,80 @@ class CcTalkAcceptorsDriver(Driver):
 
     # -- lock-out ---------------------------------------------------------------------------
 
-    async def _apply_inhibit(
-        self, bus: _Bus, seats: list[int], *, urgent: bool = False
-    ) -> tuple[list[int], list[int]]:
+    async def _set_inhibits(
+        self,
+        bus: _Bus,
+        seats: list[int],
+        *,
+        urgent: bool,
+        budget: float = LOCKOUT_BUDGET_S,
+        retries: int | None = None,
+        after_broadcast: bool = False,
+    ) -> tuple[list[int], dict[int, str]]:
+        """Set each seat's master inhibit to what the table wants and read it back (header
+        227); a seat that answers BUSY, NAK or nothing, or reads back otherwise, is tried again
+        until ``budget`` is spent. Returns the confirmed seats and why each other one is not.
+        ``after_broadcast``: the broadcast has set them all, so each is first only read back
+        (half the bus time); one that does not read back as asked is then set on its own."""
         locked = self.locked_out
+
+        def overtaken() -> bool:
+            return self.locked_out != locked
+
         value = b"\x00" if locked else b"\x01"  # bit 0 set: accept
-        confirmed, unconfirmed = [], []
-        for seat in seats:
-            if self.locked_out != locked:
-                break  # a lock-out overtook this release (or the reverse): stop here
-            try:
-                await bus.request(
-                    self.seats[seat], Header.MODIFY_MASTER_INHIBIT, value, urgent=urgent
-                )
-                confirmed.append(seat)
-            except (NoReply, DeviceRejected):
-                unconfirmed.append(seat)
-        return confirmed, unconfirmed
+        deadline = time.monotonic() + budget
+        pending, confirmed = list(seats), list[int]()
+        failed: dict[int, str] = {}
+        read_only = set(seats) if after_broadcast else set()
+        while pending:
+            for seat in list(pending):
+                if self.locked_out != locked:
+                    return confirmed, failed  # a lock-out overtook this release (or reverse)
+                address = self.seats[seat]
+                # a seat already known absent gets one try a round, not the bus's retries
+                tries = 0 if seat in self._offline else retries
+                try:
+                    if seat in read_only:
+                        read_only.discard(seat)
+                    else:
+                        await bus.request(
+                            address,
+                            Header.MODIFY_MASTER_INHIBIT,
+                            value,
+                            urgent=urgent,
+                            retries=tries,
+                            unless=overtaken,
+                        )
+                    status = await bus.request(
+                        address,
+                        Header.REQUEST_MASTER_INHIBIT,
+                        urgent=urgent,
+                        retries=tries,
+                        unless=overtaken,
+                    )
+                except Overtaken:
+                    return confirmed, failed
+                except AcceptorBusy:
+                    failed[seat] = "busy (ccTalk header 6)"
+                except DeviceRejected:
+                    failed[seat] = "NAK (ccTalk header 5)"
+                except NoReply as exc:
+                    failed[seat] = "no reply"
+                    self._go_offline(seat, str(exc))
+                else:
+                    if status[:1] == value:
+                        confirmed.append(seat)
+                        pending.remove(seat)
+                        failed.pop(seat, None)
+                        self.unconfirmed.discard(seat)
+                    else:
+                        failed[seat] = f"master inhibit reads back {status.hex() or 'nothing'}"
+            if not pending or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(CONFIRM_RETRY_S)
+        if self.locked_out == locked:
+            self.unconfirmed |= set(failed)
+        return confirmed, failed
 
     async def command(self, name: str, args: Mapping[str, Any]) -> None:
         bus = self._bus
@@ -400,26 +645,52 @@ class CcTalkAcceptorsDriver(Driver):
             # Remember what the table wants: it is applied as soon as the bus is back.
             self.locked_out = name == "lock_out"
             self.lockout_at = time.monotonic() if self.locked_out else None
+            self.lockout_effective = False
+            if self._opening is not None and self.locked_out:
+                # The bus is open, its seats not yet identified: the broadcast now; the seats
+                # are confirmed once identified.
+                await self._broadcast_inhibit(self._opening)
         if bus is None or self.state not in (ConnectionState.CONNECTED, ConnectionState.STALE):
             raise DeviceUnavailable(f"{self.name}: bus is {self.state.value}")
         if name == "lock_out":
             # Never waits for a release in progress: the lock-out overtakes it.
             await self.lock_out(bus)
         elif name == "release":
-            self.locked_out, self.lockout_at, self.lockout_effective = False, None, False
-            confirmed, _ = await self._apply_inhibit(bus, list(self.seats))
-            if not self.locked_out:
-                self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed)))
-                self._status()
+            await self.release(bus)
         else:
             self._status()
 
-    async def lock_out(self, bus: _Bus) -> None:
+    async def release(self, bus: _Bus) -> None:
+        self.locked_out, self.lockout_at, self.lockout_effective = False, None, False
+        self.unconfirmed.clear()
+        confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=False)
+        if not self.locked_out:
+            self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed),
+                                         unconfirmed=tuple(sorted(failed))))  # fmt: skip
+            self._status()
+
+    async def _broadcast_inhibit(self, bus: _Bus) -> None:
+        try:
+            await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00", urgent=True)
+        except NoReply as exc:  # the echo never came back whole: each seat is inhibited next
+            log.warning("broadcast_inhibit_failed", device=self.name, why=str(exc))
+
+    async def lock_out(self, bus: _Bus, *, asked_at: float | None = None) -> None:
+        """The broadcast inhibit first, ahead of everything; then each seat confirmed (ACK and
+        read back); then every seat read once more. ``asked_at``: when the table asked, if
+        before now (the bus was down)."""
         started = time.monotonic()
-        self.locked_out, self.lockout_at, self.lockout_effective = True, started, False
-        await bus.request(BROADCAST, Header.MODIFY_MASTER_INHIBIT, b"\x00", urgent=True)
-        broadcast = time.monotonic()
-        confirmed, unconfirmed = await self._apply_inhibit(bus, list(self.seats), urgent=True)
+        asked = started if asked_at is None else asked_at
+        self.locked_out, self.lockout_at, self.lockout_effective = True, asked, False
+        self.unconfirmed.clear()
+        with bus.urgent():
+            await self._broadcast_inhibit(bus)
+            broadcast = time.monotonic()
+            confirmed, failed = await self._set_inhibits(
+                bus, list(self.seats), urgent=True, after_broadcast=True
+            )
+        if self.lockout_at != asked:
+            return  # released meanwhile
         done = time.monotonic()
         self.emit(
             ev.LockoutApplied(
@@ -427,13 +698,16 @@ class CcTalkAcceptorsDriver(Driver):
                 broadcast_ms=round((broadcast - started) * 1000, 2),
                 confirmed_ms=round((done - started) * 1000, 2),
                 seats=tuple(confirmed),
-                unconfirmed=tuple(unconfirmed),
+                unconfirmed=tuple(sorted(failed)),
             )
         )
+        for seat, why in sorted(failed.items()):
+            self.emit(ev.LockoutFailed(device=self.name, seat=seat, address=self.seats[seat],
+                                       detail=why, budget_ms=LOCKOUT_BUDGET_S * 1000))  # fmt: skip
         # What the acceptors took before the inhibit reached them is read now, and counts;
         # from here on the lock-out is in effect.
         await self._poll_all(bus)
-        if self.lockout_at == started:  # not released meanwhile
+        if self.lockout_at == asked:  # not released meanwhile
             self.lockout_effective = True
         self._status()
 

@@ -16,10 +16,12 @@ __all__ = [
     "CounterReset",
     "EventsLost",
     "LockoutApplied",
+    "LockoutFailed",
     "LockoutReleased",
     "WagerAccepted",
     "WagerLate",
     "WagerRefused",
+    "WagerTiming",
 ]
 
 
@@ -45,6 +47,22 @@ class WagerAccepted(DeviceEvent):
     event_counter: int
     #: found by the poll that follows the inhibit: accepted before the lock-out reached it
     during_lockout: bool = False
+    #: what is known of when it was accepted against the lock-out (WagerTiming)
+    timing: str = "before_lockout"
+    #: read after the seat or the bus was out of reach for this long (None: routine polling)
+    read_after_gap_s: float | None = None
+
+
+class WagerTiming:
+    """``WagerAccepted.timing``."""
+
+    #: no lock-out had been asked when it was read
+    BEFORE_LOCKOUT = "before_lockout"
+    #: read by the poll that follows the inhibit: the inhibit had not reached the acceptor yet
+    BEFORE_INHIBIT = "before_inhibit"
+    #: taken while the seat or the bus was out of reach, and "no more bets" came meanwhile:
+    #: before or after it, nobody can tell (the acceptor was not inhibited yet)
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,13 +96,17 @@ class AcceptorError(DeviceEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EventsLost(DeviceEvent):
-    """The event counter moved further than the acceptor's 5-event buffer: events are lost."""
+    """Events the acceptor took that cannot be read: the event counter moved further than its
+    5-event buffer (``lost`` of them, reason ``overrun``), or the acceptor was reset after the
+    last read (``lost`` None: how many is unknown, reason ``reset``). Wagers among them are
+    unaccounted for: the chips collected are reconciled by hand (555.8(b))."""
 
     kind: ClassVar[str] = "events_lost"
     seat: int
-    lost: int
+    lost: int | None
     from_counter: int
     to_counter: int
+    reason: str = "overrun"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +157,22 @@ class LockoutApplied(DeviceEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LockoutFailed(DeviceEvent):
+    """A seat's acceptor did not confirm its inhibit within the lock-out budget: it answered
+    BUSY or NAK, did not answer, or read back as accepting (header 227). Its wagers after
+    "no more bets" may be taken (555.2(f)(2)); the driver keeps trying."""
+
+    kind: ClassVar[str] = "lockout_failed"
+    seat: int
+    address: int
+    detail: str
+    budget_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LockoutReleased(DeviceEvent):
+    """Betting reopened: ``seats`` confirmed accepting (read back), ``unconfirmed`` did not."""
+
     kind: ClassVar[str] = "lockout_released"
     seats: tuple[int, ...]
+    unconfirmed: tuple[int, ...] = ()

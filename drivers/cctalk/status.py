@@ -14,6 +14,8 @@ __all__ = ["AcceptorBusStatus"]
 class AcceptorBusStatus(DeviceEvent):
     kind: ClassVar[str] = "status"
     state: str  # accepting | locked_out
-    fault: str | None  # acceptor_offline when any seat does not answer
+    fault: str | None  # lockout_unconfirmed, acceptor_offline when any seat does not answer
     seats_online: tuple[int, ...]
     seats_offline: tuple[int, ...]
+    #: seats whose inhibit (or release) is not confirmed (lockout_unconfirmed)
+    seats_unconfirmed: tuple[int, ...] = ()
