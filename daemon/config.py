@@ -193,6 +193,9 @@ class DeviceConfig(_Strict):
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 3.0
     ack_timeout_s: Annotated[float, Field(gt=0, le=10)] = 0.25
     retries: Annotated[int, Field(ge=0, le=10)] = 3
+    #: frames a second the table takes from this device (a second's worth at once) before
+    #: slowing it and reporting it ``flooding`` (docs/drivers.md, "Flooding")
+    max_frames_per_s: Annotated[float, Field(gt=0, le=100_000)] = 100
     #: shufflers: whether the device counts the cards after each shuffle (555.5(b))
     counts_cards: bool = True
     #: card readers: whether this model could let a player learn the hole card (551.16(l));
