@@ -7,7 +7,9 @@ Every error names where it is: ``file:line: devices.shuffler.url: …``.
 
 from __future__ import annotations
 
+import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +17,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tableside.drivers.registry import available_drivers
@@ -32,6 +43,7 @@ __all__ = [
     "ProgressiveConfig",
     "TableConfig",
     "load_config",
+    "locate",
     "validate_config",
 ]
 
@@ -39,18 +51,51 @@ _NAME = r"^[a-z0-9][a-z0-9_]{0,31}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict types: "30" is no number and "yes" no bool (a config is written by hand, and a
+    # value quoted by mistake must not change meaning). Paths, enums and the integer keys of
+    # a TOML table come as strings and say so below (Strict(False)).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+#: a path, written as a TOML string
+_Path = Annotated[Path, Strict(False)]
+
+
+def _writable_dir(path: Path) -> Path:
+    """The directory the table writes to: a directory (or one that can be made) it may write."""
+    existing = path
+    try:
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        is_dir = existing.is_dir()
+    except OSError as exc:  # e.g. a parent this user may not look into
+        raise ValueError(f"cannot look at {existing}: {exc.strerror}") from None
+    if not is_dir:
+        raise ValueError(f"{existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "cannot be created in" if existing != path else "is not writable:"
+        raise ValueError(f"{path} {what} {existing} (read-only, or not this user's)")
+    return path
 
 
 class TableConfig(_Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
-    game: Game
+    game: Annotated[Game, Strict(False)]
     #: Spanish 21 only: 6 or 8 decks of 48 cards (58 Pa. Code § 551.3(a))
     decks: Literal[6, 8] | None = None
     #: where the table keeps its journal (<state_dir>/<id>/journal.sqlite) and firmware record
-    state_dir: Path = Path("/var/lib/tableside")
+    state_dir: _Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir_writable(cls, path: Path, info: ValidationInfo) -> Path:
+        # Checked here, so check-config catches it too: the daemon writes its journal there
+        # before anything else. The table's own directory is checked if it is already there.
+        table_dir = path / str(info.data.get("id", ""))
+        _writable_dir(table_dir if info.data.get("id") and table_dir.exists() else path)
+        return path
 
     @model_validator(mode="after")
     def _decks_only_for_spanish_21(self) -> TableConfig:
@@ -71,10 +116,10 @@ class BrokerConfig(_Strict):
     username: str | None = None
     password: str | None = None
     #: mqtts:// only: the CA that signed the broker's certificate (default: the system's CAs)
-    ca_file: Path | None = None
+    ca_file: _Path | None = None
     #: mqtts:// only: this table's client certificate and its key, when the broker asks for one
-    cert_file: Path | None = None
-    key_file: Path | None = None
+    cert_file: _Path | None = None
+    key_file: _Path | None = None
 
     @field_validator("url")
     @classmethod
@@ -95,12 +140,29 @@ class BrokerConfig(_Strict):
             raise ValueError(f"no such file: {path}")
         return path
 
+    @field_validator("ca_file")
+    @classmethod
+    def _certificates(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            try:
+                ssl.create_default_context().load_verify_locations(cafile=path)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(f"{path} holds no CA certificate (PEM): {exc}") from None
+        return path
+
     @model_validator(mode="after")
     def _tls_settings(self) -> BrokerConfig:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together")
         if not self.tls and (self.ca_file or self.cert_file):
             raise ValueError("ca_file, cert_file and key_file need an mqtts:// url")
+        if self.cert_file is not None and self.key_file is not None:
+            try:
+                ssl.create_default_context().load_cert_chain(self.cert_file, self.key_file)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(
+                    f"cert_file and key_file are not a certificate (PEM) and its key: {exc}"
+                ) from None
         return self
 
     @property
@@ -202,9 +264,10 @@ class DeviceConfig(_Strict):
     #: unset: what the reader itself reports
     reveals_hole_card: bool | None = None
     #: ccTalk acceptor bus: betting position → ccTalk address (2..255)
-    seats: dict[Annotated[int, Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]] | None = (
-        None
-    )
+    seats: (
+        dict[Annotated[int, Strict(False), Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]]
+        | None
+    ) = None
     #: ccTalk: the host hears its own bytes (single-wire bus)
     echo: bool = True
     #: ccTalk: seconds between polls of the acceptors (unset: as the acceptors ask, header 249)
@@ -241,6 +304,11 @@ class DeviceConfig(_Strict):
             from tableside.drivers.usb import parse_usb_url
 
             parse_usb_url(url)
+        elif scheme == "" and not url.startswith("/"):
+            raise ValueError(
+                f"expected a tty path (/dev/ttyUSB0), socket://host:port, rfc2217://host:port "
+                f"or usb://VID:PID, got {url!r}"
+            )
         elif scheme not in ("", "file"):
             raise ValueError(
                 f"unknown scheme {scheme!r} in {url!r} "
@@ -336,16 +404,37 @@ def _find_line(text: str, loc: Sequence[str | int]) -> int | None:
 def _apply_overrides(
     data: dict[str, Any], broker: str | None, devices: Mapping[str, str]
 ) -> list[Problem]:
+    """Put the overrides in. Where the file has no table to put one in (``broker = "…"``), the
+    override is left out: the validation names that line."""
     problems = []
-    if broker:
-        data.setdefault("broker", {})["url"] = broker
+    if broker and isinstance(data.setdefault("broker", {}), dict):
+        data["broker"]["url"] = broker
     table_devices = data.get("devices", {})
     for name, url in devices.items():
         if not isinstance(table_devices, dict) or name not in table_devices:
             problems.append(Problem("override", f"devices.{name}", "no such device in the config"))
-            continue
-        table_devices[name]["url"] = url
+        elif isinstance(table_devices[name], dict):
+            table_devices[name]["url"] = url
     return problems
+
+
+#: pydantic's error types for a value of the wrong type: the message says what was given
+_WRONG_TYPE = re.compile(r"_type$|^(int|float|bool)_parsing$")
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    message = str(err["msg"])
+    if _WRONG_TYPE.search(str(err["type"])):
+        given = err.get("input")
+        shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+        message += f", not {shown[:60]} ({_toml_type(given)})"
+    return message
+
+
+def _toml_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             dict: "a table", list: "an array"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)
 
 
 def validate_config(
@@ -373,11 +462,20 @@ def validate_config(
             loc = [str(x) for x in err["loc"]]
             line = _find_line(text, loc)
             where = f"{source}:{line}" if line else source
-            problems.append(Problem(where, ".".join(loc), err["msg"]))
+            problems.append(Problem(where, ".".join(loc), _message(err)))
         raise ConfigError(problems) from exc
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def locate(path: str | Path, loc: Sequence[str]) -> str:
+    """``file:line`` of a key in a config file (``file`` when it cannot be found)."""
+    try:
+        line = _find_line(Path(path).read_text(encoding="utf-8"), loc)
+    except (OSError, UnicodeDecodeError):
+        line = None
+    return f"{path}:{line}" if line else str(path)
 
 
 def load_config(
@@ -389,7 +487,14 @@ def load_config(
 ) -> Config:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 (toml.io): say where it is not
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
+        raise ConfigError([Problem(f"{path}:{line}", "", message)]) from exc
     return validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)

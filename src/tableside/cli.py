@@ -179,7 +179,7 @@ def _run_async(coro: Coroutine[Any, Any, int]) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tableside.daemon.app import TableDaemon
-    from tableside.daemon.config import ConfigError, load_config
+    from tableside.daemon.config import ConfigError, load_config, locate
 
     try:
         config = load_config(args.config, broker=args.broker, devices=dict(args.device))
@@ -191,6 +191,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # a journal that fails its checks says how to recover
         print(f"tableside: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the state directory went bad after the check (or the disk did)
+        where = locate(args.config, ["table", "state_dir"])
+        print(f"{where}: table.state_dir: cannot use {config.table.state_dir}: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
 
     async def go() -> int:
         from tableside.daemon.journal import JournalError
