@@ -110,8 +110,9 @@ HELD_FRAMES = 8
 class Flooding:
     """The device sends more than its ``FrameBudget``. Reported when that begins (``active``:
     its frames are taken at ``per_s`` from then on) and when it ends (no frame waiting and the
-    burst full again), with what the flood cost: ``held`` frames waited for the budget, and
-    ``unacknowledged`` frames beyond HELD_FRAMES were left for the device to send again."""
+    burst full again, or the link closed), with what the flood cost: ``held`` frames waited
+    for the budget, and ``unacknowledged`` frames beyond HELD_FRAMES were left for the device
+    to send again."""
 
     active: bool
     per_s: float
@@ -228,6 +229,8 @@ class FramedLink:
             raise LinkLost(f"{self.name}: {exc}") from exc
         finally:
             self._fail_pending(LinkLost(f"{self.name}: link closed"))
+            if self._flood is not None:  # frames still held stay unacknowledged: sent again
+                self._end_flood()
 
     def _next_wakeup(self) -> float | None:
         """Seconds until a partial frame is abandoned or a held frame may be taken."""

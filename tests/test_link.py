@@ -241,3 +241,7 @@ async def test_frames_beyond_the_held_ones_are_left_unacknowledged() -> None:
     # The first frames are held (one more if it was taken before the rest came), in order.
     assert delivered() == blast[: len(delivered())]
     assert HELD_FRAMES <= len(delivered()) <= HELD_FRAMES + 1
+    # The link closed mid-flood: its end is reported, with what it cost.
+    began, ended = [m for m in pair.device_got if isinstance(m, Flooding)]
+    assert began.active and not ended.active
+    assert ended.unacknowledged == pair.device.stats.unacknowledged > 0
