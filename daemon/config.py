@@ -23,7 +23,6 @@ from pydantic import (
     Field,
     Strict,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -44,6 +43,7 @@ __all__ = [
     "TableConfig",
     "load_config",
     "locate",
+    "state_dir_problems",
     "validate_config",
 ]
 
@@ -87,15 +87,6 @@ class TableConfig(_Strict):
     state_dir: _Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False
-
-    @field_validator("state_dir")
-    @classmethod
-    def _state_dir_writable(cls, path: Path, info: ValidationInfo) -> Path:
-        # Checked here, so check-config catches it too: the daemon writes its journal there
-        # before anything else. The table's own directory is checked if it is already there.
-        table_dir = path / str(info.data.get("id", ""))
-        _writable_dir(table_dir if info.data.get("id") and table_dir.exists() else path)
-        return path
 
     @model_validator(mode="after")
     def _decks_only_for_spanish_21(self) -> TableConfig:
@@ -478,13 +469,27 @@ def locate(path: str | Path, loc: Sequence[str]) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
+def state_dir_problems(config: Config, source: str | Path) -> list[Problem]:
+    """Whether this user may keep the table's journal in ``state_dir`` (``run`` and
+    ``check-config`` ask; a monitor or an auditor reading the config need not write there)."""
+    table_dir = config.table.state_dir / config.table.id
+    try:
+        _writable_dir(table_dir if table_dir.exists() else config.table.state_dir)
+    except ValueError as exc:
+        return [Problem(locate(source, ["table", "state_dir"]), "table.state_dir", str(exc))]
+    return []
+
+
 def load_config(
     path: str | Path,
     *,
     broker: str | None = None,
     devices: Mapping[str, str] | None = None,
     use_env: bool = True,
+    writable: bool = False,
 ) -> Config:
+    """Read and validate a config file; ``writable``: the state directory must be writable by
+    this user too (the daemon's, and check-config's, question)."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -497,4 +502,7 @@ def load_config(
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
         raise ConfigError([Problem(f"{path}:{line}", "", message)]) from exc
-    return validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)
+    config = validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)
+    if writable and (problems := state_dir_problems(config, path)):
+        raise ConfigError(problems)
+    return config

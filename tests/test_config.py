@@ -266,3 +266,16 @@ def test_a_state_dir_that_cannot_be_written(
             for line in _one_line_each(path, [], capsys):
                 assert line.startswith(f"{path}:4: table.state_dir: "), line
                 assert "read-only, or not this user's" in line, line
+
+
+def test_reading_a_config_needs_no_write_access(tmp_path: Path) -> None:
+    """A monitor or an auditor loads the table's config without writing to its state_dir;
+    run and check-config ask for it (writable=True)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    path = tmp_path / "table.toml"
+    setting = f'game = "caribbean_stud"\nstate_dir = "{a_file}/state"'
+    path.write_text(GOOD.replace('game = "caribbean_stud"', setting))
+    assert load_config(path, use_env=False).table.state_dir == a_file / "state"
+    with pytest.raises(ConfigError, match=r"table.toml:4: table.state_dir: .* not a directory"):
+        load_config(path, use_env=False, writable=True)

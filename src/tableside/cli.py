@@ -182,7 +182,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tableside.daemon.config import ConfigError, load_config, locate
 
     try:
-        config = load_config(args.config, broker=args.broker, devices=dict(args.device))
+        config = load_config(
+            args.config, broker=args.broker, devices=dict(args.device), writable=True
+        )
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -218,7 +220,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         try:
-            config = load_config(path, use_env=False)
+            config = load_config(path, use_env=False, writable=True)
         except ConfigError as exc:
             status = 1
             for problem in exc.problems:
