@@ -111,14 +111,16 @@ def test_client_id_defaults_to_table() -> None:
 
 
 def test_check_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a state_dir this user may write, whoever runs the tests
+    text = GOOD.replace('id = "t1"', f'id = "t1"\nstate_dir = "{tmp_path / "state"}"')
     bad = tmp_path / "bad.toml"
-    bad.write_text(GOOD.replace('url = "socket://127.0.0.1:7001"', 'url = "ftp://x"'))
+    bad.write_text(text.replace('url = "socket://127.0.0.1:7001"', 'url = "ftp://x"'))
     good = tmp_path / "good.toml"
-    good.write_text(GOOD)
+    good.write_text(text)
     assert main(["check-config", str(good), str(bad)]) == 1
     out = capsys.readouterr().out
     assert f"{good}: ok (table t1, caribbean_stud" in out
-    assert f"{bad}:10: devices.shuffler.url: Value error, unknown scheme 'ftp'" in out
+    assert f"{bad}:11: devices.shuffler.url: Value error, unknown scheme 'ftp'" in out
 
 
 def test_missing_file(tmp_path: Path) -> None:
