@@ -11,6 +11,13 @@ this process) are read from CLOCK_MONOTONIC, which every process on the machine 
 
     .venv/bin/python bench/latency.py --events 5000
 
+``--flood`` measures fairness instead: the daemon gets a second shuffler ("flooder"), the
+shipped simulator in its own process on a second pty, sending valid Status frames back to back
+without waiting for their ACKs for the whole run (its "flood" fault); the figures are those of
+the first device's events, sent every ``--interval`` s meanwhile (the baseline is not run).
+
+    .venv/bin/python bench/latency.py --flood --events 1000 --interval 0.02 --rounds 1
+
 Starts its own Mosquitto on a free loopback port (or use --broker URL).
 """
 
@@ -71,17 +78,33 @@ class Device:
             await self.link.send(reply)
 
 
+async def start_flooder() -> tuple[asyncio.subprocess.Process, str]:
+    """The shipped shuffler simulator in its own process (so its writing does not slow this
+    one's clock readings), on a pty, flooding from its first cycle: valid Status frames back to
+    back, none waiting for its ACK (simulators/base.py, fault "flood")."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tableside", "--log-level", "warning", "simulate", "shuffler",
+        "--pty", "--interval", "0.5", "--fault", "flood=100000@1",
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    path = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode().strip()
+    return proc, path
+
+
 async def run_variant(
     name: str,
-    command: Callable[[str], list[str]],
+    command: Callable[..., list[str]],
     topic: str,
     broker: str,
     events: int,
     warmup: int,
     interval: float,
     ready_topic: str | None,
+    flooding: bool = False,
 ) -> dict[str, Any]:
     endpoint = PtyEndpoint()
+    flooder = await start_flooder() if flooding else None
     device = Device(endpoint)
     parts = urlsplit(broker)
     sent: dict[int, int] = {}
@@ -122,8 +145,9 @@ async def run_variant(
                     tg.create_task(device.answer_queries()),
                     tg.create_task(collect()),
                 ]
+                ptys = [endpoint.path] + ([flooder[1]] if flooder else [])
                 proc = await asyncio.create_subprocess_exec(
-                    *command(endpoint.path), stdout=subprocess.DEVNULL
+                    *command(*ptys), stdout=subprocess.DEVNULL
                 )
                 try:
                     await asyncio.sleep(2.0)  # the process opens the pty and its broker link
@@ -136,7 +160,7 @@ async def run_variant(
                         sent[i] = time.monotonic_ns()
                         await link.send(p.ShuffleComplete(i, 52))
                         await asyncio.sleep(interval)
-                    await asyncio.wait_for(all_in.wait(), 60)
+                    await asyncio.wait_for(all_in.wait(), 120)
                     elapsed = time.monotonic() - started
                     cpu = cpu_seconds(proc.pid) - cpu_before
                 finally:
@@ -144,6 +168,9 @@ async def run_variant(
                     await proc.wait()
                     for task in tasks:
                         task.cancel()
+    if flooder is not None:
+        flooder[0].terminate()
+        await flooder[0].wait()
     latencies = sorted((received[i] - sent[i]) / 1e6 for i in range(warmup + 1, total + 1))
 
     def pct(q: float) -> float:
@@ -161,10 +188,11 @@ async def run_variant(
         "cpu_per_event_us": round(cpu / len(latencies) * 1e6, 1),
         "cpu_share_of_one_core": round(cpu / elapsed, 3),
         "rate_per_s": round(len(latencies) / elapsed, 1),
+        "flooded": flooding,
     }
 
 
-def daemon_config(directory: Path, broker: str) -> Path:
+def daemon_config(directory: Path, broker: str, flooding: bool = False) -> Path:
     path = directory / "bench.toml"
     path.write_text(
         f"""
@@ -182,6 +210,12 @@ url = "/dev/null"
 heartbeat_timeout_s = 30
 """
     )
+    if flooding:
+        with path.open("a") as f:
+            f.write(
+                '\n[devices.flooder]\ndriver = "tableside.shuffler"\nurl = "/dev/null"\n'
+                "heartbeat_timeout_s = 30\n"
+            )
     return path
 
 
@@ -195,6 +229,9 @@ async def main() -> None:
     parser.add_argument("--broker", help="use this broker instead of starting a Mosquitto")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--flood", action="store_true", help="a second device floods; tableside only"
+    )
     args = parser.parse_args()
 
     mosquitto = None
@@ -212,11 +249,13 @@ async def main() -> None:
             broker = f"mqtt://127.0.0.1:{port}"
             await asyncio.sleep(0.5)
         try:
-            config = daemon_config(directory, broker)
+            config = daemon_config(directory, broker, args.flood)
 
-            def tableside(pty: str) -> list[str]:
+            def tableside(pty: str, flooder: str | None = None) -> list[str]:
+                extra = ["--device", f"flooder={flooder}"] if flooder else []
                 return [sys.executable, "-m", "tableside", "--log-level", "warning", "run",
-                        "--config", str(config), "--device", f"shuffler={pty}"]  # fmt: skip
+                        "--config", str(config), "--device", f"shuffler={pty}",
+                        *extra]  # fmt: skip
 
             def baseline(pty: str) -> list[str]:
                 return [
@@ -230,6 +269,11 @@ async def main() -> None:
 
             results = []
             for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both
+                if args.flood:
+                    results.append(await run_variant(
+                        "flooded", tableside, "tableside/bench/device/shuffler/event", broker,
+                        args.events, args.warmup, args.interval, None, flooding=True))  # fmt: skip
+                    continue
                 results.append(
                     await run_variant(
                         "baseline",
@@ -261,10 +305,13 @@ async def main() -> None:
             f"{r['cpu_share_of_one_core']:>6.3f}"
         )
 
+    if args.flood:
+        print(f"p99 of the other device's events under flood: {results[-1]['p99_ms']} ms")
+
     def median(variant: str, key: str) -> float:
         return float(statistics.median(r[key] for r in results if r["variant"] == variant))
 
-    for key in ("p50_ms", "p99_ms", "cpu_per_event_us"):
+    for key in ("p50_ms", "p99_ms", "cpu_per_event_us") if not args.flood else ():
         base, ours = median("baseline", key), median("tableside", key)
         print(f"median {key}: baseline {base:.3f}, tableside {ours:.3f}, added {ours - base:+.3f}")
     meta = {
@@ -275,6 +322,7 @@ async def main() -> None:
         "warmup": args.warmup,
         "rounds": args.rounds,
         "events": args.events,
+        "flood": args.flood,
     }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -42,7 +43,7 @@ from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
-from tableside.drivers.link import ArqPolicy
+from tableside.drivers.link import ArqPolicy, FrameBudget
 from tableside.drivers.registry import get_driver
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import Args, Command, Refused, Role, admit
@@ -152,6 +153,9 @@ class TableDaemon:
                 baudrate=device.baudrate,
                 heartbeat_timeout=device.heartbeat_timeout_s,
                 arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
+                budget=FrameBudget(
+                    per_s=device.max_frames_per_s, burst=max(1, math.ceil(device.max_frames_per_s))
+                ),
                 options={
                     "reveals_hole_card": device.reveals_hole_card,
                     "seats": device.seats,

@@ -7,7 +7,9 @@ Every error names where it is: ``file:line: devices.shuffler.url: …``.
 
 from __future__ import annotations
 
+import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -41,6 +44,8 @@ __all__ = [
     "ProgressiveConfig",
     "TableConfig",
     "load_config",
+    "locate",
+    "state_dir_problems",
     "validate_config",
 ]
 
@@ -48,16 +53,40 @@ _NAME = r"^[a-z0-9][a-z0-9_]{0,31}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict types: "30" is no number and "yes" no bool (a config is written by hand, and a
+    # value quoted by mistake must not change meaning). Paths, enums and the integer keys of
+    # a TOML table come as strings and say so below (Strict(False)).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+#: a path, written as a TOML string
+_Path = Annotated[Path, Strict(False)]
+
+
+def _writable_dir(path: Path) -> Path:
+    """The directory the table writes to: a directory (or one that can be made) it may write."""
+    existing = path
+    try:
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        is_dir = existing.is_dir()
+    except OSError as exc:  # e.g. a parent this user may not look into
+        raise ValueError(f"cannot look at {existing}: {exc.strerror}") from None
+    if not is_dir:
+        raise ValueError(f"{existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "cannot be created in" if existing != path else "is not writable:"
+        raise ValueError(f"{path} {what} {existing} (read-only, or not this user's)")
+    return path
 
 
 class TableConfig(_Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
-    game: Game
+    game: Annotated[Game, Strict(False)]
     #: Spanish 21 only: 6 or 8 decks of 48 cards (58 Pa. Code § 551.3(a))
     decks: Literal[6, 8] | None = None
     #: where the table keeps its journal (<state_dir>/<id>/journal.sqlite) and firmware record
-    state_dir: Path = Path("/var/lib/tableside")
+    state_dir: _Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False
     #: the casino's gaming day (551.2(e) "each gaming day"): an IANA time zone and the hour
@@ -77,11 +106,14 @@ class TableConfig(_Strict):
     def gaming_day(self) -> GamingDay:
         return GamingDay(self.timezone, self.gaming_day_starts)
 
-    @model_validator(mode="after")
-    def _decks_only_for_spanish_21(self) -> TableConfig:
-        if self.decks is not None and self.game is not Game.SPANISH_21:
-            raise ValueError(f"decks applies to spanish_21 only, not {self.game.value}")
-        return self
+    @field_validator("decks")
+    @classmethod
+    def _decks_only_for_spanish_21(cls, decks: int | None, info: ValidationInfo) -> int | None:
+        # a field's own validator: the error names the decks line, not the [table] header
+        game = info.data.get("game")
+        if decks is not None and game is not None and game is not Game.SPANISH_21:
+            raise ValueError(f"decks applies to spanish_21 only, not {game.value}")
+        return decks
 
 
 class BrokerConfig(_Strict):
@@ -96,10 +128,10 @@ class BrokerConfig(_Strict):
     username: str | None = None
     password: str | None = None
     #: mqtts:// only: the CA that signed the broker's certificate (default: the system's CAs)
-    ca_file: Path | None = None
+    ca_file: _Path | None = None
     #: mqtts:// only: this table's client certificate and its key, when the broker asks for one
-    cert_file: Path | None = None
-    key_file: Path | None = None
+    cert_file: _Path | None = None
+    key_file: _Path | None = None
 
     @field_validator("url")
     @classmethod
@@ -120,12 +152,29 @@ class BrokerConfig(_Strict):
             raise ValueError(f"no such file: {path}")
         return path
 
+    @field_validator("ca_file")
+    @classmethod
+    def _certificates(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            try:
+                ssl.create_default_context().load_verify_locations(cafile=path)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(f"{path} holds no CA certificate (PEM): {exc}") from None
+        return path
+
     @model_validator(mode="after")
     def _tls_settings(self) -> BrokerConfig:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together")
         if not self.tls and (self.ca_file or self.cert_file):
             raise ValueError("ca_file, cert_file and key_file need an mqtts:// url")
+        if self.cert_file is not None and self.key_file is not None:
+            try:
+                ssl.create_default_context().load_cert_chain(self.cert_file, self.key_file)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(
+                    f"cert_file and key_file are not a certificate (PEM) and its key: {exc}"
+                ) from None
         return self
 
     @property
@@ -218,15 +267,19 @@ class DeviceConfig(_Strict):
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 3.0
     ack_timeout_s: Annotated[float, Field(gt=0, le=10)] = 0.25
     retries: Annotated[int, Field(ge=0, le=10)] = 3
+    #: frames a second the table takes from this device (a second's worth at once) before
+    #: slowing it and reporting it ``flooding`` (docs/drivers.md, "Flooding")
+    max_frames_per_s: Annotated[float, Field(gt=0, le=100_000)] = 100
     #: shufflers: whether the device counts the cards after each shuffle (555.5(b))
     counts_cards: bool = True
     #: card readers: whether this model could let a player learn the hole card (551.16(l));
     #: unset: what the reader itself reports
     reveals_hole_card: bool | None = None
     #: ccTalk acceptor bus: betting position → ccTalk address (2..255)
-    seats: dict[Annotated[int, Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]] | None = (
-        None
-    )
+    seats: (
+        dict[Annotated[int, Strict(False), Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]]
+        | None
+    ) = None
     #: ccTalk: the host hears its own bytes (single-wire bus)
     echo: bool = True
     #: ccTalk: seconds between polls of the acceptors (unset: as the acceptors ask, header 249)
@@ -263,6 +316,11 @@ class DeviceConfig(_Strict):
             from tableside.drivers.usb import parse_usb_url
 
             parse_usb_url(url)
+        elif scheme == "" and not url.startswith("/"):
+            raise ValueError(
+                f"expected a tty path (/dev/ttyUSB0), socket://host:port, rfc2217://host:port "
+                f"or usb://VID:PID, got {url!r}"
+            )
         elif scheme not in ("", "file"):
             raise ValueError(
                 f"unknown scheme {scheme!r} in {url!r} "
@@ -289,6 +347,13 @@ class Config(_Strict):
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
     test_clock: LabClockConfig | None = None
+    progressive: ProgressiveConfig | None = None
+    #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
+    pay_tables: dict[str, dict[str, float] | str] = Field(default_factory=dict)
+    devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
+
+    # Each check on one key is that key's own validator, so its error names the key's line
+    # (not the file's first line); ``info.data`` has the keys declared before it.
 
     @field_validator("test_clock")
     @classmethod
@@ -301,31 +366,46 @@ class Config(_Strict):
             )
         return clock
 
-    progressive: ProgressiveConfig | None = None
-    #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
-    pay_tables: dict[str, dict[str, float] | str] = Field(default_factory=dict)
-    devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]
+    @field_validator("progressive")
+    @classmethod
+    def _caribbean_stud_only(
+        cls, progressive: ProgressiveConfig | None, info: ValidationInfo
+    ) -> ProgressiveConfig | None:
+        table = info.data.get("table")
+        game = table.game if isinstance(table, TableConfig) else None
+        if progressive is not None and game is not None and game is not Game.CARIBBEAN_STUD:
+            raise ValueError(
+                "[progressive] is Caribbean Stud's progressive pay table (555.13); "
+                f"not for {game.value}"
+            )
+        return progressive
 
-    @model_validator(mode="after")
-    def _has_devices(self) -> Config:
-        if not self.devices:
-            raise ValueError("a table needs at least one device under [devices.<name>]")
-        allowed = _PAY_TABLES.get(self.table.game, ())
+    @field_validator("pay_tables")
+    @classmethod
+    def _pay_tables_of_the_game(
+        cls, pay_tables: dict[str, dict[str, float] | str], info: ValidationInfo
+    ) -> dict[str, dict[str, float] | str]:
+        table = info.data.get("table")
+        if not isinstance(table, TableConfig):
+            return pay_tables
+        allowed = _PAY_TABLES.get(table.game, ())
         problems = []
-        for kind, pays in self.pay_tables.items():
+        for kind, pays in pay_tables.items():
             if kind not in allowed:
-                problems.append(f"{kind} is no pay table of {self.table.game.value} (its: "
+                problems.append(f"{kind} is no pay table of {table.game.value} (its: "
                                 f"{', '.join(allowed) or 'none'})")  # fmt: skip
             else:
                 problems += paytables.check(kind, pays)
         if problems:
-            raise ValueError("pay_tables: " + "; ".join(problems))
-        if self.progressive is not None and self.table.game is not Game.CARIBBEAN_STUD:
-            raise ValueError(
-                "[progressive] is Caribbean Stud's progressive pay table (555.13); "
-                f"not for {self.table.game.value}"
-            )
-        return self
+            raise ValueError("; ".join(problems))
+        return pay_tables
+
+    @field_validator("devices")
+    @classmethod
+    def _has_devices(cls, devices: dict[str, DeviceConfig]) -> dict[str, DeviceConfig]:
+        if not devices:
+            raise ValueError("a table needs at least one device under [devices.<name>]")
+        return devices
 
     @property
     def client_id(self) -> str:
@@ -386,16 +466,38 @@ def _find_line(text: str, loc: Sequence[str | int]) -> int | None:
 def _apply_overrides(
     data: dict[str, Any], broker: str | None, devices: Mapping[str, str]
 ) -> list[Problem]:
+    """Put the overrides in. Where the file has no table to put one in (``broker = "…"``), the
+    override is left out: the validation names that line."""
     problems = []
-    if broker:
-        data.setdefault("broker", {})["url"] = broker
+    if broker and isinstance(data.setdefault("broker", {}), dict):
+        data["broker"]["url"] = broker
     table_devices = data.get("devices", {})
     for name, url in devices.items():
         if not isinstance(table_devices, dict) or name not in table_devices:
             problems.append(Problem("override", f"devices.{name}", "no such device in the config"))
-            continue
-        table_devices[name]["url"] = url
+        elif isinstance(table_devices[name], dict):
+            table_devices[name]["url"] = url
     return problems
+
+
+#: pydantic's error types for a value of the wrong type: the message says what was given
+_WRONG_TYPE = re.compile(r"_type$|^(int|float|bool)_parsing$")
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    # our own checks' words, without pydantic's "Value error, " before them
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if _WRONG_TYPE.search(str(err["type"])):
+        given = err.get("input")
+        shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+        message += f", not {shown[:60]} ({_toml_type(given)})"
+    return message
+
+
+def _toml_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             dict: "a table", list: "an array"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)
 
 
 def validate_config(
@@ -423,11 +525,31 @@ def validate_config(
             loc = [str(x) for x in err["loc"]]
             line = _find_line(text, loc)
             where = f"{source}:{line}" if line else source
-            problems.append(Problem(where, ".".join(loc), err["msg"]))
+            problems.append(Problem(where, ".".join(loc), _message(err)))
         raise ConfigError(problems) from exc
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def locate(path: str | Path, loc: Sequence[str]) -> str:
+    """``file:line`` of a key in a config file (``file`` when it cannot be found)."""
+    try:
+        line = _find_line(Path(path).read_text(encoding="utf-8"), loc)
+    except (OSError, UnicodeDecodeError):
+        line = None
+    return f"{path}:{line}" if line else str(path)
+
+
+def state_dir_problems(config: Config, source: str | Path) -> list[Problem]:
+    """Whether this user may keep the table's journal in ``state_dir`` (``run`` and
+    ``check-config`` ask; a monitor or an auditor reading the config need not write there)."""
+    table_dir = config.table.state_dir / config.table.id
+    try:
+        _writable_dir(table_dir if table_dir.exists() else config.table.state_dir)
+    except ValueError as exc:
+        return [Problem(locate(source, ["table", "state_dir"]), "table.state_dir", str(exc))]
+    return []
 
 
 def load_config(
@@ -436,10 +558,23 @@ def load_config(
     broker: str | None = None,
     devices: Mapping[str, str] | None = None,
     use_env: bool = True,
+    writable: bool = False,
 ) -> Config:
+    """Read and validate a config file; ``writable``: the state directory must be writable by
+    this user too (the daemon's, and check-config's, question)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
-    return validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 (toml.io): say where it is not
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
+        raise ConfigError([Problem(f"{path}:{line}", "", message)]) from exc
+    config = validate_config(text, str(path), broker=broker, devices=devices, use_env=use_env)
+    if writable and (problems := state_dir_problems(config, path)):
+        raise ConfigError(problems)
+    return config

@@ -37,12 +37,21 @@ from tableside.drivers.events import (
     ConnectionEvent,
     ConnectionState,
     DeviceEvent,
+    FloodingEvent,
     IdentityEvent,
     LineNoiseEvent,
     ProtocolErrorEvent,
 )
 from tableside.drivers.framing import NakReason
-from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
+from tableside.drivers.link import (
+    ArqPolicy,
+    Flooding,
+    FrameBudget,
+    FramedLink,
+    LineNoise,
+    Notice,
+    ProtocolError,
+)
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.tasks import first_to_end
 from tableside.drivers.transport import DEFAULT_BAUDRATE, open_transport
@@ -64,6 +73,8 @@ class DriverSettings:
     # After this many heartbeat timeouts of silence the link is closed and opened again.
     stale_reconnect_after: int = 3
     arq: ArqPolicy = field(default_factory=ArqPolicy)
+    #: data frames a second the host takes from the device before slowing it (None: no limit)
+    budget: FrameBudget | None = field(default_factory=FrameBudget)
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
     #: driver-specific settings from the config (e.g. ccTalk addresses per seat)
@@ -246,6 +257,14 @@ class FramedDriver(Driver):
                 crc_errors=message.crc_errors,
                 discarded_bytes=message.discarded_bytes,
             )
+        elif isinstance(message, Flooding):
+            event = FloodingEvent(
+                device=self.name,
+                active=message.active,
+                per_s=message.per_s,
+                held=message.held,
+                unacknowledged=message.unacknowledged,
+            )
         elif isinstance(message, ProtocolError):
             event = ProtocolErrorEvent(
                 device=self.name,
@@ -296,6 +315,7 @@ class FramedDriver(Driver):
             name=f"{self.name}@{self.settings.url}",
             policy=self.settings.arq,
             settle=self.settings.settle,
+            budget=self.settings.budget,
         )
         try:
             # not a TaskGroup: Driver.run catches the link's errors, and a 3.11 TaskGroup can

@@ -10,6 +10,7 @@ __all__ = [
     "ConnectionEvent",
     "ConnectionState",
     "DeviceEvent",
+    "FloodingEvent",
     "IdentityEvent",
     "LineNoiseEvent",
     "ProtocolErrorEvent",
@@ -70,6 +71,20 @@ class LineNoiseEvent(DeviceEvent):
     kind: ClassVar[str] = "line_noise"
     crc_errors: int
     discarded_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FloodingEvent(DeviceEvent):
+    """The device sends more frames than its budget (drivers/link.py ``Flooding``): from
+    ``active`` true its frames are taken at ``per_s`` and the rest wait, unacknowledged;
+    ``active`` false when it is under budget again, with how many frames were ``held`` and how
+    many left ``unacknowledged`` for the device to send again."""
+
+    kind: ClassVar[str] = "flooding"
+    active: bool
+    per_s: float
+    held: int
+    unacknowledged: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

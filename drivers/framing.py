@@ -151,6 +151,11 @@ class FrameDecoder:
         """Bytes held that are not yet a frame (a partial frame or unread input)."""
         return len(self._buf)
 
+    @property
+    def room(self) -> int:
+        """Bytes that may be fed before the oldest are dropped."""
+        return max(1, self.max_buffer - len(self._buf))
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self.stats.discarded_bytes += append_capped(self._buf, data, self.max_buffer)
 

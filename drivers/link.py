@@ -9,7 +9,9 @@ docs/protocols/shuffler.md.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,7 +32,16 @@ from tableside.drivers.framing import (
 from tableside.drivers.messages import Message, MessageSet, UnknownMessageType
 from tableside.drivers.wire import MalformedPayload
 
-__all__ = ["ArqPolicy", "FramedLink", "LineNoise", "LinkStats", "Notice", "ProtocolError"]
+__all__ = [
+    "ArqPolicy",
+    "Flooding",
+    "FrameBudget",
+    "FramedLink",
+    "LineNoise",
+    "LinkStats",
+    "Notice",
+    "ProtocolError",
+]
 
 log = structlog.get_logger("tableside.link")
 
@@ -43,6 +54,70 @@ class ArqPolicy:
     retries: int = 3
     # A partial frame older than this is abandoned and the decoder hunts for the next start byte.
     frame_timeout: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class FrameBudget:
+    """How many data frames a second the host takes from one device (a token bucket).
+
+    A device over its budget is slowed, and nothing it sent is lost: its data frames wait (in
+    order, up to HELD_FRAMES) until the budget allows them, and are acknowledged only once taken,
+    so a stop-and-wait device waits for its ACK. Frames of a device that does not wait for its
+    ACKs, beyond those held, are left unacknowledged for it to send again. The device is read
+    all the while, so its ACKs to the host still count. One device flooding the host thus
+    cannot fill the journal and the publisher's queue ahead of every other device's events
+    (docs/drivers.md, "Flooding")."""
+
+    per_s: float = 100.0
+    #: frames taken at once before the rate applies: a device's bursts (a deal) pass unslowed
+    burst: int = 100
+
+    def __post_init__(self) -> None:
+        if self.per_s <= 0 or self.burst < 1:
+            raise ValueError(f"a frame budget needs per_s > 0 and burst >= 1, not {self}")
+
+
+class _Bucket:
+    """Tokens for ``FrameBudget``: one per data frame, refilled at ``per_s``, at most ``burst``."""
+
+    def __init__(self, budget: FrameBudget) -> None:
+        self.budget = budget
+        self.tokens = float(budget.burst)
+        self._at = time.monotonic()
+
+    def refill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.budget.burst, self.tokens + (now - self._at) * self.budget.per_s)
+        self._at = now
+
+    def wait(self) -> float:
+        """Seconds until a token is there (0: take it now)."""
+        self.refill()
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.budget.per_s
+
+    @property
+    def full(self) -> bool:
+        self.refill()
+        return self.tokens >= self.budget.burst
+
+
+#: data frames read ahead of the budget and kept in order; a device that waits for its ACKs
+#: never has more than one, plus that one sent again
+HELD_FRAMES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Flooding:
+    """The device sends more than its ``FrameBudget``. Reported when that begins (``active``:
+    its frames are taken at ``per_s`` from then on) and when it ends (no frame waiting and the
+    burst full again, or the link closed), with what the flood cost: ``held`` frames waited
+    for the budget, and ``unacknowledged`` frames beyond HELD_FRAMES were left for the device
+    to send again."""
+
+    active: bool
+    per_s: float
+    held: int = 0
+    unacknowledged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +143,7 @@ class LineNoise:
 
 NOISE_REPORT_INTERVAL = 1.0
 
-Notice = Message | ProtocolError | LineNoise
+Notice = Message | ProtocolError | LineNoise | Flooding
 
 
 @dataclass(slots=True)
@@ -80,6 +155,10 @@ class LinkStats:
     naks_sent: int = 0
     naks_received: int = 0
     protocol_errors: int = 0
+    #: data frames that waited for the device's FrameBudget
+    throttled: int = 0
+    #: data frames left unacknowledged in a flood (the device sends them again)
+    unacknowledged: int = 0
 
 
 class FramedLink:
@@ -95,6 +174,7 @@ class FramedLink:
         name: str,
         policy: ArqPolicy = ArqPolicy(),
         settle: Callable[[], Awaitable[None]] | None = None,
+        budget: FrameBudget | None = None,
     ) -> None:
         self.name = name
         self.policy = policy
@@ -117,31 +197,52 @@ class FramedLink:
         # forget it. Meanwhile nothing more is read; the peer sends one frame at a time anyway.
         self._settle = settle
         self._acks_due: list[int] = []
+        self._bucket = _Bucket(budget) if budget is not None else None
+        # Data frames read but not yet taken, waiting for the budget (at most HELD_FRAMES).
+        self._held: collections.deque[Frame] = collections.deque()
+        self._flood: Flooding | None = None  # the flood going on: counts so far
+        self._last_byte = time.monotonic()
 
     async def run(self) -> NoReturn:
         """Read until the link breaks, then raise LinkLost. Never raises on bad bytes."""
         try:
             while True:
-                timeout = self.policy.frame_timeout if self.decoder.buffered else None
                 try:
-                    async with asyncio.timeout(timeout):
-                        data = await self._reader.read(4096)
+                    async with asyncio.timeout(self._next_wakeup()):
+                        # No more than the decoder holds: a device writing faster than it is
+                        # read waits on the line, it does not lose bytes to the decoder's cap.
+                        data: bytes | None = await self._reader.read(self.decoder.room)
                 except TimeoutError:
-                    self.decoder.resync()
-                    self._drain_decoder()
-                    await self._acknowledge_settled()
-                    continue
-                if not data:
+                    data = None
+                now = time.monotonic()
+                if data == b"":
                     raise LinkLost(f"{self.name}: end of stream")
-                self.decoder.feed(data)
+                if data:
+                    self._last_byte = now
+                    self.decoder.feed(data)
+                elif self.decoder.buffered and now - self._last_byte >= self.policy.frame_timeout:
+                    self.decoder.resync()
                 self._drain_decoder()
+                self._take_held()
                 await self._acknowledge_settled()
         except (ConnectionError, OSError) as exc:
             raise LinkLost(f"{self.name}: {exc}") from exc
         finally:
             self._fail_pending(LinkLost(f"{self.name}: link closed"))
+            if self._flood is not None:  # frames still held stay unacknowledged: sent again
+                self._end_flood()
+
+    def _next_wakeup(self) -> float | None:
+        """Seconds until a partial frame is abandoned or a held frame may be taken."""
+        waits = []
+        if self.decoder.buffered:
+            waits.append(self.policy.frame_timeout - (time.monotonic() - self._last_byte))
+        if self._held and self._bucket is not None:
+            waits.append(self._bucket.wait())
+        return max(0.0, min(waits)) if waits else None
 
     def _drain_decoder(self) -> None:
+        """Every whole frame read so far: answers (ACK/NAK) at once, data frames to be taken."""
         while not isinstance(item := self.decoder.next_event(), NeedData):
             if isinstance(item, CorruptFrame):
                 self._send_control(NAK, item.seq, NakReason.CRC)
@@ -150,9 +251,60 @@ class FramedLink:
             self.stats.frames_in += 1
             if item.type in (ACK, NAK):
                 self._resolve(item)
-            else:
+            elif self._bucket is None:
                 self._deliver(item)
+            else:
+                self._hold(item)
         self._report_noise()
+
+    def _hold(self, frame: Frame) -> None:
+        """Queue a data frame for the budget; past HELD_FRAMES it is left unacknowledged."""
+        bucket = self._bucket
+        assert bucket is not None
+        if self._flood is not None and not self._held and bucket.full:
+            self._end_flood()
+        if self._held and frame == self._held[-1]:
+            self.stats.duplicates += 1  # sent again while it waits: one ACK will do for both
+            return
+        if len(self._held) >= HELD_FRAMES:
+            # A device that does not wait for its ACKs (stop-and-wait: docs/protocols/
+            # shuffler.md) has its excess frames left unacknowledged, for it to send again:
+            # neither delivered nor ACKed, and counted. Reading goes on, so the device's ACKs
+            # to the host still count.
+            assert self._flood is not None  # the queue only fills in a flood
+            self._flood = dataclasses.replace(
+                self._flood, unacknowledged=self._flood.unacknowledged + 1
+            )
+            self.stats.unacknowledged += 1
+            return
+        self._held.append(frame)
+        if len(self._held) == 1 and bucket.wait() == 0:
+            return  # taken at once
+        self.stats.throttled += 1
+        if self._flood is None:
+            self._flood = Flooding(active=True, per_s=bucket.budget.per_s, held=1)
+            log.warning("flooding", link=self.name, per_s=bucket.budget.per_s,
+                        burst=bucket.budget.burst)  # fmt: skip
+            self._on_message(self._flood)
+        else:
+            self._flood = dataclasses.replace(self._flood, held=self._flood.held + 1)
+
+    def _take_held(self) -> None:
+        """Deliver held frames as far as the budget allows."""
+        bucket = self._bucket
+        if bucket is None:
+            return
+        while self._held and bucket.wait() == 0:
+            bucket.tokens -= 1
+            self._deliver(self._held.popleft())
+
+    def _end_flood(self) -> None:
+        """The device stayed under its budget until the burst was full again: say so."""
+        assert self._flood is not None
+        ended, self._flood = dataclasses.replace(self._flood, active=False), None
+        log.info("flooding_ended", link=self.name, held=ended.held,
+                 unacknowledged=ended.unacknowledged)  # fmt: skip
+        self._on_message(ended)
 
     def _report_noise(self) -> None:
         stats = self.decoder.stats
@@ -274,6 +426,13 @@ class FramedLink:
     def write_raw(self, data: bytes) -> None:
         """Put bytes on the line as they are (simulators use it to inject noise)."""
         self._write(data)
+
+    async def drain(self) -> None:
+        """Wait until the line takes more (after ``write_raw``)."""
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise LinkLost(f"{self.name}: {exc}") from exc
 
     def close(self) -> None:
         self._closed = True

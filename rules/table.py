@@ -20,7 +20,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from tableside.rules.hands import (
     FiveCard,
@@ -298,7 +298,7 @@ def step(
                 observe("deck_in_both", deck=deck)
         case "stub_count":
             count, misdealt = data.get("count"), data.get("misdealt", False)
-            if not isinstance(count, int) or not isinstance(misdealt, bool):
+            if not _is_int(count) or not isinstance(misdealt, bool):
                 raise ValueError("stub_count: args count (an integer) and misdealt (true/false)")
             full = count in facts.full_deck_counts
             new = dataclasses.replace(state, rounds_since_stub_count=0)
@@ -351,7 +351,7 @@ def step(
                 new = dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
         case "chips_collected":
             chips = data.get("count")
-            if not isinstance(chips, int) or chips < 0:
+            if not _is_int(chips) or chips < 0:
                 raise ValueError("chips_collected: args count, the gaming chips collected")
             observe("chips_collected", count=chips, accepted=state.wagers_accepted,
                     events_unaccounted=state.events_unaccounted,
@@ -370,7 +370,7 @@ def step(
                     "seat" if isinstance(target, str) and target.startswith("seat") else str(target)
                 ),
             )
-            if not isinstance(target, str) or not isinstance(count, int) or expected is None:
+            if not isinstance(target, str) or not _is_int(count) or expected is None:
                 raise ValueError(
                     "misdeal: args target (seat1..seat7, dealer, community) and "
                     "count (the cards it got); expected when the game has no rule"
@@ -500,9 +500,14 @@ def _meter(facts: TableFacts, state: TableState) -> int:
     return 0 if facts.progressive is None else facts.progressive.initial_cents * 1000
 
 
+def _is_int(value: object) -> TypeGuard[int]:
+    """An integer, and not a bool (which Python counts as one: ``count = true`` is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _seat(kind: str, data: Mapping[str, Any]) -> int:
     seat = data.get("seat")
-    if not isinstance(seat, int) or not 1 <= seat <= 7:
+    if not _is_int(seat) or not 1 <= seat <= 7:
         raise ValueError(f"{kind}: args seat, a betting position 1-7")
     return seat
 

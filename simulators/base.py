@@ -18,7 +18,14 @@ import structlog
 from tableside.drivers.common import Heartbeat, Identity, QueryIdentity, QueryStatus
 from tableside.drivers.errors import LinkError
 from tableside.drivers.framing import NakReason
-from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
+from tableside.drivers.link import (
+    ArqPolicy,
+    Flooding,
+    FramedLink,
+    LineNoise,
+    Notice,
+    ProtocolError,
+)
 from tableside.drivers.messages import Message, MessageSet
 from tableside.simulators.faults import FaultPlan, FaultSpec
 
@@ -30,6 +37,7 @@ log = structlog.get_logger("tableside.sim")
 LINE_FAULTS: dict[str, str] = {
     "noise": "VALUE garbage bytes (default 64) and a corrupted frame go on the line first",
     "disconnect": "the link drops mid-cycle; a pty goes silent for VALUE s (default 10)",
+    "flood": "valid Status frames back to back for VALUE s (default 10), none waiting for its ACK",
 }
 
 
@@ -109,6 +117,8 @@ class FramedSimulator(abc.ABC):
         if self.identity is None:
             self.identity = SimIdentity(model=self.MODEL)
         self.cycles = 0  # cycles begun, across connections
+        self.flooded = 0  # frames sent by the last "flood" fault
+        self._flooding = False
         self.connections = 0
         self._plan = FaultPlan(self.faults)
         self.rng = random.Random(self.seed)
@@ -187,8 +197,8 @@ class FramedSimulator(abc.ABC):
                 self.requests.put_nowait(("status", None))
             case QueryIdentity():
                 self.requests.put_nowait(("identity", None))
-            case ProtocolError() | LineNoise():
-                pass  # already NAKed or counted by the link
+            case ProtocolError() | LineNoise() | Flooding():
+                pass  # already NAKed or counted by the link (a simulator has no budget)
             case _:
                 return self.on_command(message)
         return None
@@ -196,6 +206,8 @@ class FramedSimulator(abc.ABC):
     async def _heartbeats(self, link: FramedLink) -> None:
         while True:
             await asyncio.sleep(self.heartbeat)
+            if self._flooding:
+                continue
             uptime = int((time.monotonic() - self._started) * 1000) & 0xFFFFFFFF
             await link.send(Heartbeat(uptime))
 
@@ -217,6 +229,8 @@ class FramedSimulator(abc.ABC):
                 faults = self.faults_at(self.cycles)
                 if "noise" in faults:
                     self.noise(link, int(faults["noise"] or 64))
+                if "flood" in faults:
+                    await self.flood(link, float(faults["flood"] or 10))
                 await self.cycle(link, self.cycles, faults, request)
                 if self.max_cycles is not None and self.cycles >= self.max_cycles:
                     self.done.set()
@@ -227,6 +241,24 @@ class FramedSimulator(abc.ABC):
             log.info("sim_fault", fault="disconnect", cycle=self.cycles)
             silence = float(faults["disconnect"] or 10) if self.silent_disconnect else 0.0
             raise SimulatedDisconnect(silence)
+
+    async def flood(self, link: FramedLink, seconds: float) -> None:
+        """Valid frames as fast as the line takes them, each a Status (an event to the host),
+        none waiting for its ACK: a device that ignores stop-and-wait and floods the host."""
+        log.info("sim_fault", fault="flood", cycle=self.cycles, seconds=seconds)
+        self.flooded = 0
+        self._flooding = True  # the flood is its sign of life: no heartbeat lost among it
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                # seq 128..255: clear of the link's own sends, which count from 0 here
+                frame = self.protocol.encode(self.status(), 0x80 | (self.flooded & 0x7F))
+                link.write_raw(frame.to_bytes())
+                self.flooded += 1
+                await link.drain()
+                await asyncio.sleep(0)  # the link's reader goes on
+        finally:
+            self._flooding = False
 
     def noise(self, link: FramedLink, size: int) -> None:
         log.info("sim_fault", fault="noise", cycle=self.cycles, bytes=size)

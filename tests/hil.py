@@ -7,6 +7,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ class Received:
     retained: bool
     #: the MQTT DUP flag: the broker sent this again after its own delivery went unacknowledged
     dup: bool = False
+    #: when the subscriber had it (time.monotonic())
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def kind(self) -> str:

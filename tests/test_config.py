@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -122,16 +124,189 @@ def test_client_id_defaults_to_table() -> None:
 
 
 def test_check_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a state_dir this user may write, whoever runs the tests
+    text = GOOD.replace('id = "t1"', f'id = "t1"\nstate_dir = "{tmp_path / "state"}"')
     bad = tmp_path / "bad.toml"
-    bad.write_text(GOOD.replace('url = "socket://127.0.0.1:7001"', 'url = "ftp://x"'))
+    bad.write_text(text.replace('url = "socket://127.0.0.1:7001"', 'url = "ftp://x"'))
     good = tmp_path / "good.toml"
-    good.write_text(GOOD)
+    good.write_text(text)
     assert main(["check-config", str(good), str(bad)]) == 1
     out = capsys.readouterr().out
     assert f"{good}: ok (table t1, caribbean_stud" in out
-    assert f"{bad}:10: devices.shuffler.url: Value error, unknown scheme 'ftp'" in out
+    assert f"{bad}:11: devices.shuffler.url: unknown scheme 'ftp'" in out
 
 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.toml")
+
+
+def _cert_and_key(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key (openssl, as an operator would make them)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=t1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def _broken(tmp_path: Path) -> dict[str, tuple[str, list[str], str, str]]:
+    """Broken configs: name → (text, extra run arguments, expected "LINE: key", fragment)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    not_a_cert = tmp_path / "not-a-cert.pem"
+    not_a_cert.write_text("-----BEGIN CERTIFICATE-----\nnonsense\n-----END CERTIFICATE-----\n")
+    cert, key = _cert_and_key(tmp_path)
+    state = f'state_dir = "{tmp_path / "state"}"'
+    good = GOOD.replace('game = "caribbean_stud"', f'game = "caribbean_stud"\n{state}')
+    tls = 'url = "mqtts://127.0.0.1:8883"'
+
+    def broker(*lines: str) -> str:
+        return good.replace('url = "mqtt://127.0.0.1:1883"', "\n".join(lines))
+
+    return {
+        "state_dir a file": (good.replace(state, f'state_dir = "{a_file}"'), [],
+                             "4: table.state_dir", "is not a directory"),
+        "state_dir under a file": (good.replace(state, f'state_dir = "{a_file}/sub"'), [],
+                                   "4: table.state_dir", "is not a directory"),
+        "keepalive_s a string": (broker('url = "mqtt://127.0.0.1:1883"', 'keepalive_s = "30"'),
+                                 [], "8: broker.keepalive_s", "not '30' (a string)"),
+        "keepalive_s negative": (broker('url = "mqtt://127.0.0.1:1883"', "keepalive_s = -30"),
+                                 [], "8: broker.keepalive_s", "greater than or equal to 5"),
+        "publish_card_identities yes": (
+            good.replace(state, f'{state}\npublish_card_identities = "yes"'), [],
+            "5: table.publish_card_identities", "not 'yes' (a string)"),
+        "counts_cards 1": (good + "counts_cards = 1\n", [], "12: devices.shuffler.counts_cards",
+                           "not 1 (an integer)"),
+        "retries true": (good + "retries = true\n", [], "12: devices.shuffler.retries",
+                         "not True (a boolean)"),
+        "retries 2.5": (good + "retries = 2.5\n", [], "12: devices.shuffler.retries",
+                        "not 2.5 (a number)"),
+        "baudrate negative": (good + "baudrate = -9600\n", [], "12: devices.shuffler.baudrate",
+                              "greater than 0"),
+        "ack_timeout_s a string": (good + 'ack_timeout_s = "0.25"\n', [],
+                                   "12: devices.shuffler.ack_timeout_s", "(a string)"),
+        "retain_days negative": (good + "\n[journal]\nretain_days = -1\n", [],
+                                 "14: journal.retain_days", "greater than 0"),
+        "unknown key": (good + 'colour = "red"\n', [], "12: devices.shuffler.colour",
+                        "Extra inputs are not permitted"),
+        "device url not a url": (good.replace("socket://127.0.0.1:7001", "not a url"), [],
+                                 "11: devices.shuffler.url", "expected a tty path"),
+        "broker a string, and --broker": (
+            'broker = "mqtt://127.0.0.1:1883"\n'
+            + good.replace('[broker]\nurl = "mqtt://127.0.0.1:1883"\n', ""),
+            ["--broker", "mqtt://127.0.0.1:1884"], "1: broker",
+            "not 'mqtt://127.0.0.1:1883' (a string)"),
+        "a device a string, and --device": (
+            good + '\n[devices]\nshoe = "socket://127.0.0.1:7002"\n',
+            ["--device", "shoe=socket://127.0.0.1:7003"], "14: devices.shoe",
+            "not 'socket://127.0.0.1:7002' (a string)"),
+        "ca_file not a certificate": (broker(tls, f'ca_file = "{not_a_cert}"'), [],
+                                      "8: broker.ca_file", "holds no CA certificate"),
+        "ca_file missing": (broker(tls, f'ca_file = "{tmp_path / "nope.pem"}"'), [],
+                            "8: broker.ca_file", "no such file"),
+        "key_file not the key": (
+            broker(tls, f'cert_file = "{cert}"', f'key_file = "{not_a_cert}"'), [],
+            "6: broker", "not a certificate (PEM) and its key"),
+        "cert_file a key": (broker(tls, f'cert_file = "{key}"', f'key_file = "{key}"'), [],
+                            "6: broker", "not a certificate (PEM) and its key"),
+    }  # fmt: skip
+
+
+BROKEN = [
+    "state_dir a file", "state_dir under a file", "keepalive_s a string", "keepalive_s negative",
+    "publish_card_identities yes", "counts_cards 1", "retries true", "retries 2.5",
+    "baudrate negative", "ack_timeout_s a string", "retain_days negative", "unknown key",
+    "device url not a url", "broker a string, and --broker", "a device a string, and --device",
+    "ca_file not a certificate", "ca_file missing", "key_file not the key", "cert_file a key",
+]  # fmt: skip
+
+
+def _one_line_each(
+    path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[str, str]:
+    """What check-config printed and what run printed, each asserted one line, no traceback."""
+    assert main(["check-config", str(path)]) == 1
+    checked = capsys.readouterr()
+    assert main(["run", "--config", str(path), *extra]) == 2
+    ran = capsys.readouterr()
+    for out in (checked.out, ran.err):
+        assert "Traceback" not in out
+        assert len(out.strip().splitlines()) == 1, out
+    return checked.out.strip(), ran.err.strip()
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_config_is_one_line_from_check_config_and_run(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, extra, where, fragment = _broken(tmp_path)[case]
+    path = tmp_path / "table.toml"
+    path.write_text(text, encoding="utf-8")
+    checked, ran = _one_line_each(path, extra, capsys)
+    for line in (checked, ran):
+        assert line.startswith(f"{path}:{where}: "), line
+        assert fragment in line, line
+
+
+def test_a_file_not_in_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(GOOD.replace('id = "t1"', 'id = "t1" # Tisch für Poker').encode("latin-1"))
+    for line in _one_line_each(path, [], capsys):
+        assert line == f"{path}:2: not UTF-8: byte 0xfc at column 20", line
+
+
+def _read_only_dirs(tmp_path: Path) -> list[Path]:
+    """Directories this user cannot write: a mode 555 one (not for root, who may), and /proc/sys
+    where it is mounted read-only (as in most containers)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    found = [p for p in (locked, Path("/proc/sys")) if p.is_dir() and not os.access(p, os.W_OK)]
+    if not found:
+        pytest.skip("no directory here that this user cannot write")
+    return found
+
+
+def test_a_state_dir_that_cannot_be_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for read_only in _read_only_dirs(tmp_path):
+        for state_dir in (read_only, read_only / "tableside"):
+            path = tmp_path / "table.toml"
+            setting = f'game = "caribbean_stud"\nstate_dir = "{state_dir}"'
+            path.write_text(GOOD.replace('game = "caribbean_stud"', setting))
+            for line in _one_line_each(path, [], capsys):
+                assert line.startswith(f"{path}:4: table.state_dir: "), line
+                assert "read-only, or not this user's" in line, line
+
+
+def test_reading_a_config_needs_no_write_access(tmp_path: Path) -> None:
+    """A monitor or an auditor loads the table's config without writing to its state_dir;
+    run and check-config ask for it (writable=True)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    path = tmp_path / "table.toml"
+    setting = f'game = "caribbean_stud"\nstate_dir = "{a_file}/state"'
+    path.write_text(GOOD.replace('game = "caribbean_stud"', setting))
+    assert load_config(path, use_env=False).table.state_dir == a_file / "state"
+    with pytest.raises(ConfigError, match=r"table.toml:4: table.state_dir: .* not a directory"):
+        load_config(path, use_env=False, writable=True)
+
+
+def test_a_check_on_one_key_names_that_keys_line() -> None:
+    """Not the table's header line: decks (line 4), [progressive] (its header, line 8)."""
+    text = GOOD.replace('game = "caribbean_stud"', 'game = "let_it_ride"\ndecks = 6')
+    with pytest.raises(ConfigError) as caught:
+        validate_config(text, "t.toml", use_env=False)
+    assert [str(p) for p in caught.value.problems] == [
+        "t.toml:4: table.decks: decks applies to spanish_21 only, not let_it_ride"
+    ]
+    text = GOOD.replace('game = "caribbean_stud"', 'game = "four_card_poker"') + (
+        "\n[progressive]\nrate_percent = 75\ninitial = 10000\nreset = 8000\n"
+        'straight_flush = "fixed"\n'
+    )
+    with pytest.raises(ConfigError, match=r"t.toml:1[0-9]: progressive: .*Caribbean Stud's"):
+        validate_config(text, "t.toml", use_env=False)

@@ -10,7 +10,16 @@ import pytest
 
 from tableside.drivers.errors import DeviceRejected, LinkTimeout
 from tableside.drivers.framing import Frame, NakReason
-from tableside.drivers.link import ArqPolicy, FramedLink, LineNoise, Notice, ProtocolError
+from tableside.drivers.link import (
+    HELD_FRAMES,
+    ArqPolicy,
+    Flooding,
+    FrameBudget,
+    FramedLink,
+    LineNoise,
+    Notice,
+    ProtocolError,
+)
 from tableside.drivers.shuffler import protocol as p
 
 from .nullmodem import Mangle, byte_by_byte, null_modem, passthrough
@@ -39,11 +48,15 @@ class Pair:
 
 
 @contextlib.asynccontextmanager
-async def linked(mangle: Mangle = passthrough) -> AsyncIterator[Pair]:
+async def linked(
+    mangle: Mangle = passthrough, device_budget: FrameBudget | None = None
+) -> AsyncIterator[Pair]:
+    """A host and a device link; ``device_budget``: what the device takes from the host."""
     pair = Pair()
     async with null_modem(mangle) as ((hr, hw), (dr, dw)):
         pair.host = FramedLink(hr, hw, p.PROTOCOL, pair.on_host, name="host", policy=FAST)
-        pair.device = FramedLink(dr, dw, p.PROTOCOL, pair.on_device, name="device", policy=FAST)
+        pair.device = FramedLink(dr, dw, p.PROTOCOL, pair.on_device, name="device", policy=FAST,
+                                 budget=device_budget)  # fmt: skip
         tasks = [asyncio.create_task(pair.host.run()), asyncio.create_task(pair.device.run())]
         try:
             yield pair
@@ -188,3 +201,47 @@ async def test_ack_waits_until_the_receiver_has_settled() -> None:
             await asyncio.wait(tasks)
             host.close()
             device.close()
+
+
+async def test_a_sender_over_budget_is_slowed_and_loses_nothing() -> None:
+    """Stop-and-wait over the budget: every frame arrives once, in order, each ACKed late
+    rather than refused; the flood is reported when it begins and when it is over."""
+    sent = [p.Heartbeat(i) for i in range(60)]
+    budget = FrameBudget(per_s=100, burst=10)
+    async with linked(device_budget=budget) as pair:
+        for message in sent:
+            await pair.host.send(message)  # no LinkTimeout: each wait is < ack_timeout
+        await settle(lambda: len(pair.device_messages()) >= len(sent) + 1)
+        # Quiet for a while: the burst fills again, and the next frame ends the flood.
+        await settle(lambda: pair.device._bucket is not None and pair.device._bucket.full)
+        await pair.host.send(p.Heartbeat(99))
+        await settle(lambda: sum(isinstance(m, Flooding) for m in pair.device_got) == 2)
+    delivered = [m for m in pair.device_messages() if not isinstance(m, Flooding)]
+    assert delivered == [*sent, p.Heartbeat(99)]
+    began, ended = [m for m in pair.device_got if isinstance(m, Flooding)]
+    assert began.active and not ended.active
+    assert ended.held == pair.device.stats.throttled >= len(sent) - budget.burst - 1
+    assert ended.unacknowledged == 0 and pair.host.stats.retransmits == 0
+
+
+async def test_frames_beyond_the_held_ones_are_left_unacknowledged() -> None:
+    """A sender that does not wait for ACKs: the first frames are held and delivered, the
+    excess read with them is neither delivered nor ACKed (the sender still has it), and
+    counted."""
+    budget = FrameBudget(per_s=5, burst=1)
+    blast = [p.Heartbeat(i) for i in range(HELD_FRAMES + 20)]
+    async with linked(device_budget=budget) as pair:
+        for i, message in enumerate(blast):
+            pair.host.write_raw(p.PROTOCOL.encode(message, i).to_bytes())
+
+        def delivered() -> list[Notice]:
+            return [m for m in pair.device_messages() if isinstance(m, p.Heartbeat)]
+
+        await settle(lambda: len(delivered()) + pair.device.stats.unacknowledged == len(blast))
+    # The first frames are held (one more if it was taken before the rest came), in order.
+    assert delivered() == blast[: len(delivered())]
+    assert HELD_FRAMES <= len(delivered()) <= HELD_FRAMES + 1
+    # The link closed mid-flood: its end is reported, with what it cost.
+    began, ended = [m for m in pair.device_got if isinstance(m, Flooding)]
+    assert began.active and not ended.active
+    assert ended.unacknowledged == pair.device.stats.unacknowledged > 0

@@ -178,6 +178,19 @@ def test_stub_count_every_five_rounds_and_its_outcomes(
                                     Action.REMOVE_DECK)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("kind", "args"),
+    [("stub_count", {"count": True, "misdealt": False}), ("chips_collected", {"count": True}),
+     ("misdeal", {"target": "dealer", "count": True})],
+)  # fmt: skip
+def test_a_count_of_true_is_refused(kind: str, args: dict[str, object]) -> None:
+    """true is no count (Python would take it for 1)."""
+    table = Table(counts=False)
+    table("open_table")
+    with pytest.raises(ValueError, match=kind):
+        table(kind, **args)
+
+
 def test_no_stub_count_due_with_a_counting_shuffler() -> None:
     table = Table(counts=True)
     table("open_table")

@@ -271,10 +271,12 @@ def _run_async(coro: Coroutine[Any, Any, int], stop_deadline: float = STOP_DEADL
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tableside.daemon.app import TableDaemon
-    from tableside.daemon.config import ConfigError, load_config
+    from tableside.daemon.config import ConfigError, load_config, locate
 
     try:
-        config = load_config(args.config, broker=args.broker, devices=dict(args.device))
+        config = load_config(
+            args.config, broker=args.broker, devices=dict(args.device), writable=True
+        )
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -300,6 +302,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # a journal that fails its checks says how to recover
         print(f"tableside: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the state directory went bad after the check (or the disk did)
+        where = locate(args.config, ["table", "state_dir"])
+        print(f"{where}: table.state_dir: cannot use {config.table.state_dir}: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
 
     async def go() -> int:
         from tableside.daemon.journal import JournalError
@@ -322,7 +329,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         try:
-            config = load_config(path, use_env=False)
+            config = load_config(path, use_env=False, writable=True)
         except ConfigError as exc:
             status = 1
             for problem in exc.problems:
