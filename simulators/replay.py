@@ -39,7 +39,7 @@ from tableside.drivers.cctalk.protocol import CcTalkDecoder, CcTalkFrame
 from tableside.drivers.cctalk.protocol import NeedData as CcNeedData
 from tableside.drivers.framing import ACK, NAK, Frame, FrameDecoder, NeedData
 from tableside.simulators.capture import Capture, Framing, Record, Session, What
-from tableside.simulators.listen import Connection, PtyEndpoint, serve_socket
+from tableside.simulators.listen import Connection, serve_pty, serve_socket
 
 __all__ = ["Divergence", "Replay", "ReplayStopped"]
 
@@ -255,16 +255,7 @@ class Replay:
                     )
 
     async def _serve_pty(self, link: str, ready: Callable[[str], None] | None) -> None:
-        endpoint = PtyEndpoint()
-        handler = self.handler(link, wait_for_host=True)
-        try:
-            if ready is not None:
-                ready(endpoint.path)
-            while True:
-                async with endpoint.streams() as (reader, writer):
-                    await handler(reader, writer)
-        finally:
-            endpoint.close()
+        await serve_pty(self.handler(link, wait_for_host=True), ready)
 
 
 async def _hold(reader: asyncio.StreamReader) -> None:
@@ -438,6 +429,10 @@ class _Exchange:
     replies: tuple[tuple[float, bytes], ...]
 
 
+#: the ccTalk requests a host sends on its own timer (simple poll 254, read buffered credits 229)
+_POLLS = frozenset({254, 229})
+
+
 class _Polled:
     """A polled bus: each host request gets the recorded reply to the same request."""
 
@@ -465,12 +460,19 @@ class _Polled:
             self.by_request.setdefault(unit, []).append(_Exchange(t_ms, tuple(replies)))
 
     def _choose(self, request: bytes) -> _Exchange | None:
+        """A poll (the host's timer asks) gets the latest reply recorded as of the replay's
+        clock; any other request (a read-back, a command: the host asks because something
+        happened) gets the next recorded reply to it, in the recorded order."""
         options = self.by_request.get(request)
         if not options:
             return None
-        now = self.replay.clock.now_ms()
-        latest = max((i for i, x in enumerate(options) if x.request_ms <= now), default=0)
-        index = max(latest, self.used.get(request, 0))
+        used = self.used.get(request, -1)
+        if len(request) > 3 and request[3] in _POLLS:
+            now = self.replay.clock.now_ms()
+            latest = max((i for i, x in enumerate(options) if x.request_ms <= now), default=0)
+            index = max(latest, used, 0)
+        else:
+            index = min(used + 1, len(options) - 1)
         self.used[request] = index
         return options[index]
 
