@@ -82,7 +82,9 @@ async def test_monitor_keeps_its_session_across_broker_outages(tmp_path: Path) -
     (tmp_path / "broker").mkdir()
     broker = Mosquitto(tmp_path / "broker", persistent=True)
     broker.start()
-    sim_url, sim_task = await start_simulator(simulator(interval=0.01), "socket")
+    # a brisk table, but not so brisk that a loaded machine's monitor falls more than the
+    # broker's queue limit behind (docs/mqtt.md: what a slow subscriber loses)
+    sim_url, sim_task = await start_simulator(simulator(interval=0.03), "socket")
     lines = io.StringIO()
     monitor = Monitor(broker.url, "hil-1", out=lines, client_id=default_client_id("hil-1"))
     monitor_task = asyncio.create_task(monitor.run())
@@ -93,12 +95,12 @@ async def test_monitor_keeps_its_session_across_broker_outages(tmp_path: Path) -
         await asyncio.sleep(1.5)  # the broker has saved the monitor's session (autosave 1 s)
         task = asyncio.create_task(daemon.run())
         for n in range(2):
-            await until(lambda n=n: monitor._high is not None and monitor._high >= 150 * (n + 1))  # type: ignore[misc]
+            await until(lambda n=n: monitor._high is not None and monitor._high >= 100 * (n + 1))  # type: ignore[misc]
             broker.kill()
             await until(lambda: not daemon.publisher.connected.is_set())
             await asyncio.sleep(1.0)  # the table goes on: its events wait in the journal
             broker.start()
-        await until(lambda: daemon.journal.next_seq > 500, 60)
+        await until(lambda: daemon.journal.next_seq > 300, 60)
         await stop(sim_task)
         await until(lambda: daemon.publisher.connected.is_set())
         async with asyncio.timeout(60):
