@@ -221,3 +221,55 @@ async def test_a_hand_shuffle_with_the_shuffler_installed(
         assert found.payload["actions"] == ["remove_device"]
         source = found.payload["event"]
         assert (source["device"], source["event"]) == ("table", "other_method")
+
+
+async def test_spanish_21_tens_through_the_daemon(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    """A six-deck set counted as 6 x 52 cards says the tens were left in (551.3(a)); a 10 given
+    as the dealer's up card is a ten found (551.16(b)), never the up card."""
+    from tableside.rules.model import Game
+
+    shuffler = simulator("count=312@1", interval=None)
+    async with simulated_table(mosquitto.url, tmp_path, shuffler, game=Game.SPANISH_21) as table:
+        sub = table.subscriber
+        await table.daemon.publisher.connected.wait()
+        port = mosquitto.port
+        async with aiomqtt.Client("127.0.0.1", port) as client:
+            body = {"command": "start_shuffle", "device": "shuffler"}
+            await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
+        (tens,) = await sub.wait_for(lambda m: m.kind == "ruling")
+        assert tens.payload["rule_id"] == "551.3(a).tens-left-in"
+        for role, command, rid, args in (("floorperson", "open_table", "o", {}),
+                                         ("floorperson", "reader_inspected", "i", {}),
+                                         ("dealer", "start_round", "s", {}),
+                                         ("dealer", "up_card", "u", {"rank": "10"})):  # fmt: skip
+            await ask(port, role, command, rid, **args)
+            assert (await result(table, rid))["ok"], rid
+        found = await sub.wait_for(lambda m: m.kind == "ruling", count=2)
+        assert found[-1].payload["clause"] == "58 Pa. Code § 551.16(b)"
+        assert table.daemon.table_state.up_card is None
+
+
+async def test_baccarat_card_values_through_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A king found face up in the shoe burns none more (543.6(a)(2): its value is zero); a
+    Player's third card the rules do not allow is the Banker's third when the Banker must draw
+    (545.15(b)), and the ruling says so."""
+    from tableside.rules.model import Game
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), game=Game.BACCARAT
+    ) as table:
+        sub = table.subscriber
+        await table.daemon.publisher.connected.wait()
+        port = mosquitto.port
+        await ask(port, "floorperson", "open_table", "o")
+        await ask(port, "dealer", "card_face_up_in_shoe", "f", rank="K")
+        (face_up,) = await sub.wait_for(lambda m: m.kind == "ruling")
+        assert face_up.payload["clause"] == "58 Pa. Code § 545.15(d)"
+        assert face_up.payload["event"]["data"]["burn"] == 0
+        await ask(port, "dealer", "coup", "c", player=["K", "6", "2"], banker=["K", "2"])
+        assert (await result(table, "c"))["ok"]
+        found = await sub.wait_for(lambda m: m.kind == "ruling", count=2)
+        assert found[-1].payload["rule_id"] == "545.15(b).player-third-to-banker"
+        assert "is the Banker's third card" in found[-1].payload["summary"]
