@@ -27,7 +27,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tableside.daemon.clock import LabClock
 from tableside.drivers.registry import available_drivers
@@ -414,12 +413,15 @@ class Config(_Strict):
         return self.broker.client_id or self.broker.username or f"tableside-{self.table.id}"
 
 
-class _EnvOverrides(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="TABLESIDE_", env_nested_delimiter="__", extra="ignore"
-    )
-    broker: str | None = None
-    device: dict[str, str] = {}
+_DEVICE_ENV = "TABLESIDE_DEVICE__"
+
+
+def _env_overrides(environ: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+    """``TABLESIDE_BROKER`` and ``TABLESIDE_DEVICE__<NAME>`` (the name in any case), as systemd
+    units set them: the broker URL and device URLs that override the file."""
+    devices = {key[len(_DEVICE_ENV):].lower(): value for key, value in environ.items()
+               if key.upper().startswith(_DEVICE_ENV) and len(key) > len(_DEVICE_ENV)}  # fmt: skip
+    return environ.get("TABLESIDE_BROKER"), devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,9 +517,9 @@ def validate_config(
         m = re.search(r"line (\d+)", str(exc))
         where = f"{source}:{m.group(1)}" if m else source
         raise ConfigError([Problem(where, "", f"not valid TOML: {exc}")]) from exc
-    env = _EnvOverrides() if use_env else _EnvOverrides.model_construct(broker=None, device={})
-    merged_devices = {**env.device, **(devices or {})}
-    problems = _apply_overrides(data, broker or env.broker, merged_devices)
+    env_broker, env_devices = _env_overrides(os.environ) if use_env else (None, {})
+    merged_devices = {**env_devices, **(devices or {})}
+    problems = _apply_overrides(data, broker or env_broker, merged_devices)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
