@@ -133,8 +133,24 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
         pytest.fail(f"test leaked {len(leaked)} task(s): {sorted(t.get_name() for t in leaked)}")
 
 
+#: modules whose tests run the daemon, a broker or processes: all of them are ``slow``
+_SLOW_MODULES = frozenset({
+    "test_cli", "test_contract", "test_flood", "test_hil", "test_integrity", "test_link_cuts",
+    "test_lockout", "test_monitor", "test_packaging", "test_reconnect", "test_recovery",
+    "test_replay", "test_requests", "test_security", "test_soak", "test_stopping",
+    "test_systemd", "test_test_clock",
+})  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        # the fast tier (./dev.sh test -m "not slow") leaves out whatever starts a broker, a
+        # daemon or a process; the whole suite is still ./dev.sh test
+        fixturenames = getattr(item, "fixturenames", ())
+        module = getattr(item, "module", None)
+        name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
+        if "mosquitto" in fixturenames or name in _SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
         function = getattr(item, "function", None)
         if function is not None and inspect.iscoroutinefunction(function):
             fixturenames = getattr(item, "fixturenames", None)

@@ -238,6 +238,7 @@ def _one_line_each(
     return checked.out.strip(), ran.err.strip()
 
 
+@pytest.mark.slow  # `run` as a process, for each case
 @pytest.mark.parametrize("case", BROKEN)
 def test_a_broken_config_is_one_line_from_check_config_and_run(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

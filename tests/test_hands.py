@@ -33,6 +33,7 @@ def hand(text: str) -> list[Card]:
     return [(RANKS[c[0]], "CDHS".index(c[1])) for c in text.split()]
 
 
+@pytest.mark.slow
 def test_every_five_card_hand_in_its_known_count() -> None:
     counts = Counter(five_card(h)[0] for h in itertools.combinations(DECK, 5))
     assert counts == {
@@ -50,6 +51,7 @@ def test_every_five_card_hand_in_its_known_count() -> None:
     assert sum(counts.values()) == 2_598_960
 
 
+@pytest.mark.slow
 def test_every_three_card_hand_in_its_known_count() -> None:
     counts = Counter(three_card_bonus(h) for h in itertools.combinations(DECK, 3))
     assert counts == {
@@ -64,6 +66,7 @@ def test_every_three_card_hand_in_its_known_count() -> None:
     assert sum(counts.values()) == 22_100
 
 
+@pytest.mark.slow
 def test_every_four_card_hand_in_its_known_count() -> None:
     counts = Counter(four_card(h)[0] for h in itertools.combinations(DECK, 4))
     assert counts == {
@@ -172,6 +175,7 @@ def test_baccarat_point_counts_and_table_1() -> None:
         baccarat_coup([2, 3, 1, 10])
 
 
+@pytest.mark.slow
 def test_eight_deck_baccarat_exactly() -> None:
     """Every coup from a full eight-deck shoe, weighted by its exact probability (cards drawn
     without replacement): banker 45.86%, player 44.62%, tie 9.52%."""
