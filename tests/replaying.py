@@ -222,30 +222,24 @@ Devices = dict[str, tuple[Connection, Framing]]
 Case = tuple[Devices, list[FramedSimulator], str]
 
 
-def _shuffler_case() -> Case:
+def _shuffler(faults: list[str], shuffles: int, seed: int, comment: str) -> Case:
     from tableside.simulators.faults import parse_fault
     from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
 
-    faults = ["count=51@2", "jam@3", "noise=40@4"]
     sim = ShufflerSimulator(
         interval=0.3, faults=[parse_fault(f, FAULTS) for f in faults], shuffle_time=0.05,
-        fault_clear_time=0.1, heartbeat=0.25, max_cycles=5, seed=3,
+        fault_clear_time=0.1, heartbeat=0.25, max_cycles=shuffles, seed=seed,
     )  # fmt: skip
-    comment = f"shuffler simulator, 5 shuffles, faults {' '.join(faults)}, seed 3"
+    comment = f"shuffler simulator, {shuffles} shuffles, faults {' '.join(faults)}{comment}"
     return {"shuffler": (sim.serve, Framing.TABLESIDE)}, [sim], comment
+
+
+def _shuffler_case() -> Case:
+    return _shuffler(["count=51@2", "jam@3", "noise=40@4"], 5, 3, ", seed 3")
 
 
 def _disconnect_case() -> Case:
-    from tableside.simulators.faults import parse_fault
-    from tableside.simulators.shuffler import FAULTS, ShufflerSimulator
-
-    faults = ["disconnect@2", "count=53@4"]
-    sim = ShufflerSimulator(
-        interval=0.3, faults=[parse_fault(f, FAULTS) for f in faults], shuffle_time=0.05,
-        fault_clear_time=0.1, heartbeat=0.25, max_cycles=4, seed=4,
-    )  # fmt: skip
-    comment = f"shuffler simulator, 4 shuffles, faults {' '.join(faults)}: two sessions"
-    return {"shuffler": (sim.serve, Framing.TABLESIDE)}, [sim], comment
+    return _shuffler(["disconnect@2", "count=53@4"], 4, 4, ": two sessions")
 
 
 def _shoe_case() -> Case:
