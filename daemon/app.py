@@ -563,9 +563,8 @@ class TableDaemon:
         which is returned (and journaled with the result)."""
         if not command.deals:
             return None
-        trial, seen = step(self.table_facts, self.table_state,
-                           TableEvent("start_round", self.journal.clock.now()))  # fmt: skip
-        del trial
+        _, seen = step(self.table_facts, self.table_state,
+                       TableEvent("start_round", self.journal.clock.now()))  # fmt: skip
         halts = [r.rule for o in seen for r in evaluate(self.table_facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
         if not halts:
@@ -590,9 +589,8 @@ class TableDaemon:
         override: str | None,
     ) -> None:
         """A person tells the table something (docs/commands.md, device "table")."""
-        data = args.model_dump(mode="json", exclude_none=True, exclude={"override"})
         try:
-            self._table_step(request.command, data, utc_ms())
+            self._table_step(request.command, args.data(), utc_ms())
         except ValueError as exc:
             self._command_result(role, request, str(exc), reply)
             return
@@ -624,7 +622,7 @@ class TableDaemon:
     def _expand(self, rt: DeviceRuntime, name: str, args: Args) -> tuple[str, Mapping[str, Any]]:
         """Table-level commands become device commands: ``deal_round`` with the positions that
         have a wager becomes the shoe's ``deal`` with the game's dispense pattern."""
-        data = args.model_dump(mode="json", exclude_none=True, exclude={"override"})
+        data = args.data()
         if name == "deal_round":
             stacks = dispense_pattern(rt.facts.game, data["positions"])
             return "deal", {"round": data.get("round", self.table_state.round + 1),

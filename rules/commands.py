@@ -55,6 +55,11 @@ class Args(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def data(self) -> dict[str, Any]:
+        """The arguments as their handler takes them (the table's ``step()``, a driver's
+        ``command()``): plain values, the unset left out; an override is the daemon's alone."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"override"})
+
 
 class NoArgs(Args):
     pass
@@ -214,17 +219,17 @@ class Command:
         return self.via or self.name
 
 
-def _table(name: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
-           phases: frozenset[Phase] | None = None, *, why: str = "",
-           example: Mapping[str, Any] | None = None, deals: bool = False) -> Command:  # fmt: skip
-    return Command(name, doc, roles, args, "table", phases, deals, why, example or {})
-
-
 def _device(name: str, target: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
             phases: frozenset[Phase] | None = None, *, why: str = "",
             example: Mapping[str, Any] | None = None, deals: bool = False,
             via: str | None = None) -> Command:  # fmt: skip
     return Command(name, doc, roles, args, target, phases, deals, why, example or {}, via)
+
+
+def _table(name: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
+           phases: frozenset[Phase] | None = None, **more: Any) -> Command:  # fmt: skip
+    """A command the table itself takes (its ``step()``)."""
+    return _device(name, "table", doc, roles, args, phases, **more)
 
 
 COMMANDS: dict[str, Command] = {

@@ -199,12 +199,6 @@ _READER_GATE = ("A", "K", "Q", "J")
 #: 559.12(b) with two community cards after the discard)
 _BACCARAT = frozenset({Game.BACCARAT, Game.MIDIBACCARAT})
 
-#: the games whose rules say a shuffler leaves the table before another shuffling method is
-#: used (555.14(g), 557.13(g), 559.15(f), 551.16(k))
-_SHUFFLER_GAMES = frozenset(
-    {Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21}
-)
-
 _EXPECTED: dict[str, dict[str, int]] = {
     "caribbean_stud": {"seat": 5, "dealer": 5},
     "four_card_poker": {"seat": 5, "dealer": 6},
@@ -283,10 +277,11 @@ def step(
             new = dataclasses.replace(state, phase=Phase.SETTLEMENT)
         case "round_settled":
             new = dataclasses.replace(state, phase=Phase.COMPLETE)
-        case "shuffled" if "shuffler" in state.devices and facts.game in _SHUFFLER_GAMES:
+        case "shuffled" if "shuffler" in state.devices:
             # A hand shuffle reported while the shuffler is on the table: another method
-            # before the device was removed (555.14(g) and its like), the same ruling as a
-            # declared manual shuffle; not the round's shuffle the rules ask for.
+            # before the device was removed (555.14(g) and its like: the game's rows say
+            # whether it is a ruling), the same as a declared manual shuffle; not the round's
+            # shuffle the rules ask for.
             observe("other_method", method="manual_shuffle", device_class="shuffler")
         case "shuffled" | "shuffler.shuffle_complete":
             deck = data.get("deck")

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from tableside.daemon.config import ConfigError, validate_config
-from tableside.daemon.roles import refusal
 from tableside.rules import Game, TableFacts
 from tableside.rules.progressive import PayTable
 from tableside.rules.table import TableEvent, TableState, step
+
+from .test_roles import refusal
 
 TABLE = PayTable(rate_percent=72.5, initial_cents=10_000_00, reset_cents=10_000_00,
                  straight_flush="ten_percent")  # fmt: skip

@@ -1,12 +1,20 @@
-"""The role table on its own: who may give what, and the refusals' wording."""
+"""Who may give what, as rules/commands.py declares it, and the refusals' wording."""
 
 from __future__ import annotations
 
 import pytest
 
-from tableside.daemon.roles import Role, refusal
 from tableside.drivers.registry import available_drivers, get_driver
-from tableside.rules.commands import COMMANDS
+from tableside.rules.commands import COMMANDS, Refused, Role, authorise
+
+
+def refusal(role: str, command: str) -> str | None:
+    """Why ``role`` may not give ``command`` at all, or None when it may."""
+    try:
+        authorise(command, role)
+    except Refused as exc:
+        return str(exc)
+    return None
 
 
 def test_every_device_command_is_declared() -> None:
