@@ -23,7 +23,7 @@ if [ ! -x .venv/bin/python ]; then
     "$(pick_python)" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet --editable '.[test,demo]'
+.venv/bin/python -m pip install --quiet --editable '.[test,demo,floor]'
 
 need_mosquitto() {
     if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then

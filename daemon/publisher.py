@@ -30,6 +30,7 @@ from tableside import __version__
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import Envelope, StatusPayload, utc_ms
+from tableside.daemon.proof import marked
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.tasks import first_to_end
 
@@ -45,13 +46,6 @@ CONNECT_TIMEOUT_S = 10.0
 
 #: (topic, payload, where to send a response: (response topic, correlation data) or None)
 CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
-
-
-def marked(payload: bytes, **flags: bool) -> bytes:
-    """The payload with envelope flags set (``redelivered``, ``republished``)."""
-    body = json.loads(payload)
-    body.update(flags)
-    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _said_if_failed(task: asyncio.Task[None]) -> None:

@@ -1,0 +1,63 @@
+"""daemon/proof.py: the chain entry and the flags a resend sets survive the wire exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tableside.daemon import proof
+from tableside.daemon.payloads import StatusPayload
+
+
+def _payload() -> bytes:
+    status = StatusPayload(
+        table="t1", ts="2026-12-01T08:00:00.000Z", seq=7, status="online", version="0"
+    )
+    return status.model_dump_json().encode()
+
+
+def test_marked_then_unmarked_is_the_journaled_payload() -> None:
+    journaled = _payload()
+    for flags in (
+        {"redelivered": True},
+        {"republished": True},
+        {"redelivered": True, "republished": True},
+    ):
+        sent = proof.marked(journaled, **flags)
+        assert sent != journaled
+        assert proof.unmarked(sent) == journaled
+
+
+def test_a_chain_entry_holds_only_for_its_own_message() -> None:
+    journaled = _payload()
+    digest = proof.record_hash(proof.GENESIS, 7, 1.5, "p/t1/status", True, journaled)
+    chain = proof.Chain.from_properties(proof.Chain(proof.GENESIS, digest, 1.5).properties())
+    assert chain is not None
+    assert chain.holds(7, "p/t1/status", True, proof.marked(journaled, republished=True))
+    assert not chain.holds(8, "p/t1/status", True, journaled)
+    assert not chain.holds(7, "p/t1/status", True, journaled.replace(b"online", b"offline"))
+
+
+def test_malformed_chain_properties_are_refused() -> None:
+    assert proof.Chain.from_properties([("chain-prev", "00")]) is None
+    with pytest.raises(ValueError, match="chain-hash"):
+        proof.Chain.from_properties(
+            [("chain-prev", "0" * 64), ("chain-hash", "xyz"), ("chain-ts", "1.0")]
+        )
+
+
+def test_a_checkpoint_verifies_only_with_its_key(tmp_path: Path) -> None:
+    key = proof.load_or_create_key(tmp_path)
+    assert (tmp_path / proof.KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert proof.public_key_hex(proof.load_or_create_key(tmp_path)) == proof.public_key_hex(key)
+    head = b"\x01" * 32
+    signature = proof.sign_checkpoint(key, "t1", 41, head)
+    public = proof.trusted_key(proof.public_key_hex(key))
+    assert proof.verify_checkpoint(public, "t1", 41, head, signature)
+    assert not proof.verify_checkpoint(public, "t1", 42, head, signature)
+    assert not proof.verify_checkpoint(public, "t2", 41, head, signature)
+    other = proof.trusted_key(proof.public_key_hex(proof.load_or_create_key(tmp_path / "x")))
+    assert not proof.verify_checkpoint(other, "t1", 41, head, signature)
+    with pytest.raises(ValueError, match="64 hex"):
+        proof.trusted_key("not a key")
