@@ -247,3 +247,20 @@ def test_a_ruling_record_is_plain_data() -> None:
     r = record(3)
     assert RulingRecord.from_dict(r.to_dict()) == r
     assert dataclasses.replace(r, state=RulingState.RESOLVED).halts is False
+
+
+def test_the_monitor_prints_a_lifecycle_line() -> None:
+    from tableside.daemon.monitor import format_message
+
+    line = format_message("tableside/cs-01/ruling_state", {
+        "ts": "2026-11-29T14:43:13.123Z", "seq": 27, "ruling": 21, "state": "resolved",
+        "clause": "58 Pa. Code § 555.5(b)", "by": "ann", "action": "remove_deck",
+        "note": "deck out", "halts": False, "open_s": 81.4})  # fmt: skip
+    assert line.endswith("#    27 RULING  #21 RESOLVED by ann: remove_deck — deck out "
+                         "(58 Pa. Code § 555.5(b), 81.4 s after it)")  # fmt: skip
+    escalated = format_message("tableside/cs-01/ruling_state", {
+        "ts": "2026-11-29T14:43:13.123Z", "seq": 22, "ruling": 21, "state": "escalated",
+        "clause": "58 Pa. Code § 555.5(b)", "halts": True, "open_s": 120.0})  # fmt: skip
+    assert "RULING  #21 ESCALATED (58 Pa. Code § 555.5(b), 120.0 s after it; dealing halted)" in (
+        escalated
+    )
