@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
+from tableside.rules.rulings import MAX_UNRESOLVED
 
 __all__ = [
     "MAX_NAME_CHARS",
@@ -186,7 +187,8 @@ class RulingStatePayload(Envelope):
     state: Lifecycle = Field(
         description="escalated: nobody acknowledged it within [rulings] escalate_after_s; "
         "acknowledged: a floorperson has seen it; resolved: done; lapsed: left unresolved "
-        "while 200 newer ones came, no longer tracked (never one that halts dealing)"
+        f"while {MAX_UNRESOLVED} newer ones came, no longer tracked (never one that halts "
+        "dealing)"
     )
     halts: bool = Field(description="it still halts dealing after this change")
     open_s: float = Field(

@@ -73,7 +73,7 @@ HALTING = frozenset({Action.HALT_DEALING, Action.REMOVE_DECK})
 RESOLVED_KEPT = 16
 #: unresolved rulings the table tracks; beyond it the oldest non-halting one lapses (a table
 #: nobody attends must not grow its retained state without bound)
-MAX_UNRESOLVED = 200
+MAX_UNRESOLVED = 100
 MAX_NOTE_CHARS = 500
 
 _DONE = frozenset({RulingState.RESOLVED, RulingState.LAPSED})
@@ -108,7 +108,9 @@ class RulingRecord:
         return self.state not in _DONE
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["actions"] = list(self.actions)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RulingRecord:
