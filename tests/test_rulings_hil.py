@@ -165,3 +165,45 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
 def _result(journal: list[dict[str, Any]], request_id: str) -> dict[str, Any] | None:
     return next((r["payload"] for r in journal if r["topic"].endswith("/command_result")
                  and r["payload"]["request_id"] == request_id), None)  # fmt: skip
+
+
+async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """551.16(m): the reader malfunctions; dealing is halted until it is repaired or replaced
+    (a technician's device_installed) *and* a floorperson resolves the ruling: either alone
+    leaves the deal refused."""
+    from tableside.rules.model import Game
+
+    from .test_card_reader import reader
+
+    port = mosquitto.port
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None),
+        others={"card_reader": reader("malfunction@1", interval=0.1)}, game=Game.SPANISH_21,
+    ) as table:  # fmt: skip
+        sub = table.subscriber
+        await table.daemon.publisher.connected.wait()
+        (halt,) = await sub.wait_for(
+            lambda m: m.kind == "ruling" and m.payload["clause"] == "58 Pa. Code § 551.16(m)"
+        )
+        rid = halt.payload["seq"]
+        assert halt.payload["halts"] and halt.payload["actions"] == ["halt_dealing", "alert"]
+        for role, command, name, args in (("floorperson", "open_table", "o", {}),
+                                          ("floorperson", "reader_inspected", "i", {}),
+                                          ("technician", "device_removed", "dr",
+                                           {"device_class": "card_reader"}),
+                                          ("technician", "device_installed", "di",
+                                           {"device_class": "card_reader"})):  # fmt: skip
+            assert (await _ask(table, port, role, command, name, **args))["ok"], name
+        assert table.daemon.table_state.halted_by is None, "the reader is back"
+        refused = await _ask(table, port, "dealer", "start_round", "s1")
+        assert f"ruling {rid} is open (58 Pa. Code § 551.16(m)" in refused["error"]
+        assert "551.2(e)" not in refused["error"], "inspected today"
+        assert (await _ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=rid,
+                           by="fl"))["ok"]  # fmt: skip
+        resolved = await _ask(table, port, "floorperson", "resolve_ruling", "r", ruling=rid,
+                              action="halt_dealing", note="reader replaced", by="fl")  # fmt: skip
+        assert resolved["ok"], resolved
+        dealt = await _ask(table, port, "dealer", "start_round", "s2")
+        assert dealt["ok"], dealt
