@@ -207,3 +207,38 @@ async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
         assert resolved["ok"], resolved
         dealt = await _ask(table, port, "dealer", "start_round", "s2")
         assert dealt["ok"], dealt
+
+
+async def test_a_ruling_left_open_across_a_restart_escalates_when_its_time_is_past(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """The deadline is the ruling's own (given at, plus escalate_after_s by the table's clock),
+    not the run's: a ruling still open when the table comes back past its time is escalated at
+    once, and one acknowledged meanwhile never is."""
+    from tableside.rules.rulings import RulingState
+
+    def after(seconds: float) -> Any:
+        return lambda c: c.model_copy(update={"rulings": RulingsConfig(escalate_after_s=seconds)})
+
+    port = mosquitto.port
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator("count=51@1", "count=53@2", interval=None),
+        adjust=after(3600),
+    ) as table:  # fmt: skip
+        await table.daemon.publisher.connected.wait()
+        for n in (1, 2):
+            assert (await _ask(table, port, "dealer", "start_shuffle", f"s{n}",
+                               device="shuffler"))["ok"]  # fmt: skip
+            await table.subscriber.wait_for(lambda m: m.kind == "ruling", count=n)
+        first, second = (r.id for r in table.daemon.table_state.rulings)
+        assert (await _ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=second,
+                           by="fl"))["ok"]  # fmt: skip
+        assert not table.subscriber.matching(lambda m: m.kind == "ruling_state"
+                                             and m.payload["state"] == "escalated")  # fmt: skip
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), adjust=after(0.5)
+    ) as table:
+        (escalated,) = await table.subscriber.wait_for(_lifecycle(first, "escalated"), within=10)
+        assert escalated.payload["halts"] is True
+        states = {r.id: r.state for r in table.daemon.table_state.rulings}
+        assert states == {first: RulingState.ESCALATED, second: RulingState.ACKNOWLEDGED}
