@@ -41,6 +41,7 @@ __all__ = [
     "DeviceConfig",
     "JournalConfig",
     "ProgressiveConfig",
+    "ProofConfig",
     "TableConfig",
     "load_config",
     "locate",
@@ -216,6 +217,13 @@ class JournalConfig(_Strict):
     max_mb: Annotated[float, Field(ge=1)] | None = 2000
 
 
+class ProofConfig(_Strict):
+    """What the table sends for the floor to check (docs/floor.md)."""
+
+    #: a signed checkpoint of the journal's head this often (and on a clean stop)
+    checkpoint_interval_s: Annotated[float, Field(ge=0.1, le=86400)] = 60
+
+
 class ProgressiveConfig(_Strict):
     """Caribbean Stud's progressive pay table (555.13(d)-(e)); amounts in dollars. A table
     below the minimums is refused."""
@@ -345,6 +353,7 @@ class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
+    proof: ProofConfig = ProofConfig()
     test_clock: LabClockConfig | None = None
     progressive: ProgressiveConfig | None = None
     #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
