@@ -60,7 +60,7 @@ from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.table import TableEvent, TableState, step
 
-__all__ = ["DeviceRuntime", "TableDaemon"]
+__all__ = ["DeviceRuntime", "KeyUnreadable", "TableDaemon"]
 
 log = structlog.get_logger("tableside.daemon")
 
@@ -123,6 +123,10 @@ def _bonus_pays(config: Config) -> dict[str, float] | None:
     return dict(table) if isinstance(table, dict) else None
 
 
+class KeyUnreadable(RuntimeError):
+    """The table's signing key file is there but is no Ed25519 key: the daemon does not start."""
+
+
 async def _raise_when(failed: asyncio.Future[None]) -> None:
     """Re-raise in the task group what failed in another thread (the journal's writer)."""
     await failed
@@ -150,7 +154,15 @@ class TableDaemon:
         )
         self.journal.open()
         # before going online: a table whose key cannot be read or made does not start
-        self.key = proof.load_or_create_key(state_dir)
+        try:
+            self.key = proof.load_or_create_key(state_dir)
+        except ValueError as exc:
+            self.journal.close()
+            raise KeyUnreadable(
+                f"the table's key {state_dir / proof.KEY_FILE} cannot be read ({exc}). The "
+                "floor trusts this key: put back a good copy, or move it aside (a new key is "
+                "made at the next start) and enrol the new one (`tableside key`)"
+            ) from exc
         self.public_key = proof.public_key_hex(self.key)
         #: the seq of the newest checkpoint journaled (-1: none this run)
         self.checkpointed = -1

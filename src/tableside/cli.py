@@ -310,7 +310,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"test_clock": clock})
     try:
         daemon = TableDaemon(config)
-    except RuntimeError as exc:  # a journal that fails its checks says how to recover
+    except RuntimeError as exc:  # a journal that fails its checks, or an unreadable key, says
+        # how to recover
         print(f"tableside: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # the state directory went bad after the check (or the disk did)
