@@ -83,6 +83,34 @@ def _fail_fast_before_connack(client: aiomqtt.Client) -> None:
     paho.on_disconnect = on_disconnect
 
 
+def _utf8(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(2, "big") + data
+
+
+class _ChainProperties(Properties):
+    """PUBLISH properties holding only user properties, encoded once here (MQTT 5.0 §2.2.2:
+    a variable byte integer length, then per pair 0x26 and two length-prefixed UTF-8
+    strings). paho's generic code (validating each attribute set, packing each property)
+    costs some 20 µs a message, a third of a backlog's drain rate."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        object.__setattr__(self, "packetType", PacketTypes.PUBLISH)
+        body = b"".join(b"\x26" + _utf8(key) + _utf8(value) for key, value in pairs)
+        length, size = bytearray(), len(body)
+        while True:  # the variable byte integer (§1.5.5)
+            size, digit = divmod(size, 128)
+            length.append(digit | (0x80 if size else 0))
+            if not size:
+                break
+        object.__setattr__(self, "_packed", bytes(length) + body)
+        object.__setattr__(self, "UserProperty", pairs)
+
+    def pack(self) -> bytes:
+        packed: bytes = object.__getattribute__(self, "_packed")
+        return packed
+
+
 class Topics:
     """Every topic of one table, under the configured prefix (docs/mqtt.md)."""
 
@@ -313,9 +341,7 @@ class Publisher:
     @staticmethod
     def _chain(record: Record) -> Properties:
         """The record's chain entry as MQTT v5 user properties (docs/floor.md)."""
-        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-        properties.UserProperty = Chain(record.prev_hash, record.hash, record.ts).properties()
-        return properties
+        return _ChainProperties(Chain(record.prev_hash, record.hash, record.ts).properties())
 
     async def _chain_of(self, seq: int) -> Properties | None:
         """The chain entry of record ``seq``, read back from the journal (retained state is
