@@ -6,6 +6,11 @@ its seq from the journal, is journaled as an event, updates the device's retaine
 to the rule engine, and moves the table's state (rules/table.py); rulings and the table's new
 state follow it into the journal in the same order. The publisher sends what the journal has
 committed. People's requests (commands by role, docs/commands.md) take the same path.
+
+Proof for the floor (daemon/proof.py, docs/floor.md): the table's Ed25519 key is loaded (made at
+the first start) before anything is sent; a signed checkpoint of the journal's head is journaled
+every ``[proof] checkpoint_interval_s`` and on a clean stop; the auditor's ``replay`` sends
+journal records again, unjournaled, on ``<prefix>/<table>/replay``.
 """
 
 from __future__ import annotations
@@ -19,21 +24,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
+import aiomqtt
 import structlog
 from pydantic import ValidationError
 
+from tableside.daemon import proof
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
+    CheckpointPayload,
     CommandRequest,
     CommandResult,
     DeviceEventPayload,
     DeviceIdentity,
     DeviceStatePayload,
     Lifecycle,
+    ReplayPayload,
     RulingPayload,
     RulingStatePayload,
     SourceEvent,
@@ -48,13 +57,13 @@ from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEve
 from tableside.drivers.link import ArqPolicy, FrameBudget
 from tableside.drivers.registry import get_driver
 from tableside.rules import Observation, Rule, TableFacts, evaluate
-from tableside.rules.commands import Args, Command, Refused, Role, admit
+from tableside.rules.commands import Args, Command, Refused, Replay, Role, admit
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.rulings import HALTING, RulingRecord, due, halting
 from tableside.rules.table import TableEvent, TableState, step
 
-__all__ = ["DeviceRuntime", "TableDaemon"]
+__all__ = ["DeviceRuntime", "KeyUnreadable", "TableDaemon"]
 
 log = structlog.get_logger("tableside.daemon")
 
@@ -117,6 +126,10 @@ def _bonus_pays(config: Config) -> dict[str, float] | None:
     return dict(table) if isinstance(table, dict) else None
 
 
+class KeyUnreadable(RuntimeError):
+    """The table's signing key file is there but is no Ed25519 key: the daemon does not start."""
+
+
 async def _raise_when(failed: asyncio.Future[None]) -> None:
     """Re-raise in the task group what failed in another thread (the journal's writer)."""
     await failed
@@ -143,6 +156,19 @@ class TableDaemon:
             test_clock=config.test_clock.clock() if config.test_clock else None,
         )
         self.journal.open()
+        # before going online: a table whose key cannot be read or made does not start
+        try:
+            self.key = proof.load_or_create_key(state_dir)
+        except ValueError as exc:
+            self.journal.close()
+            raise KeyUnreadable(
+                f"the table's key {state_dir / proof.KEY_FILE} cannot be read ({exc}). The "
+                "floor trusts this key: put back a good copy, or move it aside (a new key is "
+                "made at the next start) and enrol the new one (`tableside key`)"
+            ) from exc
+        self.public_key = proof.public_key_hex(self.key)
+        #: the seq of the newest checkpoint journaled (-1: none this run)
+        self.checkpointed = -1
         self.firmware = FirmwareRecord(state_dir / "firmware.json")
         self.publisher = Publisher(
             config.broker, self.table, config.client_id, self.journal, on_command=self._on_command
@@ -222,6 +248,10 @@ class TableDaemon:
                 tg.create_task(self._escalations(), name="rulings.escalate")
                 if self.notifier.watchdog_interval:
                     tg.create_task(self._watchdog(self.notifier.watchdog_interval), name="watchdog")
+                tg.create_task(
+                    self._checkpoints(self.config.proof.checkpoint_interval_s),
+                    name="proof.checkpoints",
+                )
                 await asyncio.sleep(0)  # the device and broker tasks have started
                 self.ready.set()
                 self._notify(self.notifier.ready, f"table {self.table}: started")
@@ -234,6 +264,7 @@ class TableDaemon:
                         task.cancel()
                     # What the drivers say as they stop goes out before "offline", the last word.
                     await asyncio.wait(drivers, timeout=self.shutdown_grace)
+                    self.checkpoint()  # the head signed, then "offline"
                     self.publisher.stop()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(self.shutdown_grace):
@@ -306,6 +337,29 @@ class TableDaemon:
             log.info("table_restored", table=self.table, next_seq=self.journal.next_seq,
                      unsent=self.publisher.pending, **counts)  # fmt: skip
         return counts
+
+    # -- proof: signed checkpoints (docs/floor.md) -------------------------------------------
+
+    def checkpoint(self) -> int:
+        """Journal a checkpoint: the newest record's seq and hash, signed with the table's key.
+        Returns its seq."""
+        upto, head = self.journal.head
+        seq = self.publisher.next_seq()
+        signature = proof.sign_checkpoint(self.key, self.table, upto, head)
+        payload = CheckpointPayload(table=self.table, ts=utc_ms(), seq=seq, upto_seq=upto,
+                                    head=head.hex(), key=self.public_key,
+                                    signature=signature.hex())  # fmt: skip
+        self.publisher.publish(self.topics.checkpoint, payload)
+        self.checkpointed = seq
+        return seq
+
+    async def _checkpoints(self, interval: float) -> None:
+        """A checkpoint every ``interval`` seconds, when anything was journaled since the last
+        one (an idle table does not sign its own checkpoints over and over)."""
+        while True:
+            await asyncio.sleep(interval)
+            if self.journal.head[0] not in (self.checkpointed, -1):
+                self.checkpoint()
 
     def _notify(self, send: Any, *args: Any) -> None:
         try:
@@ -604,6 +658,9 @@ class TableDaemon:
                 error = f"malformed request on {topic[:200]}: {error[:300]}"
             self._command_result(role, request, error, reply)
             return
+        if runtime is None and isinstance(args, Replay):
+            self._start_replay(role, request, args, reply)
+            return
         if runtime is None:
             self._table_command(role, request, args, reply, override)
             return
@@ -712,6 +769,51 @@ class TableDaemon:
                             "stacks": stacks}  # fmt: skip
         return name, data
 
+    # -- the auditor's replay (docs/floor.md) ----------------------------------------------------
+
+    def _start_replay(
+        self, role: str, request: CommandRequest, args: Replay, reply: tuple[str, bytes] | None
+    ) -> None:
+        newest = self.journal.head[0]
+        if args.to_seq > newest:
+            error = (f"replay: to_seq {args.to_seq} is beyond the table's newest record, "
+                     f"{newest}")  # fmt: skip
+            self._command_result(role, request, error, reply)
+            return
+        if self._tasks is None:
+            self._command_result(role, request, "the daemon is stopping", reply)
+            return
+        self._tasks.create_task(self._replay(role, request, args, reply), name="command.replay")
+
+    async def _replay(
+        self, role: str, request: CommandRequest, args: Replay, reply: tuple[str, bytes] | None
+    ) -> None:
+        """Read the records from the journal and send each again, as it was journaled, on
+        ``<prefix>/<table>/replay``; the result (journaled) follows once the broker has them
+        all, with ``pruned_before`` when retention deleted the start of the range."""
+        try:
+            await self.journal.wait_durable(args.to_seq)
+            records = await self.journal.read_from(args.from_seq, args.to_seq - args.from_seq + 1)
+            first = records[0].seq if records else args.to_seq + 1
+            pruned = first if first > args.from_seq else None
+            payloads = [
+                ReplayPayload(table=self.table, seq=r.seq, topic=r.topic, retain=r.retain,
+                              ts=r.ts, prev=r.prev_hash.hex(), hash=r.hash.hex(),
+                              payload=r.payload.decode()).model_dump_json().encode()
+                for r in records
+            ]  # fmt: skip
+            await self.publisher.send_unjournaled(self.topics.replay, payloads)
+        except aiomqtt.MqttError as exc:
+            self._command_result(role, request, f"replay: not sent ({exc}); ask again", reply)
+        except Exception as exc:  # reported, never allowed to stop the daemon's task group
+            log.exception("command_failed", device=request.device, command=request.command)
+            self._command_result(role, request, f"internal error: {exc!r}", reply)
+        else:
+            log.info("replayed", from_seq=args.from_seq, to_seq=args.to_seq, sent=len(records),
+                     pruned_before=pruned)  # fmt: skip
+            self._command_result(role, request, None, reply, replayed=len(records),
+                                 pruned_before=pruned)  # fmt: skip
+
     def _command_result(
         self,
         role: str,
@@ -719,6 +821,9 @@ class TableDaemon:
         error: str | None,
         reply: tuple[str, bytes] | None = None,
         override: str | None = None,
+        *,
+        replayed: int | None = None,
+        pruned_before: int | None = None,
     ) -> None:
         """Journal and publish what became of a request; MQTT v5: a copy to its response
         topic, with its correlation data."""
@@ -736,6 +841,8 @@ class TableDaemon:
             ok=error is None,
             error=error,
             override=override,
+            replayed=replayed,
+            pruned_before=pruned_before,
         )
         self.publisher.publish(self.topics.command_result, result)
         if reply is not None:

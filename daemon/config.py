@@ -41,6 +41,7 @@ __all__ = [
     "DeviceConfig",
     "JournalConfig",
     "ProgressiveConfig",
+    "ProofConfig",
     "RulingsConfig",
     "TableConfig",
     "load_config",
@@ -225,6 +226,13 @@ class RulingsConfig(_Strict):
     escalate_after_s: Annotated[float, Field(gt=0, le=86400)] = 120.0
 
 
+class ProofConfig(_Strict):
+    """What the table sends for the floor to check (docs/floor.md)."""
+
+    #: a signed checkpoint of the journal's head this often (and on a clean stop)
+    checkpoint_interval_s: Annotated[float, Field(ge=0.1, le=86400)] = 60
+
+
 class ProgressiveConfig(_Strict):
     """Caribbean Stud's progressive pay table (555.13(d)-(e)); amounts in dollars. A table
     below the minimums is refused."""
@@ -355,6 +363,7 @@ class Config(_Strict):
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
     rulings: RulingsConfig = RulingsConfig()
+    proof: ProofConfig = ProofConfig()
     test_clock: LabClockConfig | None = None
     progressive: ProgressiveConfig | None = None
     #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)

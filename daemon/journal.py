@@ -656,6 +656,12 @@ class Journal:
             self._cache.popleft()  # still on disk; read back from there when needed
         self._queue.put(record)
 
+    @property
+    def head(self) -> tuple[int, bytes]:
+        """The newest record's seq and hash (numbered; committed once ``wait_durable`` says so).
+        What a signed checkpoint covers (daemon/proof.py)."""
+        return self.next_seq - 1, self._last_hash
+
     def mark_acked(self, seq: int) -> None:
         """The broker acknowledged everything up to ``seq``."""
         if seq > self.acked:

@@ -101,6 +101,12 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         data = msg.get("data", {})
         detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
         return f"{head} {msg.get('device')!s:<10} {msg.get('event')}: {detail}"
+    if kind == "checkpoint":
+        return (f"{head} TABLE   checkpoint: signed up to #{msg.get('upto_seq')} "
+                f"(head {str(msg.get('head'))[:16]}…)")  # fmt: skip
+    if kind == "replay":
+        return (f"#{msg.get('seq', '?'):>6} REPLAY  {msg.get('topic')} "
+                f"(sent again from the journal for the auditor)")  # fmt: skip
     if kind == "command_result":
         outcome = "ok" if msg.get("ok") else f"refused: {msg.get('error')}"
         who = f"{msg.get('device') or '?':<10} {msg.get('role')}"
@@ -134,7 +140,8 @@ class Monitor:
 
     def _check_seq(self, msg: dict[str, Any], retained: bool) -> str | None:
         seq = msg.get("seq")
-        if not isinstance(seq, int) or retained or msg.get("republished") or msg.get("will"):
+        repeat = msg.get("republished") or msg.get("will") or msg.get("replayed")
+        if not isinstance(seq, int) or retained or repeat:
             return None
         self.seen.add(seq)
         note = None

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_REQUEST_BYTES",
     "PAYLOAD_MODELS",
+    "CheckpointPayload",
     "CommandRequest",
     "CommandResult",
     "DeviceEventPayload",
@@ -23,6 +24,7 @@ __all__ = [
     "DeviceStatePayload",
     "Envelope",
     "Lifecycle",
+    "ReplayPayload",
     "RulingPayload",
     "RulingStatePayload",
     "SourceEvent",
@@ -230,6 +232,52 @@ class CommandResult(Envelope):
     error: str | None = None
     #: a deal a rule would have refused, carried out on a floorperson's word: the reason given
     override: str | None = None
+    #: a ``replay``: how many records were sent again on ``<prefix>/<table>/replay``
+    replayed: int | None = None
+    #: a ``replay`` that asked for records retention has deleted: the first seq the journal
+    #: still has (those before it are gone, and were not sent)
+    pruned_before: int | None = None
+
+
+# -- proof across the wire (daemon/proof.py, docs/floor.md) ---------------------------------
+
+
+class CheckpointPayload(Envelope):
+    """``<prefix>/<table>/checkpoint``: the table's newest record, signed with its key. The
+    checkpoint is itself a journal record (its own seq, the next after ``upto_seq``)."""
+
+    upto_seq: int = Field(ge=0, description="the seq of the newest record before this one")
+    head: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="that record's hash (its chain-hash), hex"
+    )
+    key: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="the table's Ed25519 public key, hex (`tableside key`): trust it only as "
+        "enrolled, never because a message says so",
+    )
+    signature: str = Field(
+        pattern=r"^[0-9a-f]{128}$",
+        description="Ed25519 over proof.checkpoint_message(table, upto_seq, head), hex",
+    )
+
+
+class ReplayPayload(BaseModel):
+    """``<prefix>/<table>/replay``: a journal record sent again for the ``auditor``'s
+    ``replay`` command; not a journal record itself (a repeat, not a new message)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    table: str
+    replayed: Literal[True] = True
+    seq: int = Field(ge=0, description="the record's seq")
+    topic: str = Field(description="the topic it was sent on")
+    retain: bool
+    ts: float = Field(description="the record's journal time, the float its hash covers")
+    prev: str = Field(pattern=r"^[0-9a-f]{64}$", description="the previous record's hash, hex")
+    hash: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256(prev ‖ seq ‖ ts ‖ topic ‖ retain ‖ payload), hex",
+    )
+    payload: str = Field(description="the journaled payload, exactly, as a UTF-8 string")
 
 
 PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
@@ -241,4 +289,6 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "table": TablePayload,
     "command": CommandRequest,
     "command-result": CommandResult,
+    "checkpoint": CheckpointPayload,
+    "replay": ReplayPayload,
 }

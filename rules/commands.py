@@ -5,9 +5,10 @@ The daemon's role checks, argument checks, phase and halt checks and dispatch, t
 ``step()`` (a table command is a ``TableEvent`` of the same name), docs/commands.md and the
 command JSON Schema all come from ``COMMANDS``; nothing else lists commands.
 
-Roles (who may): the dealer, the floorperson, the technician. The role is the topic a request
-arrives on (``<prefix>/<table>/command/<role>``); the broker's ACL decides who may publish
-there (docs/commands.md).
+Roles (who may): the dealer, the floorperson, the technician, and the auditor (the floor's
+collector, which may ask for replays from the journal and nothing else). The role is the topic
+a request arrives on (``<prefix>/<table>/command/<role>``); the broker's ACL decides who may
+publish there (docs/commands.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import (
     StrictInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from tableside.rules.model import Action
@@ -34,6 +36,8 @@ from tableside.rules.table import DealingMethod, Phase, ShufflingMethod
 
 __all__ = [
     "COMMANDS",
+    "MAX_REPLAY",
+    "REPLAY",
     "Args",
     "Command",
     "NoArgs",
@@ -48,6 +52,8 @@ class Role(enum.StrEnum):
     DEALER = "dealer"
     FLOORPERSON = "floorperson"
     TECHNICIAN = "technician"
+    #: the floor's collector (docs/floor.md): may ask for replays and nothing else
+    AUDITOR = "auditor"
 
 
 # -- arguments: strict (a count is an integer, a flag a boolean; "yes" and 52.0 are refused) --
@@ -218,7 +224,8 @@ class ResolveRuling(Args):
 
 # -- the commands --------------------------------------------------------------------------
 
-_EVERYONE = frozenset(Role)
+#: the people at and around the table (not the auditor, who may only ask for replays)
+_EVERYONE = frozenset(Role) - {Role.AUDITOR}
 _DEALERS = frozenset({Role.DEALER, Role.FLOORPERSON})
 _FLOOR = frozenset({Role.FLOORPERSON})
 _FLOOR_AND_TECH = frozenset({Role.FLOORPERSON, Role.TECHNICIAN})
@@ -635,6 +642,39 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+# -- the auditor: records sent again from the journal (docs/floor.md) ---------------------
+
+#: the most records one ``replay`` asks for (a 64 KiB request cannot ask a table for gigabytes)
+MAX_REPLAY = 5_000
+
+
+class Replay(Args):
+    from_seq: Annotated[StrictInt, Field(ge=0, description="the first seq to send again")]
+    to_seq: Annotated[StrictInt, Field(ge=0, description="the last seq to send again")]
+
+    @model_validator(mode="after")
+    def _a_range(self) -> Replay:
+        if self.to_seq < self.from_seq:
+            raise ValueError(f"to_seq {self.to_seq} is before from_seq {self.from_seq}")
+        if self.to_seq - self.from_seq + 1 > MAX_REPLAY:
+            raise ValueError(f"{self.to_seq - self.from_seq + 1} records asked for: at most "
+                             f"{MAX_REPLAY} a request (ask again for the rest)")  # fmt: skip
+        return self
+
+
+REPLAY = _table(
+    "replay",
+    "send these journal records again, each as it was journaled, on "
+    "`<prefix>/<table>/replay` (not journaled: a repeat); the result says how many went and, "
+    "when retention deleted some, `pruned_before` (docs/floor.md)",
+    frozenset({Role.AUDITOR}),
+    Replay,
+    why="the floor repairs a gap from the table's journal; the auditor may ask for nothing else",
+    example={"from_seq": 0, "to_seq": 2},
+)
+COMMANDS[REPLAY.name] = REPLAY
+
+
 class Refused(ValueError):
     """A request the table does not take; the message says why."""
 
@@ -650,7 +690,8 @@ def authorise(name: str, role: str) -> Command:
         raise Refused(f"unknown command {name!r} (commands: {', '.join(sorted(COMMANDS))})")
     if who not in command.roles:
         may = ", ".join(sorted(r.value for r in command.roles))
-        raise Refused(f"a {who.value} may not give {name!r} (it needs: {may})")
+        article = "an" if who.value[0] in "aeiou" else "a"
+        raise Refused(f"{article} {who.value} may not give {name!r} (it needs: {may})")
     return command
 
 
@@ -726,9 +767,9 @@ def render_table() -> str:
     lines = [
         BEGIN,
         "",
-        "| command | device | dealer | floorperson | technician | args | taken when the table is "
+        f"| command | device | {' | '.join(Role)} | args | taken when the table is "
         "| what it does |",
-        "| --- | --- | :-: | :-: | :-: | --- | --- | --- |",
+        f"| --- | --- | {' | '.join(':-:' for _ in Role)} | --- | --- | --- |",
     ]
     for c in COMMANDS.values():
         device = {"table": "`table`", "device": "any that has it"}.get(c.target, c.target)

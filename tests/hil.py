@@ -122,8 +122,10 @@ def _record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
 
 
 def live(m: Received) -> bool:
-    """Not a repeat by design: retained replays, republished state and the will repeat a seq."""
-    return not m.retained and not m.payload.get("republished") and not m.payload.get("will")
+    """Not a repeat by design: retained replays, republished state, the will and the auditor's
+    replays from the journal repeat a seq."""
+    repeat = m.payload.get("republished") or m.payload.get("will") or m.payload.get("replayed")
+    return not m.retained and not repeat
 
 
 async def until(condition: Callable[[], bool], within: float = 30) -> None:

@@ -311,3 +311,19 @@ def test_a_check_on_one_key_names_that_keys_line() -> None:
     )
     with pytest.raises(ConfigError, match=r"t.toml:1[0-9]: progressive: .*Caribbean Stud's"):
         validate_config(text, "t.toml", use_env=False)
+
+
+def test_the_proof_section_is_checked_strictly() -> None:
+    """[proof] checkpoint_interval_s: a number of seconds, 0.1 to a day; a quoted number, a
+    zero and an unknown key are each refused at their line."""
+    assert validate_config(GOOD, use_env=False).proof.checkpoint_interval_s == 60
+    tuned = validate_config(GOOD + "[proof]\ncheckpoint_interval_s = 15\n", use_env=False)
+    assert tuned.proof.checkpoint_interval_s == 15
+    for value, complaint in (('"60"', "valid number"), ("0", "greater than or equal to 0.1"),
+                             ("100000", "less than or equal to 86400")):  # fmt: skip
+        text = GOOD + f"[proof]\ncheckpoint_interval_s = {value}\n"
+        with pytest.raises(ConfigError, match=rf"t.toml:12: proof.checkpoint_interval_s: .*"
+                           rf"{complaint}"):  # fmt: skip
+            validate_config(text, "t.toml", use_env=False)
+    with pytest.raises(ConfigError, match=r"t.toml:12: proof.interval_s: "):
+        validate_config(GOOD + "[proof]\ninterval_s = 5\n", "t.toml", use_env=False)

@@ -256,7 +256,7 @@ async def test_commands_over_mqtt_by_role(mosquitto: Mosquitto, tmp_path: Path) 
     assert refused == {
         "r3": "a dealer may not give 'set_meter' (it needs: floorperson)",
         "r4": "a technician may not give 'deal_round' (it needs: dealer, floorperson)",
-        "r5": "unknown role 'croupier' (roles: dealer, floorperson, technician)",
+        "r5": "unknown role 'croupier' (roles: dealer, floorperson, technician, auditor)",
         "r6": "no device 'shoe' at table hil-1 (devices: shuffler)",
     }
     anonymous = [r.payload["error"] for r in results if r.payload["request_id"] is None]

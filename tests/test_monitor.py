@@ -30,7 +30,12 @@ def test_gap_is_reported_and_repeats_are_not_gaps() -> None:
     monitor._handle(status, msg(9, status="offline", version="0", will=True), retained=False)
     monitor._handle(status, msg(14, status="online", version="0"), retained=False)
     monitor._handle(status, b"\xff not json", retained=False)
-    assert monitor.gaps == [(11, 13)]
+    # a replay from the journal (docs/floor.md) repeats an old seq: it fills no gap, and
+    # moves the highest seq seen nowhere
+    replay = {"replayed": True, "topic": "tableside/t/ruling", "retain": False}
+    monitor._handle("tableside/t/replay", msg(20, **replay), retained=False)
+    monitor._handle(status, msg(21, status="online", version="0"), retained=False)
+    assert monitor.gaps == [(11, 13), (15, 20)]
     text = out.getvalue()
     assert "GAP: seq 11..13 not received" in text
     assert "(last will)" in text

@@ -61,3 +61,36 @@ def test_a_checkpoint_verifies_only_with_its_key(tmp_path: Path) -> None:
     assert not proof.verify_checkpoint(other, "t1", 41, head, signature)
     with pytest.raises(ValueError, match="64 hex"):
         proof.trusted_key("not a key")
+
+
+def test_a_table_with_an_unreadable_key_does_not_start(tmp_path: Path) -> None:
+    """A key file that is no Ed25519 key stops the daemon before it goes online, saying what
+    to do; it is never replaced by a new key silently (the floor trusts the old one)."""
+    from tableside.daemon.app import KeyUnreadable, TableDaemon
+
+    from .hil import make_config
+
+    (tmp_path / "hil-1").mkdir()
+    (tmp_path / "hil-1" / proof.KEY_FILE).write_text("not a key\n")
+    config = make_config("mqtt://127.0.0.1:1", "socket://127.0.0.1:1", tmp_path)
+    with pytest.raises(KeyUnreadable, match=r"table-key.pem cannot be read .* enrol the new one"):
+        TableDaemon(config)
+    assert (tmp_path / "hil-1" / proof.KEY_FILE).read_text() == "not a key\n"
+
+
+@pytest.mark.parametrize("pairs", [
+    proof.Chain(proof.GENESIS, b"\x02" * 32, 1764590000.123456).properties(),
+    [("k", "v")],
+    [("ü" * 40, "x" * 300)],
+])  # fmt: skip
+def test_the_chain_properties_pack_as_paho_packs_them(pairs: list[tuple[str, str]]) -> None:
+    """The publisher encodes its user properties itself (paho's generic code costs 20 µs a
+    message): byte for byte what paho would send, short and long (a 1- and 2-byte length)."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    from tableside.daemon.publisher import _ChainProperties
+
+    reference = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    reference.UserProperty = pairs
+    assert _ChainProperties(pairs).pack() == reference.pack()  # type: ignore[no-untyped-call]

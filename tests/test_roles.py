@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tableside.drivers.registry import available_drivers, get_driver
-from tableside.rules.commands import COMMANDS, Refused, Role, authorise
+from tableside.rules.commands import COMMANDS, Refused, Role, admit, authorise
+from tableside.rules.table import Phase
 
 
 def refusal(role: str, command: str) -> str | None:
@@ -51,6 +52,10 @@ def test_every_declared_device_command_has_a_driver() -> None:
         ("technician", "deal_round", False),
         ("technician", "lock_out", False),
         ("technician", "self_test", True),
+        ("auditor", "replay", True),
+        ("dealer", "replay", False),
+        ("floorperson", "replay", False),
+        ("technician", "replay", False),
     ],
 )
 def test_who_may_give_what(role: str, command: str, allowed: bool) -> None:
@@ -59,7 +64,7 @@ def test_who_may_give_what(role: str, command: str, allowed: bool) -> None:
 
 def test_refusals_say_why() -> None:
     assert refusal("pit_boss", "deal") == (
-        "unknown role 'pit_boss' (roles: dealer, floorperson, technician)"
+        "unknown role 'pit_boss' (roles: dealer, floorperson, technician, auditor)"
     )
     assert (
         refusal("dealer", "set_meter")
@@ -69,3 +74,34 @@ def test_refusals_say_why() -> None:
     assert unknown is not None and unknown.startswith(
         "unknown command 'open_vault' (commands: acknowledge_ruling, bets_open, "
     )
+
+
+def test_the_auditor_may_ask_for_replays_and_nothing_else() -> None:
+    """docs/floor.md: the floor's collector logs in as the auditor; every other command is
+    refused to it, and nobody else may ask for a replay."""
+    for name in COMMANDS:
+        why = refusal(Role.AUDITOR, name)
+        if name == "replay":
+            assert why is None
+        else:
+            assert why is not None and why.startswith(f"an auditor may not give {name!r}"), name
+    assert refusal("dealer", "replay") == "a dealer may not give 'replay' (it needs: auditor)"
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        ({"from_seq": 5, "to_seq": 4}, "to_seq 4 is before from_seq 5"),
+        ({"from_seq": 0, "to_seq": 5000}, "5001 records asked for: at most 5000 a request"),
+        ({"from_seq": -1, "to_seq": 3}, "from_seq: Input should be greater than or equal to 0"),
+        ({"from_seq": "1", "to_seq": 3}, "from_seq: Input should be a valid integer"),
+        ({"from_seq": 1}, "to_seq: Field required"),
+        ({"from_seq": 1, "to_seq": 2, "all": True}, "all: unknown argument"),
+    ],
+)
+def test_a_replay_range_is_checked(args: dict[str, object], complaint: str) -> None:
+    with pytest.raises(Refused, match=complaint):
+        admit("replay", "auditor", args, Phase.CLOSED)
+    for phase in Phase:  # any phase: a gap is repaired whatever the table is doing
+        _, ok = admit("replay", "auditor", {"from_seq": 10, "to_seq": 5009}, phase)
+        assert ok.data() == {"from_seq": 10, "to_seq": 5009}

@@ -159,7 +159,7 @@ def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
 def shipped_broker(tmp_path: Path) -> Iterator[Mosquitto]:
     """systemd/mosquitto-tableside.conf and mosquitto-acl.conf, as shipped."""
     (tmp_path / "broker").mkdir()
-    users = ("cs-01", "cs-02", "surveillance", "dealer-ann", "floor-bob")
+    users = ("cs-01", "cs-02", "surveillance", "dealer-ann", "floor-bob", "auditor-dee")
     broker = Mosquitto.shipped(tmp_path / "broker", users)
     broker.start()
     yield broker
@@ -224,6 +224,47 @@ async def test_shipped_acl_keeps_each_table_to_its_own_topics(
     forged = [(t, p) for t, p in seen if b"forged" in p or b'"self"' in p or b'"f"' in p]
     assert forged == []
     assert intruder_saw == []  # cs-02 may not read cs-01's topics
+
+
+async def test_shipped_acl_lets_the_auditor_ask_for_replays_only(
+    shipped_broker: Mosquitto,
+) -> None:
+    """docs/floor.md: a table publishes its checkpoints and replays (and not another
+    table's); the auditor reads every table and asks as the auditor, never in another role,
+    and forges no table message; nobody else asks as the auditor."""
+    seen: list[tuple[str, bytes]] = []
+    auditor_saw: list[tuple[str, bytes]] = []
+    async with (
+        login(shipped_broker, "surveillance") as watcher,
+        login(shipped_broker, "auditor-dee") as auditor,
+    ):
+        await watcher.subscribe("tableside/#", qos=1)
+        await auditor.subscribe("tableside/#", qos=1)
+        tasks = [asyncio.create_task(collect(watcher, seen)),
+                 asyncio.create_task(collect(auditor, auditor_saw))]  # fmt: skip
+        async with login(shipped_broker, "cs-01") as table:
+            await table.publish("tableside/cs-01/checkpoint", b'{"ok": "c"}', qos=1)
+            await table.publish("tableside/cs-01/replay", b'{"ok": "r"}', qos=1)
+            await table.publish("tableside/cs-02/replay", b'{"forged": 1}', qos=1)
+            await table.publish("tableside/cs-02/checkpoint", b'{"forged": 2}', qos=1)
+        await auditor.publish("tableside/cs-01/command/auditor", b'{"as": "auditor"}', qos=1)
+        await auditor.publish("tableside/cs-01/command/floorperson", b'{"forged": 3}', qos=1)
+        await auditor.publish("tableside/cs-01/replay", b'{"forged": 4}', qos=1)
+        await auditor.publish("tableside/cs-01/checkpoint", b'{"forged": 5}', qos=1)
+        async with login(shipped_broker, "dealer-ann") as dealer:
+            await dealer.publish("tableside/cs-01/command/auditor", b'{"forged": 6}', qos=1)
+            await dealer.publish("tableside/cs-01/command/dealer", b'{"last": 1}', qos=1)
+        async with asyncio.timeout(10):
+            while ("tableside/cs-01/command/dealer", b'{"last": 1}') not in seen:
+                await asyncio.sleep(0.02)
+            while ("tableside/cs-01/command/dealer", b'{"last": 1}') not in auditor_saw:
+                await asyncio.sleep(0.02)
+        await stop(*tasks)
+    for expected in (("tableside/cs-01/checkpoint", b'{"ok": "c"}'),
+                     ("tableside/cs-01/replay", b'{"ok": "r"}'),
+                     ("tableside/cs-01/command/auditor", b'{"as": "auditor"}')):  # fmt: skip
+        assert expected in seen and expected in auditor_saw, expected
+    assert [(t, p) for t, p in seen if b"forged" in p] == []
 
 
 async def test_nobody_else_can_take_a_tables_client_id(

@@ -189,6 +189,17 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--to-seq", type=int, help="last seq to export")
             action.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
 
+    key = sub.add_parser(
+        "key", help="print the table's public key (what the floor enrols) and where its key is"
+    )
+    key.add_argument("--config", type=Path, required=True, help="the table's config")
+    key.add_argument(
+        "--create",
+        action="store_true",
+        help="make the key now if the table has none yet (else it is made at its first start); "
+        "run as the daemon's user, so that the daemon can read it",
+    )
+
     command = sub.add_parser(
         "command", help="ask a table to do something, as a role, and wait for its answer"
     )
@@ -299,7 +310,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"test_clock": clock})
     try:
         daemon = TableDaemon(config)
-    except RuntimeError as exc:  # a journal that fails its checks says how to recover
+    except RuntimeError as exc:  # a journal that fails its checks, or an unreadable key, says
+        # how to recover
         print(f"tableside: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # the state directory went bad after the check (or the disk did)
@@ -728,6 +740,31 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_key(args: argparse.Namespace) -> int:
+    from tableside.daemon import proof
+    from tableside.daemon.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, use_env=False)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    directory = config.table.state_dir / config.table.id
+    path = directory / proof.KEY_FILE
+    if not path.exists() and not args.create:
+        print(f"tableside key: table {config.table.id} has no key yet at {path}: it is made at "
+              "the table's first start (or give --create)", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        key = proof.load_or_create_key(directory)
+    except (OSError, ValueError) as exc:
+        print(f"tableside key: {path}: {exc}", file=sys.stderr)
+        return 2
+    print(proof.public_key_hex(key))
+    print(f"table {config.table.id}: {path}", file=sys.stderr)
+    return 0
+
+
 def _cmd_command(args: argparse.Namespace) -> int:
     import os
     import uuid
@@ -811,6 +848,7 @@ def _cmd_commands(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "command": _cmd_command,
+    "key": _cmd_key,
     "commands": _cmd_commands,
     "rules": _cmd_rules,
     "journal": _cmd_journal,
