@@ -365,8 +365,17 @@ class Store(abc.ABC):
         rows = await self._query("SELECT table_id FROM floor_tables ORDER BY table_id")
         return [table for (table,) in rows]
 
-    async def state(self, table: str) -> TableState | None:
-        """The table's completeness and proof state, its gaps included."""
+    async def incomplete(self) -> list[str]:
+        """The tables whose records are not all contiguous from the chain's start (a gap, or
+        the chain walk not caught up)."""
+        rows = await self._query(
+            "SELECT table_id FROM floor_tables WHERE highest_seq IS NOT NULL AND "
+            "(contiguous_upto IS NULL OR contiguous_upto < highest_seq) ORDER BY table_id"
+        )
+        return [table for (table,) in rows]
+
+    async def state(self, table: str, *, with_gaps: bool = True) -> TableState | None:
+        """The table's completeness and proof state, its gaps included (unless not asked)."""
         rows = await self._query(
             "SELECT highest_seq, records, duplicates, conflicts, last_heard, contiguous_upto, "
             "contiguous_hash, verified_upto, signed_upto, broken, pruned_before, key_hex, "
@@ -386,7 +395,8 @@ class Store(abc.ABC):
         ))[0]  # fmt: skip
         state = TableState(table, high, records, dups, conflicts, heard, progress, pruned, key,
                            flagged, problems=problems)  # fmt: skip
-        state.gaps.extend(await self.gaps(table, state))
+        if with_gaps:
+            state.gaps.extend(await self.gaps(table, state))
         return state
 
     async def gaps(
