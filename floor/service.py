@@ -211,7 +211,7 @@ class Floor:
             state = await self.store.state(table, with_gaps=False)
             if state is None:
                 return
-            start = state.pruned_before or 1
+            start = state.pruned_before or 0
             cont = state.progress.contiguous_upto
             first = cont + 1 if cont is not None else start
             records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)

@@ -402,19 +402,21 @@ class Store(abc.ABC):
     async def gaps(
         self, table: str, state: TableState | None = None, limit: int = 1000
     ) -> list[tuple[int, int]]:
-        """The seq ranges missing between the chain's start (seq 1, or the first the table's
+        """The seq ranges missing between the chain's start (seq 0, or the first the table's
         journal still has) and the highest seq stored."""
         state = state or await self.state(table)
         if state is None:
             return []
-        base = max(state.progress.contiguous_upto or 0, (state.pruned_before or 1) - 1)
+        cont = state.progress.contiguous_upto
+        start = max(cont + 1 if cont is not None else 0, state.pruned_before or 0)
+        base = start - 1  # every seq up to here is stored, or gone from the table's journal
         found: list[tuple[int, int]] = []
         first = await self._query(
             "SELECT MIN(record_seq) FROM messages WHERE table_id = ? AND record_seq > ?",
             (table, base),
         )
-        if first and first[0][0] is not None and first[0][0] > base + 1:
-            found.append((base + 1, first[0][0] - 1))
+        if first and first[0][0] is not None and first[0][0] > start:
+            found.append((start, first[0][0] - 1))
         rows = await self._query(
             "SELECT prev + 1, seq - 1 FROM (SELECT record_seq AS seq, LAG(record_seq) OVER "
             "(ORDER BY record_seq) AS prev FROM messages WHERE table_id = ? AND record_seq > ?) "

@@ -44,10 +44,10 @@ def _checkpoint_head(record: Message) -> tuple[int, bytes] | None:
 
 
 def walk(
-    progress: Progress, records: Iterable[Message], start: int = 1, *, across_gaps: bool = False
+    progress: Progress, records: Iterable[Message], start: int = 0, *, across_gaps: bool = False
 ) -> tuple[Progress, list[Finding]]:
     """Progress after these records (seq order, from ``progress.contiguous_upto + 1``; the
-    chain starts at ``start``: seq 1, or the first its journal still has). Without
+    chain starts at ``start``: seq 0, a table's first, or the first its journal still has). Without
     ``across_gaps`` it stops at the first missing seq; with it, a gap is a finding and the
     link across it is not checked."""
     p, found = progress, []
@@ -62,7 +62,7 @@ def walk(
                 break
             found.append(Finding(expected, f"seq {expected}..{r.seq - 1} missing"))
             before, broken = None, True
-        if r.seq == 1:
+        if r.seq == 0:  # a table's first record chains from nothing
             before = proof.GENESIS
         if r.hash is None:
             if before is not None:  # a chained table's record without its chain entry

@@ -32,7 +32,7 @@ class PeerTable:
     key: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
     records: dict[int, Record] = field(default_factory=dict)
     #: seqs this table will not send again (its journal no longer has them)
-    pruned_before: int = 1
+    pruned_before: int = 0
     #: seqs it will not send again for another reason (the test's "never repaired")
     withheld: set[int] = field(default_factory=set)
     #: replay requests answered: (from_seq, to_seq)
@@ -45,7 +45,7 @@ class PeerTable:
 
     def _append(self, topic: str, payload: bytes, retain: bool = False) -> Record:
         head = self.head
-        seq = head.seq + 1 if head else 1
+        seq = head.seq + 1 if head else 0  # a table's first record is seq 0
         prev = head.hash if head else proof.GENESIS
         self._ts += 0.25
         digest = proof.record_hash(prev, seq, self._ts, topic, retain, payload)
@@ -55,7 +55,7 @@ class PeerTable:
 
     def next_seq(self) -> int:
         head = self.head
-        return head.seq + 1 if head else 1
+        return head.seq + 1 if head else 0
 
     def event(self, n: int = 0) -> Record:
         """A device event, journaled."""

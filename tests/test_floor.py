@@ -75,15 +75,15 @@ async def test_a_stream_with_a_gap_is_stored_repaired_and_verified(
     await store.enrol("cs-01", proof.public_key_hex(peer.key))
     floor = Floor(store, mosquitto.url, client_id="floor-a", repair=FAST)
     async with running(floor), table_on(mosquitto, peer) as client:
-        for n in range(1, 21):
+        for n in range(20):
             record = peer.event(n)
             if record.seq not in (6, 7, 8, 15):  # lost on the way: the floor never hears them
                 await peer.publish(client, record)
-        await peer.publish(client, peer.checkpoint())  # seq 21, signs 20
+        await peer.publish(client, peer.checkpoint())  # seq 20, signs 19
 
         async def complete() -> bool:
             s = await store.state("cs-01")
-            return s is not None and s.gaps == [] and s.progress.signed_upto == 20
+            return s is not None and s.gaps == [] and s.progress.signed_upto == 19
 
         await until_true(complete)
         state = await _state(store)
@@ -91,9 +91,9 @@ async def test_a_stream_with_a_gap_is_stored_repaired_and_verified(
         assert state.problems == 0 and state.flagged is None
         assert (6, 8) in peer.asked and any(a <= 15 <= b for a, b in peer.asked)
         stored = {m.seq or 0: m for m in await store.records("cs-01")}
-        assert set(range(1, 22)) <= set(stored)
+        assert set(range(21)) <= set(stored)
         assert all(stored[s].replayed for s in (6, 7, 8, 15))
-        assert not any(stored[s].replayed for s in (1, 5, 9, 20))
+        assert not any(stored[s].replayed for s in (0, 5, 9, 19))
         for seq, m in stored.items():
             assert m.verdict == "ok" and m.hash == peer.records[seq].hash
         replayed = floor.metrics.registry.get_sample_value("tableside_floor_replayed_records_total")
@@ -108,35 +108,35 @@ async def test_altered_and_inserted_messages_are_flagged(
     async with running(floor), table_on(mosquitto, peer) as client:
         for _ in range(3):
             await peer.publish(client, peer.event())
-        # seq 4: its payload altered on the way, its chain entry kept
-        four = peer.event()
-        await peer.publish(client, four, payload=four.payload.replace(b"52", b"51"))
-        # seq 5: an impostor's, chained correctly to seq 4 (anyone can compute a hash) ...
+        # seq 3: its payload altered on the way, its chain entry kept
+        three = peer.event()
+        await peer.publish(client, three, payload=three.payload.replace(b"52", b"51"))
+        # seq 4: an impostor's, chained correctly to seq 3 (anyone can compute a hash) ...
         impostor = PeerTable(records=dict(peer.records))
         inserted = impostor.event(99)
         await impostor.publish(client, inserted)
-        # ... then the table's own seq 5 and 6
-        five, six = peer.event(), peer.event()
+        # ... then the table's own seq 4 and 5
+        four, five = peer.event(), peer.event()
+        await peer.publish(client, four)
         await peer.publish(client, five)
-        await peer.publish(client, six)
 
         async def flagged() -> bool:
             s = await store.state("cs-01")
-            return s is not None and s.conflicts == 1 and s.progress.contiguous_upto == 6
+            return s is not None and s.conflicts == 1 and s.progress.contiguous_upto == 5
 
         await until_true(flagged)
         stored = {m.seq or 0: m for m in await store.records("cs-01")}
-        assert stored[4].verdict == "altered"
-        assert stored[5].hash == inserted.hash  # the impostor came first ...
+        assert stored[3].verdict == "altered"
+        assert stored[4].hash == inserted.hash  # the impostor came first ...
         (conflict,) = await store.messages("cs-01", kind="conflict")
-        assert conflict.hash == five.hash  # ... and the table's own is kept beside it, flagged
-        assert stored[6].verdict == "break"  # its chain-prev is the real 5's hash
+        assert conflict.hash == four.hash  # ... and the table's own is kept beside it, flagged
+        assert stored[5].verdict == "break"  # its chain-prev is the real 4's hash
         state = await _state(store)
-        assert state.progress.verified_upto == 3 and state.progress.broken
+        assert state.progress.verified_upto == 2 and state.progress.broken
         problems = " | ".join(str(p) for p in await store.problems("cs-01"))
-        assert "seq 4: its chain-hash is not the hash of what arrived" in problems
-        assert "seq 5 is already stored with other content" in problems
-        assert "seq 6: chain break" in problems
+        assert "seq 3: its chain-hash is not the hash of what arrived" in problems
+        assert "seq 4 is already stored with other content" in problems
+        assert "seq 5: chain break" in problems
 
 
 async def test_a_gap_the_table_cannot_fill_stays_and_is_noted(
@@ -176,14 +176,14 @@ async def test_forged_and_unenrolled_checkpoints_are_flagged(
             return len(one) == 2 and len(two) == 2
 
         await until_true(both)
-        forged = (await store.records("cs-01", 2, 2))[0]
+        forged = (await store.records("cs-01", 1, 1))[0]
         assert forged.verdict == "forged" and "not the enrolled one" in forged.reason
-        unenrolled = (await store.records("cs-02", 2, 2))[0]
+        unenrolled = (await store.records("cs-02", 1, 1))[0]
         assert unenrolled.verdict == "not-enrolled"
         one, two = await _state(store, "cs-01"), await _state(store, "cs-02")
         assert one.flagged is not None and "not the enrolled one" in one.flagged
         assert two.flagged is not None and "no key is enrolled" in two.flagged
-        assert one.progress.signed_upto is None and one.progress.verified_upto == 1
+        assert one.progress.signed_upto is None and one.progress.verified_upto == 0
         # enrolling the table's key clears the flag
         await store.enrol("cs-02", proof.public_key_hex(stranger.key))
         assert (await _state(store, "cs-02")).flagged is None
@@ -200,7 +200,7 @@ async def test_after_the_floor_was_away_it_converges(mosquitto: Mosquitto, store
 
             async def five() -> bool:
                 s = await store.state("cs-01")
-                return s is not None and s.highest_seq == 5
+                return s is not None and s.highest_seq == 4
 
             await until_true(five)
         for _ in range(30):  # nobody stores these
@@ -209,7 +209,7 @@ async def test_after_the_floor_was_away_it_converges(mosquitto: Mosquitto, store
 
             async def all_of_them() -> bool:
                 s = await _state(store)
-                return s.progress.contiguous_upto is not None and s.progress.contiguous_upto >= 35
+                return s.progress.contiguous_upto is not None and s.progress.contiguous_upto >= 34
 
             await until_true(all_of_them)
         state = await _state(store)

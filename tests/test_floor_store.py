@@ -28,7 +28,7 @@ async def test_records_are_stored_once_and_repeats_counted(store: Store) -> None
     peer = PeerTable()
     records = [peer.event() for _ in range(5)]
     written = await store.write([peer.judged(r) for r in records])
-    assert sorted(written.stored) == [("cs-01", s) for s in range(1, 6)]
+    assert sorted(written.stored) == [("cs-01", s) for s in range(5)]  # a table starts at 0
     # a redelivery, a republished copy and a replay of seqs already stored: counted, not kept
     again = [
         peer.judged(records[1], redelivered=True),
@@ -40,10 +40,10 @@ async def test_records_are_stored_once_and_repeats_counted(store: Store) -> None
     assert written.stored == [] and written.duplicates == {"cs-01": 4}
     state = await store.state("cs-01")
     assert state is not None
-    assert (state.highest_seq, state.records, state.duplicates, state.gaps) == (5, 5, 4, [])
+    assert (state.highest_seq, state.records, state.duplicates, state.gaps) == (4, 5, 4, [])
     assert await store.count("cs-01") == 5
     stored = await store.records("cs-01")
-    assert [m.seq for m in stored] == [1, 2, 3, 4, 5]
+    assert [m.seq for m in stored] == [0, 1, 2, 3, 4]
     assert stored[0].payload == records[0].payload and stored[0].hash == records[0].hash
     assert all(m.verdict == "ok" for m in stored)
 
@@ -55,7 +55,7 @@ async def test_a_repeat_with_other_content_is_a_conflict_kept_beside(store: Stor
     other = PeerTable()  # same table, same seq, another record
     impostor = other.event(99)
     written = await store.write([other.judged(impostor)])
-    assert written.conflicts == [("cs-01", 1)] and written.stored == []
+    assert written.conflicts == [("cs-01", 0)] and written.stored == []
     state = await store.state("cs-01")
     assert state is not None and (state.records, state.conflicts, state.problems) == (1, 1, 1)
     (kept,) = await store.records("cs-01")
@@ -63,23 +63,23 @@ async def test_a_repeat_with_other_content_is_a_conflict_kept_beside(store: Stor
     (conflict,) = await store.messages("cs-01", kind="conflict")
     assert conflict.hash == impostor.hash and "other content" in conflict.reason
     (problem,) = await store.problems("cs-01")
-    assert problem.seq == 1 and "altered or inserted" in problem.what
+    assert problem.seq == 0 and "altered or inserted" in problem.what
 
 
 async def test_gaps_are_ranges_and_a_replay_fills_one(store: Store) -> None:
     peer = PeerTable()
     records = [peer.event() for _ in range(12)]
-    live = [r for r in records if r.seq not in (1, 2, 5, 8, 9, 10)]
+    live = [r for r in records if r.seq not in (0, 1, 4, 7, 8, 9)]
     await store.write([peer.judged(r) for r in live])
-    assert await store.gaps("cs-01") == [(1, 2), (5, 5), (8, 10)]
+    assert await store.gaps("cs-01") == [(0, 1), (4, 4), (7, 9)]
     written = await store.write([peer.replayed(records[4])])
-    assert written.stored == [("cs-01", 5)]
-    assert await store.gaps("cs-01") == [(1, 2), (8, 10)]
-    (replayed,) = await store.records("cs-01", 5, 5)
+    assert written.stored == [("cs-01", 4)]
+    assert await store.gaps("cs-01") == [(0, 1), (7, 9)]
+    (replayed,) = await store.records("cs-01", 4, 4)
     assert replayed.replayed and replayed.verdict == "ok" and replayed.topic == records[4].topic
-    # the table's journal starts at 3 (retention): 1..2 is no gap the floor can close
-    await store.note_pruned("cs-01", 3)
-    assert await store.gaps("cs-01") == [(8, 10)]
+    # the table's journal starts at 2 (retention): 0..1 is no gap the floor can close
+    await store.note_pruned("cs-01", 2)
+    assert await store.gaps("cs-01") == [(7, 9)]
 
 
 async def test_every_kind_of_message_is_kept_with_its_flags(store: Store) -> None:
@@ -110,7 +110,7 @@ async def test_every_kind_of_message_is_kept_with_its_flags(store: Store) -> Non
     assert orphan.kind == "rejected" and "not a table's topic" in orphan.reason
     state = await store.state("cs-01")
     assert state is not None and state.records == 1 and state.problems == 1  # the rejected one
-    assert [m.seq for m in await store.messages("cs-01", topic=record.topic)] == [1]
+    assert [m.seq for m in await store.messages("cs-01", topic=record.topic)] == [0]
 
 
 async def test_keys_enrolled_and_a_flag_cleared(store: Store) -> None:
@@ -132,7 +132,7 @@ async def test_progress_is_kept_and_a_break_flagged(store: Store) -> None:
     await store.write([peer.judged(r, {"cs-01": peer.public}) for r in records])
     progress, found = walk(Progress(), await store.records("cs-01"))
     assert found == []
-    assert progress == Progress(5, records[4].hash, 5, 4, False)
+    assert progress == Progress(4, records[4].hash, 4, 3, False)
     await store.advance("cs-01", progress)
     state = await store.state("cs-01")
     assert state is not None and state.progress == progress
@@ -150,4 +150,4 @@ async def test_many_tables_in_one_batch(store: Store) -> None:
     assert await store.tables() == [f"t{i:02}" for i in range(20)]
     for p in peers:
         state = await store.state(p.table)
-        assert state is not None and (state.highest_seq, state.gaps) == (3, [])
+        assert state is not None and (state.highest_seq, state.gaps) == (2, [])
