@@ -46,6 +46,9 @@ def add_parser(sub: Any) -> None:
                      help="share the load with other floors: $share/GROUP/… (MQTT v5)")  # fmt: skip
     run.add_argument("--client-id", help="the broker session's id (default tableside-floor-HOST;"
                      " each floor of a host needs its own)")  # fmt: skip
+    run.add_argument("--session-expiry", type=int, metavar="S",
+                     help="seconds the broker keeps the floor's session while it is away "
+                     "(default a day; 60 with --share)")  # fmt: skip
     run.add_argument("--username", help="the floor's broker user (its ACL: read all, auditor)")
     run.add_argument("--password", help="or TABLESIDE_PASSWORD in the environment")
     run.add_argument("--metrics", type=_address, metavar="HOST:PORT",
@@ -54,7 +57,7 @@ def add_parser(sub: Any) -> None:
                      help="seconds between looks for gaps (default 2)")  # fmt: skip
     run.add_argument("--retry", type=float, default=10.0, metavar="S",
                      help="seconds before a range still missing is asked for again (default 10,"
-                     " doubling up to 300)")  # fmt: skip
+                     " doubling up to 60)")  # fmt: skip
     run.add_argument("--replay-rate", type=float, default=5.0, metavar="N",
                      help="replay requests per second at most (default 5)")  # fmt: skip
 
@@ -128,7 +131,7 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
         password=args.password or os.environ.get("TABLESIDE_PASSWORD"),
         repair=RepairPolicy(interval_s=args.repair_interval, retry_s=args.retry,
                             rate_per_s=args.replay_rate),
-        metrics=metrics,
+        metrics=metrics, session_expiry=args.session_expiry,
     )  # fmt: skip
     if args.metrics:
         try:

@@ -41,12 +41,21 @@ from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import FAILED, Message, Store, Written
 from tableside.floor.verify import walk
 
-__all__ = ["MAX_REPLAY", "SESSION_EXPIRY_S", "Floor", "RepairPolicy", "default_client_id"]
+__all__ = [
+    "MAX_REPLAY",
+    "SESSION_EXPIRY_S",
+    "SHARED_SESSION_EXPIRY_S",
+    "Floor",
+    "RepairPolicy",
+    "default_client_id",
+]
 
 log = structlog.get_logger("tableside.floor")
 
 #: how long the broker keeps the floor's session (and queues for it) while it is away
 SESSION_EXPIRY_S = 24 * 3600
+#: in a shared group: a floor that is gone stops taking its share after this
+SHARED_SESSION_EXPIRY_S = 60
 #: the most records one replay request asks for (the table refuses more: rules/commands.py)
 MAX_REPLAY = 5_000
 #: records read per step of the chain walk
@@ -62,7 +71,7 @@ def default_client_id() -> str:
 class RepairPolicy:
     interval_s: float = 2.0
     retry_s: float = 10.0
-    max_retry_s: float = 300.0
+    max_retry_s: float = 60.0
     rate_per_s: float = 5.0
     #: requests for one range before it is noted as a problem (it is still asked for)
     note_after: int = 5
@@ -87,6 +96,10 @@ class Floor:
     password: str | None = None
     repair: RepairPolicy = field(default_factory=RepairPolicy)
     metrics: FloorMetrics = field(default_factory=FloorMetrics)
+    #: how long the broker keeps this floor's session while it is away (None: a day alone, a
+    #: minute in a shared group, where an absent member's session would take its share of
+    #: the group's messages for as long as it is kept: repair fetches them from the tables)
+    session_expiry: int | None = None
     #: the most messages stored in one transaction
     batch_max: int = 2_000
     #: set while subscribed
@@ -96,6 +109,12 @@ class Floor:
     _client: aiomqtt.Client | None = None
     _asks: dict[tuple[str, int, int], _Ask] = field(default_factory=dict)
     _requests: int = 0
+
+    @property
+    def session_expiry_s(self) -> int:
+        if self.session_expiry is not None:
+            return self.session_expiry
+        return SHARED_SESSION_EXPIRY_S if self.share else SESSION_EXPIRY_S
 
     @property
     def topic(self) -> str:
@@ -124,7 +143,7 @@ class Floor:
         parts = urlsplit(self.url)
         backoff = Backoff(initial=0.2, maximum=5.0)
         properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-        properties.SessionExpiryInterval = SESSION_EXPIRY_S
+        properties.SessionExpiryInterval = self.session_expiry_s
         tls = aiomqtt.TLSParameters() if parts.scheme == "mqtts" else None
         while True:
             try:
@@ -139,6 +158,8 @@ class Floor:
                     backoff.reset()
                     options = SubscribeOptions(qos=1, retainAsPublished=True)
                     await client.subscribe(self.topic, options=options)
+                    if self.share:  # replays reach every floor, not one of the group
+                        await client.subscribe(f"{self.prefix}/+/replay", options=options)
                     self._client = client
                     self.subscribed.set()
                     log.info("floor_subscribed", broker=self.url, topic=self.topic)

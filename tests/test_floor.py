@@ -55,7 +55,8 @@ async def table_on(broker: Mosquitto, peer: PeerTable) -> AsyncIterator[aiomqtt.
     task = asyncio.create_task(peer.serve(broker.url, ready.set_result), name="test-peer")
     try:
         async with asyncio.timeout(10):
-            yield await ready
+            client = await ready
+        yield client
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
