@@ -153,7 +153,7 @@ def _checkpoint(
     trusted = keys.get(table)
     if trusted is None:
         return "not-enrolled", (
-            f"seq {seq}: checkpoint signed by key {key[:16]}…, but no key is enrolled for "
+            f"seq {seq}: checkpoint signed by key {key}, but no key is enrolled for "
             f"table {table} (tableside floor enroll)"
         )
     if key != proof.public_key_hex(trusted):

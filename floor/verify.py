@@ -21,6 +21,9 @@ from tableside.daemon import proof
 from tableside.floor.judge import _proof, table_of
 from tableside.floor.store import FAILED, Message, Progress, Verdict
 
+#: verdicts on a checkpoint's signature, not on the chain: the table is flagged, the chain goes on
+UNTRUSTED = frozenset({"forged", "not-enrolled"})
+
 __all__ = ["Finding", "against_export", "export_line", "recheck", "walk"]
 
 
@@ -74,7 +77,7 @@ def walk(
                 "(a record altered, inserted or dropped between them)", "break",
             ))  # fmt: skip
             broken = True
-        if r.verdict in FAILED:
+        if r.verdict in FAILED - UNTRUSTED:  # a checkpoint not trusted is no break in the chain
             broken = True
         signed = p.signed_upto
         if r.topic.endswith("/checkpoint") and r.verdict == "ok":
