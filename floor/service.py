@@ -38,7 +38,7 @@ from tableside.daemon import proof
 from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.metrics import FloorMetrics
-from tableside.floor.store import FAILED, Message, Store, Written
+from tableside.floor.store import FAILED, Message, Progress, Store, Written
 from tableside.floor.verify import walk
 
 __all__ = [
@@ -108,6 +108,8 @@ class Floor:
     _keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
     _client: aiomqtt.Client | None = None
     _asks: dict[tuple[str, int, int], _Ask] = field(default_factory=dict)
+    #: per table, where this floor's last chain walk stopped, and the chain's start
+    _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
     _requests: int = 0
 
     @property
@@ -193,8 +195,13 @@ class Floor:
                     await self.store.set_flag(m.table, m.reason)
                 elif m.kind == "record" and m.topic.endswith("/command_result"):
                     await self._answered(m)
-            for table in sorted(written.tables):
-                await self.walk(table)
+            for table, seqs in sorted(_by_table(written.stored).items()):
+                known = self._walked.get(table)
+                cont = known[0].contiguous_upto if known else None
+                if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
+                    await self.walk(table, fresh=False)
+                # else: it extends no chain this floor knows of; the repair loop's walk (of
+                # the tables with gaps, from their state) takes it up
 
     def _count(self, batch: list[Message], written: Written) -> None:
         met = self.metrics
@@ -225,31 +232,39 @@ class Floor:
         pruned = body.get("pruned_before")
         if isinstance(pruned, int) and not isinstance(pruned, bool):
             await self.store.note_pruned(m.table, pruned)
+            self._walked.pop(m.table, None)
 
-    async def walk(self, table: str) -> None:
-        """Check the table's chain from where the last walk stopped, as far as it is stored."""
-        while True:
+    async def walk(self, table: str, *, fresh: bool = True) -> None:
+        """Check the table's chain from where the last walk stopped, as far as it is stored.
+        ``fresh=False``: from where this floor's own last walk stopped (no read of the table's
+        state; another floor may have walked further, and this walk then repeats its work)."""
+        known = None if fresh else self._walked.get(table)
+        if known is None:
             state = await self.store.state(table, with_gaps=False)
             if state is None:
                 return
-            start = state.pruned_before or 0
-            cont = state.progress.contiguous_upto
+            known = (state.progress, state.pruned_before or 0)
+        before, start = known
+        while True:
+            cont = before.contiguous_upto
             first = cont + 1 if cont is not None else start
             records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
             if not records or records[0].seq != first:
-                return  # the next record (or the chain's start) is not stored yet
-            progress, findings = walk(state.progress, records, start)
+                break  # the next record (or the chain's start) is not stored yet
+            progress, findings = walk(before, records, start)
             for finding in findings:
                 if finding.verdict is not None:
                     await self.store.flag(table, finding.seq, finding.verdict, finding.what)
                     self.metrics.failures.labels(finding.verdict).inc()
                 else:
                     await self.store.problem(table, finding.seq, finding.what)
-            if progress == state.progress:
-                return
+            if progress == before:
+                break
             await self.store.advance(table, progress)
+            before = progress
             if progress.contiguous_upto != records[-1].seq or len(records) < WALK_PAGE:
-                return
+                break
+        self._walked[table] = (before, start)
 
     # -- repairing -------------------------------------------------------------------------------
 
@@ -313,3 +328,10 @@ class Floor:
         log.info("floor_replay_requested", table=table, first=first, last=last)
         await asyncio.sleep(1.0 / self.repair.rate_per_s)  # the bound on the request rate
         return True
+
+
+def _by_table(keys: list[tuple[str, int]]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for table, seq in keys:
+        found.setdefault(table, set()).add(seq)
+    return found
