@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -140,7 +141,7 @@ async def main() -> None:
                                   "tables": args.tables}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         pg = None
-        urls = {}
+        urls: dict[str, Callable[[str], str]] = {}
         if args.store in ("sqlite", "both"):
             urls["sqlite"] = lambda n: f"sqlite:///{tmp}/floor-{n}.db"
         if args.store in ("postgresql", "both"):
