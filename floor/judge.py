@@ -39,6 +39,11 @@ class ReplayRecord(BaseModel):
     payload: str
 
 
+def _text(value: object) -> str | None:
+    """A payload's ``ts`` as the store keeps it: text, at most 64 characters, no NUL."""
+    return value[:64].replace("\x00", "") if isinstance(value, str) else None
+
+
 def table_of(prefix: str, topic: str) -> tuple[str, str] | None:
     """(table, the rest) of ``<prefix>/<table>/<rest>``; None for a topic of no table."""
     head = f"{prefix}/"
@@ -86,7 +91,7 @@ def judge(
         return rejected("not a JSON object")
     seq = body.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        return rejected(f"no seq (a table's messages carry one): {str(seq)[:40]}")
+        return rejected(f"no seq (a table's messages carry one): {str(seq)[:40]!r}")
     if body.get("table") != table:
         return rejected(f"says table {str(body.get('table'))[:40]!r} on table {table!r}'s topic")
     try:
@@ -104,7 +109,7 @@ def judge(
             prev=entry.prev if entry else None,
             hash=entry.hash if entry else None,
             chain_ts=entry.ts if entry else None,
-            ts=body.get("ts") if isinstance(body.get("ts"), str) else None,
+            ts=_text(body.get("ts")),
         )  # fmt: skip
 
     if rest.startswith("response/"):  # a copy of a command_result record, for its requester
@@ -184,7 +189,7 @@ def _replayed(
     if replay.table != table:
         return rejected(f"a replay for table {replay.table!r} on table {table!r}'s topic")
     target = table_of(prefix, replay.topic)
-    if target is None or target[0] != table:
+    if target is None or target[0] != table or "\x00" in replay.topic:
         return rejected(f"a replayed record's topic {replay.topic!r} is not table {table}'s")
     rest = target[1]
     original = replay.payload.encode()
@@ -195,7 +200,7 @@ def _replayed(
         loaded = json.loads(original)
         if isinstance(loaded, dict):
             body = loaded
-            ts = loaded.get("ts") if isinstance(loaded.get("ts"), str) else None
+            ts = _text(loaded.get("ts"))
     except ValueError:
         pass
     verdict, reason = _proof(

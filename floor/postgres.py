@@ -14,6 +14,13 @@ from tableside.floor.store import _COLUMNS, Message, Store, StoreError, _row, sc
 __all__ = ["PostgresStore"]
 
 
+#: where a batch's records wait for the one INSERT that keeps each (table, seq) once
+_STAGING = (
+    f"CREATE TEMP TABLE incoming ON COMMIT DELETE ROWS AS SELECT {_COLUMNS} FROM messages "
+    "WITH NO DATA"
+)
+
+
 def _pg(sql: str) -> str:
     """The shared SQL's ``?`` placeholders as psycopg's."""
     return sql.replace("?", "%s")
@@ -41,10 +48,7 @@ class PostgresStore(Store):
                 await self._conn.execute("SELECT pg_advisory_xact_lock(7411)")
                 for statement in schema(id="BIGSERIAL PRIMARY KEY", blob="BYTEA"):
                     await self._conn.execute(statement)
-            await self._conn.execute(
-                "CREATE TEMP TABLE incoming ON COMMIT DELETE ROWS AS "
-                f"SELECT {_COLUMNS} FROM messages WITH NO DATA"
-            )
+            await self._conn.execute(_STAGING)
         except psycopg.Error as exc:
             raise StoreError(f"{self.url}: {exc}") from exc
 
@@ -53,16 +57,26 @@ class PostgresStore(Store):
             conn, self._conn = self._conn, None
             await conn.close()
 
-    def _connection(self) -> Any:
+    async def _connection(self) -> Any:
+        """The connection; a new one when the last broke (the server restarted)."""
         if self._conn is None:
             raise StoreError(f"{self.url}: not open")
+        if self._conn.broken or self._conn.closed:
+            import psycopg
+
+            try:
+                await self._conn.close()
+                self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                await self._conn.execute(_STAGING)
+            except psycopg.Error as exc:
+                raise StoreError(f"{self.url}: reconnecting: {exc}") from exc
         return self._conn
 
     async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         import psycopg
 
-        conn = self._connection()
         async with self._lock:
+            conn = await self._connection()
             try:
                 cursor = await conn.execute(_pg(sql), params)
                 rows: list[tuple[Any, ...]] = await cursor.fetchall()
@@ -73,8 +87,8 @@ class PostgresStore(Store):
     async def _execute(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         import psycopg
 
-        conn = self._connection()
         async with self._lock:
+            conn = await self._connection()
             try:
                 async with conn.transaction():
                     for sql, params in statements:
@@ -87,9 +101,9 @@ class PostgresStore(Store):
     ) -> list[tuple[Message, tuple[Any, Any]]]:
         import psycopg
 
-        conn = self._connection()
         repeats: list[tuple[Message, tuple[Any, Any]]] = []
         async with self._lock:
+            conn = await self._connection()
             try:
                 async with conn.transaction(), conn.cursor() as cursor:
                     if records:

@@ -38,7 +38,7 @@ from tableside.daemon import proof
 from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.metrics import FloorMetrics
-from tableside.floor.store import FAILED, Message, Progress, Store, Written
+from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
 from tableside.floor.verify import walk
 
 __all__ = [
@@ -188,7 +188,7 @@ class Floor:
             batch = [await self._queue.get()]
             while len(batch) < self.batch_max and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            written = await self.store.write(batch)
+            written = await self._store(batch)
             self._count(batch, written)
             for m in batch:
                 if m.kind == "record" and m.verdict in ("forged", "not-enrolled"):
@@ -202,6 +202,18 @@ class Floor:
                     await self.walk(table, fresh=False)
                 # else: it extends no chain this floor knows of; the repair loop's walk (of
                 # the tables with gaps, from their state) takes it up
+
+    async def _store(self, batch: list[Message]) -> Written:
+        """The batch stored; while the store fails (a database restarting, a disk full), tried
+        again and again, the broker's queue and this floor's holding what comes meanwhile."""
+        backoff = Backoff(initial=0.2, maximum=10.0)
+        while True:
+            try:
+                return await self.store.write(batch)
+            except StoreError as exc:
+                delay = backoff.next()
+                log.error("floor_store_failed", error=str(exc), batch=len(batch), retry_s=delay)
+                await asyncio.sleep(delay)
 
     def _count(self, batch: list[Message], written: Written) -> None:
         met = self.metrics

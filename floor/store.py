@@ -155,11 +155,16 @@ _COLUMNS = (
 _SELECT = f"SELECT id, {_COLUMNS} FROM messages"
 
 
+def _clean(text: str | None) -> str | None:
+    """Text as both engines keep it (PostgreSQL's text holds no NUL)."""
+    return text.replace("\x00", "\\x00") if text is not None and "\x00" in text else text
+
+
 def _row(m: Message, record: bool) -> tuple[Any, ...]:
     return (
-        m.table, m.topic, m.kind, m.seq, m.seq if record else None, m.payload, int(m.retain),
-        int(m.republished), int(m.redelivered), int(m.will), int(m.replayed), m.arrival, m.ts,
-        m.prev, m.hash, m.chain_ts, m.verdict, m.reason,
+        _clean(m.table), _clean(m.topic), m.kind, m.seq, m.seq if record else None, m.payload,
+        int(m.retain), int(m.republished), int(m.redelivered), int(m.will), int(m.replayed),
+        m.arrival, _clean(m.ts), m.prev, m.hash, m.chain_ts, m.verdict, _clean(m.reason),
     )  # fmt: skip
 
 

@@ -59,6 +59,12 @@ class Postgres:
         self._run(str(PG_BIN / "pg_ctl"), "start", "-w", "-D", str(self.data), "-o", options,
                   "-l", str(self.dir / "server.log"))  # fmt: skip
 
+    def restart(self) -> None:
+        """Stop and start the server (every connection to it breaks)."""
+        assert PG_BIN is not None
+        self._run(str(PG_BIN / "pg_ctl"), "restart", "-w", "-m", "fast", "-D", str(self.data),
+                  "-l", str(self.dir / "server.log"))  # fmt: skip
+
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 

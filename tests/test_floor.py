@@ -12,6 +12,8 @@ from pathlib import Path
 import aiomqtt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tableside.daemon import proof
 from tableside.floor.service import Floor, RepairPolicy
@@ -215,3 +217,46 @@ async def test_after_the_floor_was_away_it_converges(mosquitto: Mosquitto, store
             await until_true(all_of_them)
         state = await _state(store)
         assert state.gaps == [] and state.progress.verified_upto == state.highest_seq
+
+
+async def test_bad_input_is_kept_as_rejected_and_the_floor_goes_on(
+    mosquitto: Mosquitto, store: Store
+) -> None:
+    peer = PeerTable()
+    floor = Floor(store, mosquitto.url, client_id="floor-f", repair=FAST)
+    async with running(floor), table_on(mosquitto, peer) as client:
+        base = "tableside/cs-01"
+        await client.publish(f"{base}/ruling", b"\xff\xfe not json", qos=1)
+        await client.publish(f"{base}/ruling", b"[1, 2]", qos=1)
+        await client.publish(f"{base}/ruling", b"x" * (300 * 1024), qos=1)
+        await client.publish("tableside/nowhere", b"{}", qos=1)
+        await client.publish(f"{base}/ruling", b'{"table": "cs-02", "seq": 1}', qos=1)
+        await client.publish(f"{base}/ruling", b'{"table": "cs-01", "seq": "\\u0000x"}', qos=1)
+        await client.publish(f"{base}/replay", b'{"table": "cs-01", "seq": -1}', qos=1)
+        record = peer.event()
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        properties.UserProperty = [("chain-prev", "zz"), ("chain-hash", "0" * 64),
+                                   ("chain-ts", "1.0")]  # fmt: skip
+        await client.publish(record.topic, record.payload, qos=1, properties=properties)
+        await peer.publish(client, peer.event())  # and then a good one
+
+        async def all_kept() -> bool:
+            rejected = await store.messages("cs-01", kind="rejected", limit=20)
+            return len(rejected) == 7 and await store.count("cs-01") >= 8
+
+        await until_true(all_kept)
+        reasons = {m.reason for m in await store.messages("cs-01", kind="rejected", limit=20)}
+        expected = [
+            "not JSON", "not a JSON object", "more than 262144: only the first kept",
+            "says table 'cs-02'", "no seq", "not a replayed record",
+            "malformed chain entry: chain-prev is not 64 lower-case hex digits",
+        ]  # fmt: skip
+        for text in expected:
+            assert any(text in reason for reason in reasons), (text, reasons)
+        (orphan,) = await store.messages("", kind="rejected")
+        assert "not a table's topic" in orphan.reason
+        (good,) = await store.records("cs-01", 1, 1)
+        assert good.verdict == "ok"
+        big = [m for m in await store.messages("cs-01", kind="rejected", limit=20)
+               if "262144" in m.reason]  # fmt: skip
+        assert len(big[0].payload) == 256 * 1024

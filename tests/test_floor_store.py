@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from tableside.daemon import proof
-from tableside.floor.store import Progress, Store, open_store
+from tableside.floor.store import Progress, Store, StoreError, open_store
 from tableside.floor.verify import walk
 from tests.floorpeer import PeerTable
+from tests.postgres import Postgres
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
@@ -151,3 +152,22 @@ async def test_many_tables_in_one_batch(store: Store) -> None:
     for p in peers:
         state = await store.state(p.table)
         assert state is not None and (state.highest_seq, state.gaps) == (2, [])
+
+
+@pytest.mark.slow
+async def test_the_postgresql_store_reconnects_after_a_server_restart(
+    postgres_server: Postgres, postgres: str
+) -> None:
+    peer = PeerTable()
+    async with open_store(postgres) as store:
+        await store.write([peer.judged(peer.event())])
+        postgres_server.restart()
+        record = peer.judged(peer.event())
+        for attempt in range(2):  # the first use finds the connection broken, at most
+            try:
+                await store.write([record])
+                break
+            except StoreError:
+                assert attempt == 0
+        state = await store.state("cs-01")
+        assert state is not None and (state.records, state.gaps) == (2, [])
