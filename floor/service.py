@@ -21,6 +21,7 @@ Three named tasks in one TaskGroup:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -58,6 +59,8 @@ SESSION_EXPIRY_S = 24 * 3600
 SHARED_SESSION_EXPIRY_S = 60
 #: the most records one replay request asks for (the table refuses more: rules/commands.py)
 MAX_REPLAY = 5_000
+#: how long a stopping floor waits for the store to take what it still holds
+FLUSH_S = 5.0
 #: records read per step of the chain walk
 WALK_PAGE = 5_000
 
@@ -184,24 +187,42 @@ class Floor:
     # -- storing ---------------------------------------------------------------------------------
 
     async def _write(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self.batch_max and not self._queue.empty():
+        batch: list[Message] = []
+        try:
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < self.batch_max and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                written = await self._store(batch)
+                done, batch = batch, []
+                await self._stored(written, done)
+        except asyncio.CancelledError:
+            # stopping: what this floor holds (its broker session has it acknowledged) is
+            # stored now if the store takes it within a few seconds; repair covers the rest
+            while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            written = await self._store(batch)
-            self._count(batch, written)
-            for m in batch:
-                if m.kind == "record" and m.verdict in ("forged", "not-enrolled"):
-                    await self.store.set_flag(m.table, m.reason)
-                elif m.kind == "record" and m.topic.endswith("/command_result"):
-                    await self._answered(m)
-            for table, seqs in sorted(_by_table(written.stored).items()):
-                known = self._walked.get(table)
-                cont = known[0].contiguous_upto if known else None
-                if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
-                    await self.walk(table, fresh=False)
-                # else: it extends no chain this floor knows of; the repair loop's walk (of
-                # the tables with gaps, from their state) takes it up
+            if batch:
+                with contextlib.suppress(StoreError, TimeoutError):
+                    async with asyncio.timeout(FLUSH_S):
+                        await self.store.write(batch)
+                        log.info("floor_flushed", messages=len(batch))
+            raise
+
+    async def _stored(self, written: Written, batch: list[Message]) -> None:
+        """After a batch: metrics, flags, replay results, the chain walk."""
+        self._count(batch, written)
+        for m in batch:
+            if m.kind == "record" and m.verdict in ("forged", "not-enrolled"):
+                await self.store.set_flag(m.table, m.reason)
+            elif m.kind == "record" and m.topic.endswith("/command_result"):
+                await self._answered(m)
+        for table, seqs in sorted(_by_table(written.stored).items()):
+            known = self._walked.get(table)
+            cont = known[0].contiguous_upto if known else None
+            if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
+                await self.walk(table, fresh=False)
+            # else: it extends no chain this floor knows of; the repair loop's walk (of
+            # the tables with gaps, from their state) takes it up
 
     async def _store(self, batch: list[Message]) -> Written:
         """The batch stored; while the store fails (a database restarting, a disk full), tried

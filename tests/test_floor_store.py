@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -171,3 +173,24 @@ async def test_the_postgresql_store_reconnects_after_a_server_restart(
                 assert attempt == 0
         state = await store.state("cs-01")
         assert state is not None and (state.records, state.gaps) == (2, [])
+
+
+async def test_a_stopping_floor_stores_what_it_holds(tmp_path: Path) -> None:
+    """Messages the broker has handed over (and counts as delivered) are not dropped when the
+    floor stops before its next batch: they are stored on the way out."""
+    from tableside.daemon.broker import free_port
+    from tableside.floor.service import Floor
+
+    peer = PeerTable()
+    async with open_store(f"sqlite:///{tmp_path}/floor.db") as store:
+        floor = Floor(store, f"mqtt://127.0.0.1:{free_port()}", client_id="floor-stop")
+        task = asyncio.create_task(floor.run(), name="floor-stopping")
+        async with asyncio.timeout(10):  # the floor's writer starts, and waits
+            while not any(t.get_name() == "floor-write" for t in asyncio.all_tasks()):
+                await asyncio.sleep(0.01)
+        for _ in range(3):  # handed over, and the stop comes before the writer takes them
+            floor._queue.put_nowait(peer.judged(peer.event()))
+        task.cancel()  # as the command's SIGTERM does
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert [m.seq for m in await store.records("cs-01")] == [0, 1, 2]
