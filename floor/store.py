@@ -404,6 +404,15 @@ class Store(abc.ABC):
             state.gaps.extend(await self.gaps(table, state))
         return state
 
+    async def states(self) -> list[TableState]:
+        """Every table's state, by table id (the floor view's overview)."""
+        found = []
+        for table in await self.tables():
+            state = await self.state(table)
+            if state is not None:
+                found.append(state)
+        return found
+
     async def gaps(
         self, table: str, state: TableState | None = None, limit: int = 1000
     ) -> list[tuple[int, int]]:

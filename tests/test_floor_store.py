@@ -151,6 +151,9 @@ async def test_many_tables_in_one_batch(store: Store) -> None:
     written = await store.write(batch)
     assert len(written.stored) == 60
     assert await store.tables() == [f"t{i:02}" for i in range(20)]
+    assert [(s.table, s.records) for s in await store.states()] == [
+        (f"t{i:02}", 3) for i in range(20)
+    ]
     for p in peers:
         state = await store.state(p.table)
         assert state is not None and (state.highest_seq, state.gaps) == (2, [])
