@@ -1,7 +1,7 @@
 """``tableside floor run``: subscribe to every table, store what comes, check the chain as it is
 stored, and ask the tables for what is missing (docs/floor.md).
 
-Three named tasks in one TaskGroup:
+Named tasks in one TaskGroup:
 
 * ``floor-receive``: an MQTT v5 client with a persistent session (clean start off, the session
   kept for a day) subscribed to ``<prefix>/+/#`` (or ``$share/<group>/<prefix>/+/#`` when several
@@ -13,9 +13,10 @@ Three named tasks in one TaskGroup:
   instance's own view: floors sharing a subscription each see part of every table) and asks the
   table for each missing range with the ``replay`` command as ``auditor``, at most ``rate_per_s``
   requests a second, again after ``retry_s`` (doubling, at most ``max_retry_s``) while the range
-  is still missing, for as long as it is. At start it also asks each known table for what came
-  after the highest seq stored (what the floor missed while it was down, when its broker session
-  did not keep it).
+  is still missing, for as long as it is.
+* ``floor-tail``: once, at start: asks each known table for what came after the highest seq
+  stored (what the floor missed while it was down, when its broker session did not keep it),
+  sharing the request rate with the repair.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class Floor:
     #: per table, where this floor's last chain walk stopped, and the chain's start
     _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
     _requests: int = 0
+    _rate: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def session_expiry_s(self) -> int:
@@ -132,6 +134,8 @@ class Floor:
             group.create_task(self._receive(), name="floor-receive")
             group.create_task(self._write(), name="floor-write")
             group.create_task(self._repair(), name="floor-repair")
+            if self.repair.tail:
+                group.create_task(self._tail(), name="floor-tail")
 
     async def _load_keys(self) -> None:
         keys: dict[str, Ed25519PublicKey] = {}
@@ -301,15 +305,21 @@ class Floor:
 
     # -- repairing -------------------------------------------------------------------------------
 
+    async def _tail(self) -> None:
+        """Once connected: ask every known table for what came after its highest stored seq
+        (what this floor missed while away, if its broker session did not keep it)."""
+        await self.subscribed.wait()
+        for table in await self.store.tables():
+            state = await self.store.state(table, with_gaps=False)
+            if state is not None and state.highest_seq is not None:
+                high = state.highest_seq
+                while not await self._ask(table, high + 1, high + MAX_REPLAY):
+                    await asyncio.sleep(1.0 / self.repair.rate_per_s)
+                    await self.subscribed.wait()  # the broker went away: when it is back
+
     async def _repair(self) -> None:
         policy = self.repair
         await self.subscribed.wait()
-        if policy.tail:
-            for table in await self.store.tables():
-                state = await self.store.state(table, with_gaps=False)
-                if state is not None and state.highest_seq is not None:
-                    high = state.highest_seq
-                    await self._ask(table, high + 1, high + MAX_REPLAY)
         seen: set[tuple[str, int, int]] = set()
         while True:
             await asyncio.sleep(policy.interval_s)
@@ -346,21 +356,23 @@ class Floor:
 
     async def _ask(self, table: str, first: int, last: int) -> bool:
         """Ask the table to send ``first..last`` again; False when there is no broker."""
-        client = self._client
-        if client is None:
-            return False
-        self._requests += 1
-        body = {"command": "replay", "device": "table",
-                "args": {"from_seq": first, "to_seq": last},
-                "request_id": f"floor-{self.client_id[:80]}-{self._requests}"}  # fmt: skip
-        try:
-            await client.publish(f"{self.prefix}/{table}/command/auditor", json.dumps(body), qos=1)
-        except aiomqtt.MqttError:
-            return False
-        self.metrics.replays_requested.inc()
-        log.info("floor_replay_requested", table=table, first=first, last=last)
-        await asyncio.sleep(1.0 / self.repair.rate_per_s)  # the bound on the request rate
-        return True
+        async with self._rate:  # one request at a time, the tail's and the repair's together
+            client = self._client
+            if client is None:
+                return False
+            self._requests += 1
+            body = {"command": "replay", "device": "table",
+                    "args": {"from_seq": first, "to_seq": last},
+                    "request_id": f"floor-{self.client_id[:80]}-{self._requests}"}  # fmt: skip
+            topic = f"{self.prefix}/{table}/command/auditor"
+            try:
+                await client.publish(topic, json.dumps(body), qos=1)
+            except aiomqtt.MqttError:
+                return False
+            self.metrics.replays_requested.inc()
+            log.info("floor_replay_requested", table=table, first=first, last=last)
+            await asyncio.sleep(1.0 / self.repair.rate_per_s)  # the bound on the request rate
+            return True
 
 
 def _by_table(keys: list[tuple[str, int]]) -> dict[str, set[int]]:
