@@ -43,7 +43,7 @@ async def test_a_real_table_stored_repaired_and_verified(
                 s = await store.state("hil-1")
                 return s is not None and (s.progress.verified_upto or -1) >= high
 
-            await until_true(caught_up, within=30)
+            await until_true(caught_up, within=20)
         state = await store.state("hil-1")
         assert state is not None and state.problems == 0 and not state.progress.broken
         stored = {m.seq: m for m in await store.records("hil-1", 0, high) if m.seq is not None}
