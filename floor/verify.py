@@ -11,7 +11,7 @@ the whole store across its gaps, and compares it with the table's own ``journal 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -173,8 +173,3 @@ def against_export(
     if low is not None and high is not None:
         for seq in sorted(s for s in stored if low <= s <= high and s not in seen):
             yield f"seq {seq}: in the store, not in the table's journal (inserted?)"
-
-
-def problems_of(records: Sequence[Message]) -> list[Finding]:
-    """Findings for the records whose own verdict is a failure."""
-    return [Finding(r.seq or -1, r.reason or r.verdict) for r in records if r.verdict in FAILED]
