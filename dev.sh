@@ -38,6 +38,22 @@ need_mosquitto() {
     fi
 }
 
+need_postgresql() {
+    # the floor's store tests start their own server from Debian's initdb and pg_ctl, in a
+    # temporary directory on a free port (tests/postgres.py); they never use a cluster of the
+    # machine's
+    if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "dev.sh: installing postgresql (the floor's tests start their own server)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "dev.sh: the tests need PostgreSQL's initdb: sudo apt-get install postgresql" >&2
+        exit 1
+    fi
+}
+
 command="${1:-}"
 [ $# -gt 0 ] && shift
 case "$command" in
@@ -46,6 +62,7 @@ case "$command" in
         ;;
     test)
         need_mosquitto
+        need_postgresql
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy -p tableside

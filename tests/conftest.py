@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tableside.daemon.broker import free_port
+from tests.postgres import Postgres
 
 __all__ = ["Mosquitto", "free_port"]
 
@@ -118,6 +119,23 @@ def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Postgres]:
+    """One real PostgreSQL per test session (per xdist worker), on a free loopback port."""
+    server = Postgres()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres(postgres_server: Postgres) -> str:
+    """A fresh, empty database on the session's PostgreSQL: its URL."""
+    return postgres_server.new_database()
+
+
 @pytest.fixture
 async def no_leaked_tasks() -> AsyncIterator[None]:
     """Fail the test if it leaves tasks running (they are cancelled so the next test is clean)."""
@@ -149,7 +167,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixturenames = getattr(item, "fixturenames", ())
         module = getattr(item, "module", None)
         name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
-        if "mosquitto" in fixturenames or name in _SLOW_MODULES:
+        if {"mosquitto", "postgres"} & set(fixturenames) or name in _SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
         function = getattr(item, "function", None)
         if function is not None and inspect.iscoroutinefunction(function):

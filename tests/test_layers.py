@@ -55,3 +55,22 @@ def test_codecs_and_rules_do_no_io(path: Path) -> None:
 def test_simulators_do_not_use_the_daemon(path: Path) -> None:
     bad = {m for m in imports(path) if m.startswith(("tableside.daemon", "tableside.rules"))}
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+@pytest.mark.parametrize(
+    "path", [ROOT / "floor" / "judge.py", ROOT / "floor" / "verify.py"], ids=lambda p: p.name
+)
+def test_the_floors_judgement_does_no_io(path: Path) -> None:
+    io_modules = {"asyncio", "socket", "aiomqtt", "sqlite3", "psycopg", "os"}
+    bad = {m for m in imports(path) if m.split(".")[0] in io_modules}
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*files("daemon"), *files("drivers"), *files("rules"), *files("simulators")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_the_table_knows_nothing_of_the_floor(path: Path) -> None:
+    bad = {m for m in imports(path) if m.startswith("tableside.floor")}
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"

@@ -227,6 +227,10 @@ def _parser() -> argparse.ArgumentParser:
 
     schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
+
+    from tableside.floor.cli import add_parser as add_floor
+
+    add_floor(sub)
     return parser
 
 
@@ -846,9 +850,16 @@ def _cmd_commands(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_floor(args: argparse.Namespace) -> int:
+    from tableside.floor.cli import command
+
+    return command(args, _run_async)
+
+
 _COMMANDS = {
     "command": _cmd_command,
     "key": _cmd_key,
+    "floor": _cmd_floor,
     "commands": _cmd_commands,
     "rules": _cmd_rules,
     "journal": _cmd_journal,

@@ -1,0 +1,282 @@
+"""``tableside floor …``: run the floor service, and read what it keeps (docs/floor.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from tableside.daemon import proof
+from tableside.floor.store import Store, StoreError, TableState, open_store
+
+__all__ = ["DEFAULT_STORE", "add_parser", "command"]
+
+DEFAULT_STORE = "sqlite:///var/lib/tableside-floor/floor.db"
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def add_parser(sub: Any) -> None:
+    floor = sub.add_parser("floor", help="the floor: every table's stream stored and verified")
+    fsub = floor.add_subparsers(dest="floor_command", required=True, metavar="ACTION")
+
+    def action(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = fsub.add_parser(name, help=text)
+        parser.add_argument(
+            "--store", default=DEFAULT_STORE,
+            help=f"sqlite:///PATH or postgresql://… (default {DEFAULT_STORE})",
+        )  # fmt: skip
+        return parser
+
+    run = action("run", "subscribe to every table, store, verify, repair gaps")
+    run.add_argument("--broker", default="mqtt://127.0.0.1:1883", help="mqtt://host:port")
+    run.add_argument("--prefix", default="tableside", help="topic prefix (default tableside)")
+    run.add_argument("--share", metavar="GROUP",
+                     help="share the load with other floors: $share/GROUP/… (MQTT v5)")  # fmt: skip
+    run.add_argument("--client-id", help="the broker session's id (default tableside-floor-HOST;"
+                     " each floor of a host needs its own)")  # fmt: skip
+    run.add_argument("--session-expiry", type=int, metavar="S",
+                     help="seconds the broker keeps the floor's session while it is away "
+                     "(default a day; 60 with --share)")  # fmt: skip
+    run.add_argument("--username", help="the floor's broker user (its ACL: read all, auditor)")
+    run.add_argument("--password", help="or TABLESIDE_PASSWORD in the environment")
+    run.add_argument("--metrics", type=_address, metavar="HOST:PORT",
+                     help="serve Prometheus metrics at http://HOST:PORT/metrics")  # fmt: skip
+    run.add_argument("--repair-interval", type=float, default=2.0, metavar="S",
+                     help="seconds between looks for gaps (default 2)")  # fmt: skip
+    run.add_argument("--retry", type=float, default=10.0, metavar="S",
+                     help="seconds before a range still missing is asked for again (default 10,"
+                     " doubling up to 60)")  # fmt: skip
+    run.add_argument("--replay-rate", type=float, default=5.0, metavar="N",
+                     help="replay requests per second at most (default 5)")  # fmt: skip
+
+    gaps = action("gaps", "per table: highest seq, gaps, duplicates, last heard, verification")
+    gaps.add_argument("--table", help="one table (default: every table)")
+    gaps.add_argument("--json", action="store_true", help="one JSON object per table")
+
+    enroll = action("enroll", "trust a table's public key (`tableside key` prints it)")
+    enroll.add_argument("--table", required=True)
+    enroll.add_argument("--key", required=True, metavar="HEX|PEMFILE",
+                        help="64 hex digits, or a file holding a PEM PUBLIC KEY")  # fmt: skip
+
+    verify = action("verify", "check a table's stored chain and signatures (and its journal)")
+    verify.add_argument("--table", required=True)
+    verify.add_argument(
+        "--journal-export", type=Path, metavar="FILE",
+        help="the table's `tableside journal export` JSON lines, to compare",
+    )  # fmt: skip
+
+    export = action("export", "a table's records as JSON lines, in the journal export's format")
+    export.add_argument("--table", required=True)
+    export.add_argument("--from", dest="first", type=int, default=0, metavar="SEQ")
+    export.add_argument("--to", dest="last", type=int, default=2**62, metavar="SEQ")
+    export.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
+
+
+def command(args: argparse.Namespace, run_async: Any) -> int:
+    """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner."""
+    try:
+        store = open_store(args.store)
+    except ValueError as exc:
+        print(f"tableside floor: --store {exc}", file=sys.stderr)
+        return 2
+    if args.floor_command == "enroll":  # the key's file is read here, not on the loop
+        path = Path(args.key)
+        if not proof._HEX64.fullmatch(args.key.lower()) and path.is_file():
+            args.key = path.read_text(encoding="utf-8")
+    if args.floor_command == "verify" and args.journal_export is not None:
+        try:
+            args.journal_lines = list(_export_lines(args.journal_export))
+        except (OSError, ValueError) as exc:
+            print(f"tableside floor verify: {exc}", file=sys.stderr)
+            return 2
+    action = {"run": _run, "gaps": _gaps, "enroll": _enroll, "verify": _verify,
+              "export": _export}[args.floor_command]  # fmt: skip
+
+    async def go() -> int:
+        try:
+            async with store:
+                status: int = await action(store, args)
+                return status
+        except StoreError as exc:
+            print(f"tableside floor: {exc}", file=sys.stderr)
+            return 1
+
+    coro: Coroutine[Any, Any, int] = go()
+    if args.floor_command == "run":
+        status: int = run_async(coro)
+        return status
+    return asyncio.run(coro)
+
+
+async def _run(store: Store, args: argparse.Namespace) -> int:
+    from tableside.floor.metrics import FloorMetrics
+    from tableside.floor.service import Floor, RepairPolicy, default_client_id
+
+    metrics = FloorMetrics()
+    floor = Floor(
+        store, args.broker, prefix=args.prefix, share=args.share,
+        client_id=args.client_id or default_client_id(), username=args.username,
+        password=args.password or os.environ.get("TABLESIDE_PASSWORD"),
+        repair=RepairPolicy(interval_s=args.repair_interval, retry_s=args.retry,
+                            rate_per_s=args.replay_rate),
+        metrics=metrics, session_expiry=args.session_expiry,
+    )  # fmt: skip
+    if args.metrics:
+        try:
+            metrics.serve(*args.metrics)
+        except OSError as exc:
+            print(f"tableside floor: --metrics {args.metrics[0]}:{args.metrics[1]}: {exc}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+    print(f"floor: {args.broker} {floor.topic} -> {args.store}", file=sys.stderr, flush=True)
+    try:
+        await floor.run()
+    finally:
+        metrics.close()
+    return 0
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _ranges(gaps: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in gaps) or "none"
+
+
+def describe(state: TableState) -> str:
+    """``floor gaps``'s lines for one table."""
+    p = state.progress
+    lines = [
+        f"{state.table}: highest seq {state.highest_seq}, {state.records} records, "
+        f"last heard {_when(state.last_heard)}",
+        f"  gaps: {_ranges(state.gaps)}" + (f" ({state.missing} missing)" if state.gaps else ""),
+        f"  duplicates {state.duplicates}, conflicts {state.conflicts}, problems {state.problems}",
+        f"  chain verified up to {p.verified_upto}" + (" (broken after it)" if p.broken else "")
+        + f", signed up to {p.signed_upto}"
+        + (f", key {state.key[:16]}…" if state.key else ", no key enrolled"),
+    ]  # fmt: skip
+    if state.pruned_before is not None:
+        lines.append(f"  the table's journal starts at seq {state.pruned_before}")
+    if state.flagged:
+        lines.append(f"  FLAGGED: {state.flagged}")
+    return "\n".join(lines)
+
+
+def _as_json(state: TableState) -> dict[str, Any]:
+    p = state.progress
+    return {
+        "table": state.table, "highest_seq": state.highest_seq, "records": state.records,
+        "gaps": state.gaps, "missing": state.missing, "duplicates": state.duplicates,
+        "conflicts": state.conflicts, "problems": state.problems,
+        "last_heard": state.last_heard, "verified_upto": p.verified_upto,
+        "signed_upto": p.signed_upto, "broken": p.broken,
+        "pruned_before": state.pruned_before, "key": state.key, "flagged": state.flagged,
+    }  # fmt: skip
+
+
+async def _gaps(store: Store, args: argparse.Namespace) -> int:
+    tables = [args.table] if args.table else await store.tables()
+    if args.table and args.table not in await store.tables():
+        print(f"tableside floor gaps: no table {args.table!r} in {args.store}", file=sys.stderr)
+        return 1
+    if not tables:
+        print(f"no tables in {args.store} yet", file=sys.stderr)
+    for table in tables:
+        state = await store.state(table)
+        if state is not None:
+            print(json.dumps(_as_json(state)) if args.json else describe(state))
+    return 0
+
+
+async def _enroll(store: Store, args: argparse.Namespace) -> int:
+    try:
+        key = proof.trusted_key(args.key)
+    except ValueError as exc:
+        print(f"tableside floor enroll: --key: {exc}", file=sys.stderr)
+        return 2
+    hex_key = proof.public_key_hex(key)
+    await store.enrol(args.table, hex_key)
+    print(f"{args.table}: key {hex_key} enrolled")
+    return 0
+
+
+def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: not a JSON object")
+            yield number, record
+
+
+async def _verify(store: Store, args: argparse.Namespace) -> int:
+    from tableside.floor.store import FAILED, Progress
+    from tableside.floor.verify import against_export, recheck, walk
+
+    state = await store.state(args.table)
+    if state is None:
+        print(f"tableside floor verify: no table {args.table!r} in {args.store}", file=sys.stderr)
+        return 1
+    keys = {t: proof.trusted_key(k) for t, k in (await store.keys()).items()}
+    stored = await store.records(args.table, limit=2**62)
+    prefix = stored[0].topic.split("/", 1)[0] if stored else "tableside"
+    checked = list(recheck(prefix, stored, keys))
+    findings = [f"seq {m.seq}: {m.reason or m.verdict}" for m in checked if m.verdict in FAILED]
+    progress, walked = walk(Progress(), checked, state.pruned_before or 0, across_gaps=True)
+    findings.extend(str(f) for f in walked)
+    if state.gaps and not any("missing" in f for f in findings):
+        findings.append(f"missing: {_ranges(state.gaps)}")
+    conflicts = await store.messages(args.table, kind="conflict", limit=1000)
+    findings.extend(f"seq {m.seq}: {m.reason}" for m in conflicts)
+    if args.journal_export is not None:
+        by_seq = {m.seq: m for m in stored if m.seq is not None}
+        findings.extend(against_export(by_seq, args.journal_lines))
+    out: TextIO = sys.stdout
+    for finding in dict.fromkeys(findings):
+        print(finding, file=out)
+    print(
+        f"{args.table}: {len(stored)} records, chain verified up to {progress.verified_upto}, "
+        f"signed up to {progress.signed_upto}: "
+        + ("ok" if not findings else f"{len(dict.fromkeys(findings))} problem(s)"),
+        file=out,
+    )
+    return 1 if findings else 0
+
+
+async def _export(store: Store, args: argparse.Namespace) -> int:
+    from tableside.floor.verify import export_line
+
+    out: TextIO = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        first = args.first
+        while True:
+            page = await store.records(args.table, first, args.last, limit=5_000)
+            for record in page:
+                out.write(json.dumps(export_line(record)) + "\n")
+            if len(page) < 5_000:
+                break
+            first = (page[-1].seq or 0) + 1
+    finally:
+        if args.output:
+            out.close()
+    return 0

@@ -1,0 +1,382 @@
+"""``tableside floor run``: subscribe to every table, store what comes, check the chain as it is
+stored, and ask the tables for what is missing (docs/floor.md).
+
+Named tasks in one TaskGroup:
+
+* ``floor-receive``: an MQTT v5 client with a persistent session (clean start off, the session
+  kept for a day) subscribed to ``<prefix>/+/#`` (or ``$share/<group>/<prefix>/+/#`` when several
+  floors share the load) with retain-as-published, so the retain flag a record's hash covers
+  arrives as the table set it. Each message is judged (floor/judge.py) and queued.
+* ``floor-write``: takes whatever has queued (a batch: one transaction), stores it, and walks
+  the chain of each table it touched (floor/verify.py) as far as its records are contiguous.
+* ``floor-repair``: every ``interval_s`` looks for gaps in the store (the store, not this
+  instance's own view: floors sharing a subscription each see part of every table) and asks the
+  table for each missing range with the ``replay`` command as ``auditor``, at most ``rate_per_s``
+  requests a second, again after ``retry_s`` (doubling, at most ``max_retry_s``) while the range
+  is still missing, for as long as it is.
+* ``floor-tail``: once, at start: asks each known table for what came after the highest seq
+  stored (what the floor missed while it was down, when its broker session did not keep it),
+  sharing the request rate with the repair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import aiomqtt
+import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from tableside.daemon import proof
+from tableside.drivers.backoff import Backoff
+from tableside.floor.judge import judge
+from tableside.floor.metrics import FloorMetrics
+from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
+from tableside.floor.verify import walk
+
+__all__ = [
+    "MAX_REPLAY",
+    "SESSION_EXPIRY_S",
+    "SHARED_SESSION_EXPIRY_S",
+    "Floor",
+    "RepairPolicy",
+    "default_client_id",
+]
+
+log = structlog.get_logger("tableside.floor")
+
+#: how long the broker keeps the floor's session (and queues for it) while it is away
+SESSION_EXPIRY_S = 24 * 3600
+#: in a shared group: a floor that is gone stops taking its share after this
+SHARED_SESSION_EXPIRY_S = 60
+#: the most records one replay request asks for (the table refuses more: rules/commands.py)
+MAX_REPLAY = 5_000
+#: how long a stopping floor waits for the store to take what it still holds
+FLUSH_S = 5.0
+#: records read per step of the chain walk
+WALK_PAGE = 5_000
+
+
+def default_client_id() -> str:
+    """One stable session per host; a second floor on the same host needs ``--client-id``."""
+    return f"tableside-floor-{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class RepairPolicy:
+    interval_s: float = 2.0
+    retry_s: float = 10.0
+    max_retry_s: float = 60.0
+    rate_per_s: float = 5.0
+    #: requests for one range before it is noted as a problem (it is still asked for)
+    note_after: int = 5
+    #: at start, ask each known table for what came after its highest stored seq
+    tail: bool = True
+
+
+@dataclass
+class _Ask:
+    tries: int = 0
+    next_at: float = 0.0
+
+
+@dataclass
+class Floor:
+    store: Store
+    url: str
+    prefix: str = "tableside"
+    share: str | None = None
+    client_id: str = field(default_factory=default_client_id)
+    username: str | None = None
+    password: str | None = None
+    repair: RepairPolicy = field(default_factory=RepairPolicy)
+    metrics: FloorMetrics = field(default_factory=FloorMetrics)
+    #: how long the broker keeps this floor's session while it is away (None: a day alone, a
+    #: minute in a shared group, where an absent member's session would take its share of
+    #: the group's messages for as long as it is kept: repair fetches them from the tables)
+    session_expiry: int | None = None
+    #: the most messages stored in one transaction
+    batch_max: int = 2_000
+    #: set while subscribed
+    subscribed: asyncio.Event = field(default_factory=asyncio.Event)
+    _queue: asyncio.Queue[Message] = field(default_factory=lambda: asyncio.Queue(50_000))
+    _keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
+    _client: aiomqtt.Client | None = None
+    _asks: dict[tuple[str, int, int], _Ask] = field(default_factory=dict)
+    #: per table, where this floor's last chain walk stopped, and the chain's start
+    _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
+    _requests: int = 0
+    _rate: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def session_expiry_s(self) -> int:
+        if self.session_expiry is not None:
+            return self.session_expiry
+        return SHARED_SESSION_EXPIRY_S if self.share else SESSION_EXPIRY_S
+
+    @property
+    def topic(self) -> str:
+        wanted = f"{self.prefix}/+/#"
+        return f"$share/{self.share}/{wanted}" if self.share else wanted
+
+    async def run(self) -> None:
+        await self._load_keys()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._receive(), name="floor-receive")
+            group.create_task(self._write(), name="floor-write")
+            group.create_task(self._repair(), name="floor-repair")
+            if self.repair.tail:
+                group.create_task(self._tail(), name="floor-tail")
+
+    async def _load_keys(self) -> None:
+        keys: dict[str, Ed25519PublicKey] = {}
+        for table, text in (await self.store.keys()).items():
+            try:
+                keys[table] = proof.trusted_key(text)
+            except ValueError as exc:
+                log.error("floor_key_unreadable", table=table, error=str(exc))
+        self._keys = keys
+
+    # -- receiving -------------------------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        parts = urlsplit(self.url)
+        backoff = Backoff(initial=0.2, maximum=5.0)
+        properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        properties.SessionExpiryInterval = self.session_expiry_s
+        tls = aiomqtt.TLSParameters() if parts.scheme == "mqtts" else None
+        while True:
+            try:
+                async with aiomqtt.Client(
+                    parts.hostname or "127.0.0.1",
+                    parts.port or (8883 if tls else 1883),
+                    username=self.username, password=self.password, tls_params=tls,
+                    identifier=self.client_id, protocol=aiomqtt.ProtocolVersion.V5,
+                    clean_start=False, properties=properties,
+                    max_queued_incoming_messages=100_000,
+                ) as client:  # fmt: skip
+                    backoff.reset()
+                    options = SubscribeOptions(qos=1, retainAsPublished=True)
+                    await client.subscribe(self.topic, options=options)
+                    if self.share:  # replays reach every floor, not one of the group
+                        await client.subscribe(f"{self.prefix}/+/replay", options=options)
+                    self._client = client
+                    self.subscribed.set()
+                    log.info("floor_subscribed", broker=self.url, topic=self.topic)
+                    async for message in client.messages:
+                        await self._queue.put(self._judge(message))
+            except aiomqtt.MqttError as exc:
+                log.warning("floor_broker_lost", broker=self.url, error=str(exc))
+            finally:
+                self._client = None
+                self.subscribed.clear()
+            await asyncio.sleep(backoff.next())
+
+    def _judge(self, message: aiomqtt.Message) -> Message:
+        pairs = getattr(message.properties, "UserProperty", None) if message.properties else None
+        raw = message.payload
+        payload = bytes(raw) if isinstance(raw, bytes | bytearray) else str(raw or "").encode()
+        return judge(self.prefix, str(message.topic), payload, bool(message.retain), pairs,
+                     time.time(), self._keys)  # fmt: skip
+
+    # -- storing ---------------------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        batch: list[Message] = []
+        try:
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < self.batch_max and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                written = await self._store(batch)
+                done, batch = batch, []
+                await self._stored(written, done)
+        except asyncio.CancelledError:
+            # stopping: what this floor holds (its broker session has it acknowledged) is
+            # stored now if the store takes it within a few seconds; repair covers the rest
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            if batch:
+                with contextlib.suppress(StoreError, TimeoutError):
+                    async with asyncio.timeout(FLUSH_S):
+                        await self.store.write(batch)
+                        log.info("floor_flushed", messages=len(batch))
+            raise
+
+    async def _stored(self, written: Written, batch: list[Message]) -> None:
+        """After a batch: metrics, flags, replay results, the chain walk."""
+        self._count(batch, written)
+        for m in batch:
+            if m.kind == "record" and m.verdict in ("forged", "not-enrolled"):
+                await self.store.set_flag(m.table, m.reason)
+            elif m.kind == "record" and m.topic.endswith("/command_result"):
+                await self._answered(m)
+        for table, seqs in sorted(_by_table(written.stored).items()):
+            known = self._walked.get(table)
+            cont = known[0].contiguous_upto if known else None
+            if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
+                await self.walk(table, fresh=False)
+            # else: it extends no chain this floor knows of; the repair loop's walk (of
+            # the tables with gaps, from their state) takes it up
+
+    async def _store(self, batch: list[Message]) -> Written:
+        """The batch stored; while the store fails (a database restarting, a disk full), tried
+        again and again, the broker's queue and this floor's holding what comes meanwhile."""
+        backoff = Backoff(initial=0.2, maximum=10.0)
+        while True:
+            try:
+                return await self.store.write(batch)
+            except StoreError as exc:
+                delay = backoff.next()
+                log.error("floor_store_failed", error=str(exc), batch=len(batch), retry_s=delay)
+                await asyncio.sleep(delay)
+
+    def _count(self, batch: list[Message], written: Written) -> None:
+        met = self.metrics
+        stored = {key for key in written.stored}
+        now = time.time()
+        for m in batch:
+            if m.kind != "record":
+                met.stored.labels(m.kind).inc()
+            elif (m.table, m.seq) in stored:
+                met.stored.labels("record").inc()
+                if m.replayed:
+                    met.replays_received.inc()
+                elif m.chain_ts is not None and not (m.republished or m.redelivered or m.retain):
+                    met.lag.observe(max(0.0, now - m.chain_ts))
+            if m.verdict in FAILED:
+                met.failures.labels(m.verdict).inc()
+        met.duplicates.inc(sum(written.duplicates.values()))
+        met.stored.labels("conflict").inc(len(written.conflicts))
+
+    async def _answered(self, m: Message) -> None:
+        """A replay request's result: the table's journal may start later than asked."""
+        try:
+            body = json.loads(proof.unmarked(m.payload))
+        except ValueError:
+            return
+        if body.get("command") != "replay" or body.get("role") != "auditor":
+            return
+        pruned = body.get("pruned_before")
+        if isinstance(pruned, int) and not isinstance(pruned, bool):
+            await self.store.note_pruned(m.table, pruned)
+            self._walked.pop(m.table, None)
+
+    async def walk(self, table: str, *, fresh: bool = True) -> None:
+        """Check the table's chain from where the last walk stopped, as far as it is stored.
+        ``fresh=False``: from where this floor's own last walk stopped (no read of the table's
+        state; another floor may have walked further, and this walk then repeats its work)."""
+        known = None if fresh else self._walked.get(table)
+        if known is None:
+            state = await self.store.state(table, with_gaps=False)
+            if state is None:
+                return
+            known = (state.progress, state.pruned_before or 0)
+        before, start = known
+        while True:
+            cont = before.contiguous_upto
+            first = cont + 1 if cont is not None else start
+            records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
+            if not records or records[0].seq != first:
+                break  # the next record (or the chain's start) is not stored yet
+            progress, findings = walk(before, records, start)
+            for finding in findings:
+                if finding.verdict is not None:
+                    await self.store.flag(table, finding.seq, finding.verdict, finding.what)
+                    self.metrics.failures.labels(finding.verdict).inc()
+                else:
+                    await self.store.problem(table, finding.seq, finding.what)
+            if progress == before:
+                break
+            await self.store.advance(table, progress)
+            before = progress
+            if progress.contiguous_upto != records[-1].seq or len(records) < WALK_PAGE:
+                break
+        self._walked[table] = (before, start)
+
+    # -- repairing -------------------------------------------------------------------------------
+
+    async def _tail(self) -> None:
+        """Once connected: ask every known table for what came after its highest stored seq
+        (what this floor missed while away, if its broker session did not keep it)."""
+        await self.subscribed.wait()
+        for table in await self.store.tables():
+            state = await self.store.state(table, with_gaps=False)
+            if state is not None and state.highest_seq is not None:
+                high = state.highest_seq
+                while not await self._ask(table, high + 1, high + MAX_REPLAY):
+                    await asyncio.sleep(1.0 / self.repair.rate_per_s)
+                    await self.subscribed.wait()  # the broker went away: when it is back
+
+    async def _repair(self) -> None:
+        policy = self.repair
+        await self.subscribed.wait()
+        seen: set[tuple[str, int, int]] = set()
+        while True:
+            await asyncio.sleep(policy.interval_s)
+            await self._load_keys()
+            now = time.monotonic()
+            missing = 0
+            current: set[tuple[str, int, int]] = set()
+            for table in await self.store.incomplete():
+                await self.walk(table)  # a batch another floor stored may have closed a gap
+                for first, last in await self.store.gaps(table):
+                    missing += last - first + 1
+                    for low in range(first, last + 1, MAX_REPLAY):
+                        current.add((table, low, min(last, low + MAX_REPLAY - 1)))
+            self.metrics.missing.set(missing)
+            for key in sorted(current):
+                if key not in seen:
+                    continue  # seen once: it may be a batch still being stored; ask next time
+                ask = self._asks.setdefault(key, _Ask())
+                if now < ask.next_at:
+                    continue
+                table, first, last = key
+                if not await self._ask(table, first, last):
+                    break  # no broker: try again next time
+                ask.tries += 1
+                delay = min(policy.max_retry_s, policy.retry_s * 2 ** (ask.tries - 1))
+                ask.next_at = now + delay
+                if ask.tries == policy.note_after:
+                    await self.store.problem(
+                        table, first, f"seq {first}..{last} still missing after {ask.tries} "
+                        "replay requests (the table is down, or its journal lacks them)",
+                    )  # fmt: skip
+            self._asks = {k: v for k, v in self._asks.items() if k in current}
+            seen = current
+
+    async def _ask(self, table: str, first: int, last: int) -> bool:
+        """Ask the table to send ``first..last`` again; False when there is no broker."""
+        async with self._rate:  # one request at a time, the tail's and the repair's together
+            client = self._client
+            if client is None:
+                return False
+            self._requests += 1
+            body = {"command": "replay", "device": "table",
+                    "args": {"from_seq": first, "to_seq": last},
+                    "request_id": f"floor-{self.client_id[:80]}-{self._requests}"}  # fmt: skip
+            topic = f"{self.prefix}/{table}/command/auditor"
+            try:
+                await client.publish(topic, json.dumps(body), qos=1)
+            except aiomqtt.MqttError:
+                return False
+            self.metrics.replays_requested.inc()
+            log.info("floor_replay_requested", table=table, first=first, last=last)
+            await asyncio.sleep(1.0 / self.repair.rate_per_s)  # the bound on the request rate
+            return True
+
+
+def _by_table(keys: list[tuple[str, int]]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for table, seq in keys:
+        found.setdefault(table, set()).add(seq)
+    return found

@@ -1,0 +1,569 @@
+"""The floor's audit store: every message of every table, per-table completeness and proof state,
+and the keys the floor trusts. One interface (``Store``), two engines: SQLite (``sqlite:///path``,
+the default, nothing to set up) and PostgreSQL (``postgresql://…``, production).
+
+A journal record (a table message with a seq) is stored once per (table, seq): a second copy with
+the same content (a redelivery, a republished retained state, a replay of one already here) is
+counted as a duplicate, and one with other content is stored beside it as a ``conflict`` and
+flagged. Everything else (wills, requests to a table, rejected input) is stored as it came.
+
+Both engines share the SQL below (``?`` placeholders; the PostgreSQL engine rewrites them) and
+differ in how a batch reaches the disk: SQLite in one transaction on its own thread, PostgreSQL
+by COPY into a staging table and one ``INSERT … ON CONFLICT DO NOTHING``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = [
+    "FAILED",
+    "Kind",
+    "Message",
+    "Problem",
+    "Progress",
+    "Store",
+    "StoreError",
+    "TableState",
+    "Verdict",
+    "Written",
+    "open_store",
+]
+
+#: what a stored message is: a journal record; the last will (it repeats a seq, carries no chain);
+#: a request to the table (``command/<role>``); a response copy (``response/…``); a second,
+#: different record for a seq already stored; input refused with its reason
+Kind = Literal["record", "will", "request", "response", "conflict", "rejected"]
+#: ok: its chain entry holds (and a checkpoint's signature verifies against the enrolled key);
+#: unverifiable: it carries no chain entry (an MQTT 3.1.1 table, a will, a request); altered: its
+#: chain entry is not its hash; forged: a checkpoint whose signature fails; not-enrolled: a
+#: checkpoint from a table with no enrolled key; break: its chain-prev is not the stored hash of
+#: the seq before it; conflict and rejected as the kinds
+Verdict = Literal[
+    "ok", "unverifiable", "altered", "forged", "not-enrolled", "break", "conflict", "rejected"
+]
+#: the verdicts that are a problem with the table's stream
+FAILED = frozenset({"altered", "forged", "not-enrolled", "break", "conflict", "rejected"})
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message as the floor keeps it."""
+
+    table: str
+    topic: str
+    kind: Kind
+    seq: int | None
+    #: the bytes as received (a replayed record: the journaled payload it carried)
+    payload: bytes
+    #: MQTT retain flag, as published (the floor subscribes with retain-as-published)
+    retain: bool
+    arrival: float
+    verdict: Verdict
+    reason: str = ""
+    republished: bool = False
+    redelivered: bool = False
+    will: bool = False
+    replayed: bool = False
+    #: the chain entry it carried (None: it carried none)
+    prev: bytes | None = None
+    hash: bytes | None = None
+    chain_ts: float | None = None
+    #: the envelope's ``ts`` (UTC text), when it had one
+    ts: str | None = None
+    #: the store's row id (None until stored)
+    id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    table: str
+    seq: int
+    what: str
+    at: float
+
+    def __str__(self) -> str:
+        return f"seq {self.seq}: {self.what}"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a table's chain has been checked (floor/verify.py ``walk``)."""
+
+    #: every seq from the chain's start to here is stored (None: not even the first)
+    contiguous_upto: int | None = None
+    #: the hash of that record (None: it carried none)
+    contiguous_hash: bytes | None = None
+    #: the chain holds, link by link, from its start to here
+    verified_upto: int | None = None
+    #: the newest checkpoint at or below ``verified_upto`` whose signature and head check out
+    signed_upto: int | None = None
+    #: a break or an unverifiable record was met: ``verified_upto`` goes no further
+    broken: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    table: str
+    highest_seq: int | None
+    records: int
+    duplicates: int
+    conflicts: int
+    last_heard: float | None
+    progress: Progress
+    #: the table's journal no longer has the records before this seq (a replay's answer)
+    pruned_before: int | None
+    #: the enrolled public key, hex
+    key: str | None
+    #: set by a forged or unenrolled checkpoint, cleared by enrolling a key
+    flagged: str | None
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    problems: int = 0
+
+    @property
+    def missing(self) -> int:
+        return sum(last - first + 1 for first, last in self.gaps)
+
+
+@dataclass
+class Written:
+    """What a batch did to the store."""
+
+    #: (table, seq) of the records stored for the first time
+    stored: list[tuple[str, int]] = field(default_factory=list)
+    duplicates: dict[str, int] = field(default_factory=dict)
+    #: (table, seq) of the records that came again with other content
+    conflicts: list[tuple[str, int]] = field(default_factory=list)
+    others: int = 0
+
+    @property
+    def tables(self) -> set[str]:
+        return {table for table, _ in self.stored} | {t for t, _ in self.conflicts}
+
+
+_COLUMNS = (
+    "table_id, topic, kind, seq, record_seq, payload, retain, republished, redelivered, will, "
+    "replayed, arrival, ts, chain_prev, chain_hash, chain_ts, verdict, reason"
+)
+_SELECT = f"SELECT id, {_COLUMNS} FROM messages"
+
+
+def _clean(text: str | None) -> str | None:
+    """Text as both engines keep it (PostgreSQL's text holds no NUL)."""
+    return text.replace("\x00", "\\x00") if text is not None and "\x00" in text else text
+
+
+def _row(m: Message, record: bool) -> tuple[Any, ...]:
+    return (
+        _clean(m.table), _clean(m.topic), m.kind, m.seq, m.seq if record else None, m.payload,
+        int(m.retain), int(m.republished), int(m.redelivered), int(m.will), int(m.replayed),
+        m.arrival, _clean(m.ts), m.prev, m.hash, m.chain_ts, m.verdict, _clean(m.reason),
+    )  # fmt: skip
+
+
+def _message(row: Sequence[Any]) -> Message:
+    (id_, table, topic, kind, seq, _, payload, retain, republished, redelivered, will, replayed,
+     arrival, ts, prev, digest, chain_ts, verdict, reason) = row  # fmt: skip
+    return Message(
+        table=table, topic=topic, kind=kind, seq=seq, payload=bytes(payload),
+        retain=bool(retain), arrival=arrival, verdict=verdict, reason=reason,
+        republished=bool(republished), redelivered=bool(redelivered), will=bool(will),
+        replayed=bool(replayed), prev=bytes(prev) if prev is not None else None,
+        hash=bytes(digest) if digest is not None else None, chain_ts=chain_ts, ts=ts, id=id_,
+    )  # fmt: skip
+
+
+def _same(stored: tuple[Any, Any], m: Message) -> bool:
+    """Whether a record already stored (its chain hash, its payload) is this one again."""
+    from tableside.daemon.proof import unmarked
+
+    digest, payload = stored
+    if digest is not None and m.hash is not None:
+        return bytes(digest) == m.hash
+    return unmarked(bytes(payload)) == unmarked(m.payload)
+
+
+def _conflict(m: Message, stored: tuple[Any, Any]) -> Message:
+    theirs = bytes(stored[0]).hex()[:16] if stored[0] is not None else "no chain entry"
+    ours = m.hash.hex()[:16] if m.hash is not None else "no chain entry"
+    return replace(
+        m, kind="conflict", verdict="conflict",
+        reason=f"seq {m.seq} is already stored with other content (stored hash {theirs}…, "
+        f"this one {ours}…): one of them was altered or inserted",
+    )  # fmt: skip
+
+
+class Store(abc.ABC):
+    """The audit store. Every method is a coroutine that never blocks the event loop."""
+
+    #: SQL that differs between the engines
+    _GREATEST = "MAX"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    # -- what an engine provides ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect, and create the schema when it is not there."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one statement (``?`` placeholders)."""
+
+    @abc.abstractmethod
+    async def _execute(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Statements in one transaction."""
+
+    @abc.abstractmethod
+    async def _write(
+        self, records: Sequence[Message], others: Sequence[Message]
+    ) -> list[tuple[Message, tuple[Any, Any]]]:
+        """Store ``others`` as they are and each of ``records`` (one per (table, seq)) unless
+        its (table, seq) is already stored; in one transaction. Returns each record that was
+        not stored, with the stored one's (chain hash, payload)."""
+
+    async def __aenter__(self) -> Store:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+
+    async def write(self, batch: Sequence[Message]) -> Written:
+        """Store a batch; records once per (table, seq). The tables' counters move with it."""
+        first: dict[tuple[str, int], Message] = {}
+        others: list[Message] = []
+        repeats: list[tuple[Message, tuple[Any, Any]]] = []
+        for m in batch:
+            if m.kind != "record" or m.seq is None:
+                others.append(m)
+            elif (key := (m.table, m.seq)) in first:  # twice in one batch
+                repeats.append((m, (first[key].hash, first[key].payload)))
+            else:
+                first[key] = m
+        not_stored = await self._write(list(first.values()), others)
+        repeats.extend(not_stored)
+        written = Written(others=len(others))
+        gone = {(m.table, m.seq) for m, _ in not_stored}
+        written.stored = [key for key in first if key not in gone]
+        conflicts: list[Message] = []
+        for m, stored in repeats:
+            if _same(stored, m):
+                written.duplicates[m.table] = written.duplicates.get(m.table, 0) + 1
+            else:
+                conflicts.append(_conflict(m, stored))
+                written.conflicts.append((m.table, m.seq or 0))
+        if conflicts:
+            await self._write([], conflicts)
+        kept = [first[key] for key in written.stored]
+        await self._count(batch, written, [*kept, *others, *conflicts])
+        return written
+
+    async def _count(self, batch: Sequence[Message], written: Written, kept: list[Message]) -> None:
+        """The tables' counters, and a problem for each message kept with a failed verdict."""
+        by_table: dict[str, list[Message]] = {}
+        for m in batch:
+            by_table.setdefault(m.table, []).append(m)
+        statements: list[tuple[str, Sequence[Any]]] = []
+        g = self._GREATEST
+        for table, ms in by_table.items():
+            seqs = [m.seq for m in ms if m.kind == "record" and m.seq is not None]
+            statements.append((
+                "INSERT INTO floor_tables (table_id, highest_seq, records, duplicates, conflicts, "
+                "last_heard) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id) DO UPDATE SET "
+                f"highest_seq = {g}(COALESCE(floor_tables.highest_seq, excluded.highest_seq), "
+                "COALESCE(excluded.highest_seq, floor_tables.highest_seq)), "
+                "records = floor_tables.records + excluded.records, "
+                "duplicates = floor_tables.duplicates + excluded.duplicates, "
+                "conflicts = floor_tables.conflicts + excluded.conflicts, "
+                f"last_heard = {g}(COALESCE(floor_tables.last_heard, 0), excluded.last_heard)",
+                (table, max(seqs) if seqs else None,
+                 sum(1 for t, _ in written.stored if t == table),
+                 written.duplicates.get(table, 0),
+                 sum(1 for t, _ in written.conflicts if t == table),
+                 max(m.arrival for m in ms)),
+            ))  # fmt: skip
+        statements.extend(
+            self._problem_sql(m.table, m.seq, m.reason or m.verdict, m.arrival)
+            for m in kept
+            if m.verdict in FAILED
+        )
+        await self._execute(statements)
+
+    def _problem_sql(
+        self, table: str, seq: int | None, what: str, at: float | None = None
+    ) -> tuple[str, Sequence[Any]]:
+        return (
+            "INSERT INTO floor_problems (table_id, seq, what, at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (table_id, seq, what) DO NOTHING",
+            (table, seq if seq is not None else -1, what, at if at is not None else _now()),
+        )
+
+    async def flag(self, table: str, seq: int, verdict: Verdict, what: str) -> None:
+        """Mark a stored record (a break the chain check found) and note the problem."""
+        await self._execute([
+            ("UPDATE messages SET verdict = ?, reason = ? WHERE table_id = ? AND record_seq = ?",
+             (verdict, what, table, seq)),
+            self._problem_sql(table, seq, what),
+        ])  # fmt: skip
+
+    async def problem(self, table: str, seq: int, what: str) -> None:
+        await self._execute([self._ensure(table), self._problem_sql(table, seq, what)])
+
+    def _ensure(self, table: str) -> tuple[str, Sequence[Any]]:
+        return ("INSERT INTO floor_tables (table_id) VALUES (?) ON CONFLICT (table_id) DO NOTHING",
+                (table,))  # fmt: skip
+
+    async def advance(self, table: str, progress: Progress) -> None:
+        """Save how far the table's chain has been checked."""
+        p = progress
+        await self._execute([(
+            "UPDATE floor_tables SET contiguous_upto = ?, contiguous_hash = ?, verified_upto = ?, "
+            "signed_upto = ?, broken = ? WHERE table_id = ?",
+            (p.contiguous_upto, p.contiguous_hash, p.verified_upto, p.signed_upto,
+             int(p.broken), table),
+        )])  # fmt: skip
+
+    async def note_pruned(self, table: str, before: int) -> None:
+        """The table's journal starts at ``before``: what precedes it cannot be replayed."""
+        await self._execute([self._ensure(table), (
+            f"UPDATE floor_tables SET pruned_before = {self._GREATEST}"
+            "(COALESCE(pruned_before, 0), ?) WHERE table_id = ?", (before, table)
+        )])  # fmt: skip
+
+    async def set_flag(self, table: str, why: str | None) -> None:
+        await self._execute([self._ensure(table), (
+            "UPDATE floor_tables SET flagged = ? WHERE table_id = ?", (why, table)
+        )])  # fmt: skip
+
+    async def enrol(self, table: str, key_hex: str) -> None:
+        """Trust this public key (64 hex digits) for the table's checkpoints; clears a flag
+        a forged or unenrolled checkpoint set."""
+        await self._execute([self._ensure(table), (
+            "UPDATE floor_tables SET key_hex = ?, flagged = NULL WHERE table_id = ?",
+            (key_hex, table),
+        )])  # fmt: skip
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def keys(self) -> dict[str, str]:
+        rows = await self._query(
+            "SELECT table_id, key_hex FROM floor_tables WHERE key_hex IS NOT NULL"
+        )
+        return {table: key for table, key in rows}
+
+    async def tables(self) -> list[str]:
+        rows = await self._query("SELECT table_id FROM floor_tables ORDER BY table_id")
+        return [table for (table,) in rows]
+
+    async def incomplete(self) -> list[str]:
+        """The tables whose records are not all contiguous from the chain's start (a gap, or
+        the chain walk not caught up)."""
+        rows = await self._query(
+            "SELECT table_id FROM floor_tables WHERE highest_seq IS NOT NULL AND "
+            "(contiguous_upto IS NULL OR contiguous_upto < highest_seq) ORDER BY table_id"
+        )
+        return [table for (table,) in rows]
+
+    async def state(self, table: str, *, with_gaps: bool = True) -> TableState | None:
+        """The table's completeness and proof state, its gaps included (unless not asked)."""
+        rows = await self._query(
+            "SELECT highest_seq, records, duplicates, conflicts, last_heard, contiguous_upto, "
+            "contiguous_hash, verified_upto, signed_upto, broken, pruned_before, key_hex, "
+            "flagged FROM floor_tables WHERE table_id = ?",
+            (table,),
+        )
+        if not rows:
+            return None
+        (high, records, dups, conflicts, heard, cont, cont_hash, verified, signed, broken,
+         pruned, key, flagged) = rows[0]  # fmt: skip
+        progress = Progress(
+            cont, bytes(cont_hash) if cont_hash is not None else None, verified, signed,
+            bool(broken),
+        )  # fmt: skip
+        (problems,) = (await self._query(
+            "SELECT COUNT(*) FROM floor_problems WHERE table_id = ?", (table,)
+        ))[0]  # fmt: skip
+        state = TableState(table, high, records, dups, conflicts, heard, progress, pruned, key,
+                           flagged, problems=problems)  # fmt: skip
+        if with_gaps:
+            state.gaps.extend(await self.gaps(table, state))
+        return state
+
+    async def states(self) -> list[TableState]:
+        """Every table's state, by table id (the floor view's overview)."""
+        found = []
+        for table in await self.tables():
+            state = await self.state(table)
+            if state is not None:
+                found.append(state)
+        return found
+
+    async def gaps(
+        self, table: str, state: TableState | None = None, limit: int = 1000
+    ) -> list[tuple[int, int]]:
+        """The seq ranges missing between the chain's start (seq 0, or the first the table's
+        journal still has) and the highest seq stored."""
+        state = state or await self.state(table)
+        if state is None:
+            return []
+        cont = state.progress.contiguous_upto
+        start = max(cont + 1 if cont is not None else 0, state.pruned_before or 0)
+        base = start - 1  # every seq up to here is stored, or gone from the table's journal
+        found: list[tuple[int, int]] = []
+        first = await self._query(
+            "SELECT MIN(record_seq) FROM messages WHERE table_id = ? AND record_seq > ?",
+            (table, base),
+        )
+        if first and first[0][0] is not None and first[0][0] > start:
+            found.append((start, first[0][0] - 1))
+        rows = await self._query(
+            "SELECT prev + 1, seq - 1 FROM (SELECT record_seq AS seq, LAG(record_seq) OVER "
+            "(ORDER BY record_seq) AS prev FROM messages WHERE table_id = ? AND record_seq > ?) "
+            "AS w WHERE prev IS NOT NULL AND seq > prev + 1 ORDER BY seq LIMIT ?",
+            (table, base, limit),
+        )
+        found.extend((a, b) for a, b in rows)
+        return found
+
+    async def problems(self, table: str, limit: int = 100) -> list[Problem]:
+        rows = await self._query(
+            "SELECT table_id, seq, what, at FROM floor_problems WHERE table_id = ? "
+            "ORDER BY seq, at LIMIT ?",
+            (table, limit),
+        )
+        return [Problem(*row) for row in rows]
+
+    async def records(
+        self, table: str, first: int = 0, last: int = 2**62, limit: int = 10_000
+    ) -> list[Message]:
+        """The table's journal records stored, in seq order, ``first``..``last``."""
+        rows = await self._query(
+            f"{_SELECT} WHERE table_id = ? AND record_seq >= ? AND record_seq <= ? "
+            "ORDER BY record_seq LIMIT ?",
+            (table, first, last, limit),
+        )
+        return [_message(row) for row in rows]
+
+    async def messages(
+        self, table: str, topic: str | None = None, limit: int = 100, kind: Kind | None = None
+    ) -> list[Message]:
+        """The table's newest messages (every kind), newest first; of one topic if given."""
+        where, params = ["table_id = ?"], [table]
+        if topic is not None:
+            where.append("topic = ?")
+            params.append(topic)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        rows = await self._query(
+            f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", (*params, limit)
+        )
+        return [_message(row) for row in rows]
+
+    async def count(self, table: str | None = None) -> int:
+        """Messages stored, of one table or of all."""
+        if table is None:
+            rows = await self._query("SELECT COUNT(*) FROM messages")
+        else:
+            rows = await self._query("SELECT COUNT(*) FROM messages WHERE table_id = ?", (table,))
+        return int(rows[0][0])
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    id {id},
+    table_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq BIGINT,
+    record_seq BIGINT,
+    payload {blob} NOT NULL,
+    retain SMALLINT NOT NULL,
+    republished SMALLINT NOT NULL,
+    redelivered SMALLINT NOT NULL,
+    will SMALLINT NOT NULL,
+    replayed SMALLINT NOT NULL,
+    arrival DOUBLE PRECISION NOT NULL,
+    ts TEXT,
+    chain_prev {blob},
+    chain_hash {blob},
+    chain_ts DOUBLE PRECISION,
+    verdict TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    UNIQUE (table_id, record_seq)
+);
+CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (table_id, topic, id);
+CREATE INDEX IF NOT EXISTS messages_by_table ON messages (table_id, id);
+CREATE TABLE IF NOT EXISTS floor_tables (
+    table_id TEXT PRIMARY KEY,
+    highest_seq BIGINT,
+    records BIGINT NOT NULL DEFAULT 0,
+    duplicates BIGINT NOT NULL DEFAULT 0,
+    conflicts BIGINT NOT NULL DEFAULT 0,
+    last_heard DOUBLE PRECISION,
+    contiguous_upto BIGINT,
+    contiguous_hash {blob},
+    verified_upto BIGINT,
+    signed_upto BIGINT,
+    broken SMALLINT NOT NULL DEFAULT 0,
+    pruned_before BIGINT,
+    key_hex TEXT,
+    flagged TEXT
+);
+CREATE TABLE IF NOT EXISTS floor_problems (
+    table_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    what TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,
+    UNIQUE (table_id, seq, what)
+);
+"""
+
+
+def schema(*, id: str, blob: str) -> list[str]:
+    """The schema's statements in an engine's types."""
+    text = _SCHEMA.format(id=id, blob=blob)
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def open_store(url: str) -> Store:
+    """The store a URL names: ``sqlite:///path/floor.db`` or ``postgresql://user@host/db``.
+    ValueError says what is wrong with it. Call ``open()`` (or ``async with``) before use."""
+    if url.startswith("sqlite:///"):
+        from tableside.floor.sqlite import SqliteStore
+
+        # sqlite:///var/lib/x.db and sqlite:////var/lib/x.db are absolute, sqlite:///./x.db not
+        path = url.removeprefix("sqlite:///")
+        if not path.strip("/"):
+            raise ValueError(f"{url}: name a file, e.g. sqlite:///var/lib/tableside-floor/floor.db")
+        if not path.startswith(("/", "./", "../")):
+            path = "/" + path
+        return SqliteStore(url, path)
+    if url.startswith(("postgresql://", "postgres://")):
+        from tableside.floor.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ValueError(
+        f"{url!r}: a store is sqlite:///PATH (e.g. sqlite:///tmp/floor.db) or postgresql://…"
+    )
