@@ -11,6 +11,7 @@ committed. People's requests (commands by role, docs/commands.md) take the same 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
+from tableside.daemon.metrics import MetricsUnavailable, serving
 from tableside.daemon.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
@@ -193,12 +195,27 @@ class TableDaemon:
             self.table_state = dataclasses.replace(self.table_state, meter_millicents=initial)
         self.ready = asyncio.Event()
         self.rulings = 0
+        #: what the metrics read (daemon/metrics.py): (rule id, clause) and (command, result)
+        self.rulings_by_clause: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.commands_by_result: collections.Counter[tuple[str, str]] = collections.Counter()
         self.handling_errors = 0
         self._tasks: asyncio.TaskGroup | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Until cancelled; with ``[metrics]``, /metrics is served while it runs (an address
+        it cannot listen on stops it before it starts: MetricsUnavailable)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.config.metrics is not None:
+                try:
+                    await stack.enter_async_context(serving(self, self.config.metrics.listen))
+                except MetricsUnavailable:
+                    self.journal.close()
+                    raise
+            await self._run()
+
+    async def _run(self) -> None:
         clean = False
         self.journal.start()
         try:
@@ -406,6 +423,7 @@ class TableDaemon:
         self, rule: Rule, observation: Observation, source: SourceEvent, ts: str
     ) -> None:
         self.rulings += 1
+        self.rulings_by_clause[rule.id, rule.citation] += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
         self.publisher.publish(
             self.topics.ruling,
@@ -655,5 +673,8 @@ class TableDaemon:
             override=override,
         )
         self.publisher.publish(self.topics.command_result, result)
+        self.commands_by_result[
+            result.command or "(unreadable)", "ok" if result.ok else "refused"
+        ] += 1
         if reply is not None:
             self.publisher.respond(reply, result)
