@@ -162,6 +162,7 @@ def test_listen_is_checked_where_it_is_written() -> None:
     )  # off unless asked for
 
 
+@pytest.mark.slow  # starts a process
 def test_run_refuses_a_bad_metrics_flag(tmp_path: Path) -> None:
     config = tmp_path / "t.toml"
     config.write_text(
