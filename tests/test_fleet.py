@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiomqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from pydantic import BaseModel
 
@@ -27,7 +29,7 @@ from tableside.daemon.payloads import (
 )
 
 from .conftest import Mosquitto
-from .hil import stop
+from .hil import _record_dup_flags, stop
 
 FLEET = Path(__file__).parents[1] / "bench" / "fleet.py"
 MODELS: dict[str, type[BaseModel]] = {
@@ -47,32 +49,58 @@ class Heard:
     retain: bool
     payload: bytes
     chain: proof.Chain | None
+    #: the MQTT DUP flag: the broker sent it again after its own delivery went unacknowledged
+    dup: bool = False
 
 
 @dataclass
 class Listener:
-    """MQTT v5, Retain As Published (the retain flag is part of the hash)."""
+    """MQTT v5, Retain As Published (the retain flag is part of the hash); with a client id, a
+    persistent session that connects again when the broker comes back."""
 
     port: int
+    client_id: str | None = None
     heard: dict[str, list[Heard]] = field(default_factory=lambda: defaultdict(list))
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
+    connections: int = 0
 
     async def run(self) -> None:
-        async with aiomqtt.Client(
-            "127.0.0.1", self.port, protocol=aiomqtt.ProtocolVersion.V5
-        ) as client:
-            options = SubscribeOptions(qos=1, retainAsPublished=True)
-            await client.subscribe("tableside/#", options=options)
-            self.subscribed.set()
-            async for m in client.messages:
-                assert isinstance(m.payload, bytes)
-                data = json.loads(m.payload)
-                if data.get("will"):
-                    continue  # the last will repeats a seq, and carries no chain entry
-                chain = proof.Chain.from_properties(getattr(m.properties, "UserProperty", None))
-                self.heard[data["table"]].append(
-                    Heard(data["seq"], str(m.topic), m.retain, m.payload, chain)
-                )
+        while True:
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = 3600 if self.client_id else 0
+            client = aiomqtt.Client(
+                "127.0.0.1", self.port, identifier=self.client_id,
+                protocol=aiomqtt.ProtocolVersion.V5, clean_start=self.client_id is None,
+                properties=properties,
+            )  # fmt: skip
+            dups = _record_dup_flags(client)
+            try:
+                async with client:
+                    self.connections += 1
+                    # retained messages only for a new subscription: not again on reconnecting
+                    options = SubscribeOptions(qos=1, retainAsPublished=True, retainHandling=1)
+                    await client.subscribe("tableside/#", options=options)
+                    self.subscribed.set()
+                    async for m in client.messages:
+                        self._take(m, dups.popleft())
+            except aiomqtt.MqttError:
+                await asyncio.sleep(0.1)
+
+    def _take(self, m: aiomqtt.Message, dup: bool) -> None:
+        assert isinstance(m.payload, bytes)
+        data = json.loads(m.payload)
+        if data.get("will"):
+            return  # the last will repeats a seq, and carries no chain entry
+        chain = proof.Chain.from_properties(getattr(m.properties, "UserProperty", None))
+        self.heard[data["table"]].append(
+            Heard(data["seq"], str(m.topic), m.retain, m.payload, chain, dup)
+        )
+
+
+async def fleet(broker: Mosquitto, out: Path, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, str(FLEET), "--broker", broker.url, "--out", str(out), *args
+    )
 
 
 async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
@@ -82,10 +110,10 @@ async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
     task = asyncio.create_task(listener.run(), name="listener")
     try:
         await asyncio.wait_for(listener.subscribed.wait(), 10)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(FLEET), "--tables", "3", "--rate", "25", "--duration", "2.5",
+        proc = await fleet(
+            mosquitto, tmp_path, "--tables", "3", "--rate", "25", "--duration", "2.5",
             "--daemons", "1", "--checkpoint-interval", "0.5", "--bad-deck-every", "2",
-            "--ramp", "0.3", "--broker", mosquitto.url, "--out", str(tmp_path),
+            "--ramp", "0.3",
         )  # fmt: skip
         assert await asyncio.wait_for(proc.wait(), 60) == 0
         report = json.loads((tmp_path / "fleet.json").read_text(encoding="utf-8"))
@@ -140,3 +168,50 @@ async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
                 "checkpoint"} <= kinds  # fmt: skip
         assert row["checkpoints"] >= 3 and row["rulings"] >= 1
         assert json.loads(heard[-1].payload)["status"] == "offline"  # the last word
+
+
+async def test_the_fleet_rides_out_a_broker_restart(tmp_path: Path) -> None:
+    """The broker stops and starts again mid-run: each table connects again and sends again
+    what was not acknowledged, marked redelivered (its chain entry still holds); a persistent
+    subscriber gets every seq."""
+    (tmp_path / "broker").mkdir()
+    broker = Mosquitto(tmp_path / "broker", persistent=True)
+    broker.start()
+    listener = Listener(broker.port, client_id="auditor-1")
+    task = asyncio.create_task(listener.run(), name="listener")
+    try:
+        await asyncio.wait_for(listener.subscribed.wait(), 10)
+        proc = await fleet(
+            broker, tmp_path, "--tables", "3", "--rate", "40", "--duration", "5", "--ramp", "0.2",
+        )  # fmt: skip
+        async with asyncio.timeout(20):
+            while min(len(listener.heard[f"fleet-000{i}"]) for i in (1, 2, 3)) < 20:
+                await asyncio.sleep(0.02)
+        broker.stop()
+        broker.start()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        report = json.loads((tmp_path / "fleet.json").read_text(encoding="utf-8"))
+        tables = report["tables"]
+        async with asyncio.timeout(20):
+            while not all(
+                {h.seq for h in listener.heard[t]} >= set(range(r["last_seq"] + 1))
+                for t, r in tables.items()
+            ):
+                await asyncio.sleep(0.05)
+    finally:
+        await stop(task)
+        broker.stop()
+    assert listener.connections >= 2
+    for table, row in tables.items():
+        assert row["connections"] >= 2, f"{table} never lost the broker"
+        assert row["unsent"] == 0
+        heard = listener.heard[table]
+        assert {h.seq for h in heard} == set(range(row["last_seq"] + 1))
+        for h in heard:
+            assert h.chain is not None and h.chain.holds(h.seq, h.topic, h.retain, h.payload)
+        # a repeat is marked: redelivered by the table, or the DUP flag of the broker's own resend
+        unmarked = [h.seq for h in heard if b'"redelivered":true' not in h.payload and not h.dup]
+        assert len(unmarked) == len(set(unmarked)), f"{table}: an unmarked duplicate"
+        # each connection after the first journaled an "online" of its own
+        online = [h for h in heard if h.topic.endswith("/status") and b'"online"' in h.payload]
+        assert len({h.seq for h in online}) == row["connections"]
