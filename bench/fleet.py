@@ -30,9 +30,10 @@ first seconds (``--ramp``), so their bursts do not line up.
 simulated shuffler on a loopback socket with faults (rulings), under ``<out>/daemons/``; their
 keys (made as a daemon makes its own, ``proof.load_or_create_key``) are in keys.json too.
 
-At the end ``<out>/fleet.json`` says, per table, the last seq sent (every seq from 0 to it was
-acknowledged by the broker), the messages, redeliveries and reconnections: what a checker needs
-to confirm the floor lost nothing.
+At the end ``<out>/fleet.json`` says, per table, the first and the last seq of this run (every
+seq from one to the other was acknowledged by the broker; a simulated table starts at 0, a
+daemon whose journal is kept in ``<out>`` from an earlier run goes on from it), the messages,
+redeliveries and reconnections: what a checker needs to confirm the floor lost nothing.
 
     .venv/bin/python bench/fleet.py --tables 1000 --rate 2 --duration 60 \\
         --broker mqtt://127.0.0.1:1883 --out /tmp/fleet [--daemons 2]
@@ -50,6 +51,7 @@ import platform
 import random
 import resource
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -540,6 +542,7 @@ async def run_daemon(
         },
     )
     daemon = TableDaemon(config)
+    first = daemon.journal.next_seq  # a journal kept from an earlier run goes on from there
     task = asyncio.create_task(daemon.run(), name=f"daemon.{table_id}")
     try:
         await asyncio.sleep(max(0.0, stop_at - loop.time()))
@@ -549,6 +552,7 @@ async def run_daemon(
         await asyncio.gather(task, sim_task, return_exceptions=True)
     return {
         "daemon": True,
+        "first_seq": first,
         "last_seq": daemon.journal.next_seq - 1,
         "acked_seq": daemon.journal.acked,
         "messages": daemon.publisher.published,
@@ -644,6 +648,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     steady = [lag for t in tables for due, lag in t.stats.lag if due > t0 + ramp + 1]
     report_tables: dict[str, Any] = {
         t.table: {
+            "first_seq": 0,
             "last_seq": t.stats.last_seq,
             "messages": t.stats.messages,
             "redelivered": t.stats.redelivered,
@@ -701,16 +706,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--bad-deck-every",
         type=int,
-        default=10,
-        help="every Nth shuffle counts 51 cards: a ruling (0: never; default 10)",
+        default=5,
+        help="every Nth shuffle counts 51 cards: a ruling (0: never; default 5)",
     )
     p.add_argument("--ramp", type=float, default=5.0, help="tables start over this many s")
     p.add_argument("--seed", type=int, default=None, help="for the start times")
     p.add_argument(
         "--out",
         type=Path,
-        default=Path("bench/results/fleet"),
-        help="keys and the report go here (default bench/results/fleet)",
+        default=Path(tempfile.gettempdir()) / "tableside-fleet",
+        help="the keys and the report go here (default: tableside-fleet in the temp directory)",
     )
     args = p.parse_args(argv)
     for name in ("tables", "daemons"):

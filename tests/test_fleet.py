@@ -139,6 +139,7 @@ async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
         heard = listener.heard[table]
         seqs = [h.seq for h in heard]
         # every seq once, in order, and nothing after the last the report names
+        assert row["first_seq"] == 0
         assert seqs == list(range(row["last_seq"] + 1)), f"{table}: {seqs}"
         if row.get("daemon"):
             continue  # a daemon's chain entries come with the table-proof branch
