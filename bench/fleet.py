@@ -488,30 +488,36 @@ async def run_table(
     start_at: float,
     stop_at: float,
     checkpoint_interval: float,
+    grace: float,
 ) -> None:
     """Round after round at ``rate`` messages/s until ``stop_at`` (loop time); then a last
-    checkpoint and "offline", and a clean disconnect."""
+    checkpoint and "offline", and a clean disconnect. What the broker has not acknowledged
+    ``grace`` seconds after ``stop_at`` (a broker that never came back) stays unsent, and the
+    report says so."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start_at - loop.time()))
     try:
-        table.opening()
-        due = loop.time()
-        next_checkpoint = due + checkpoint_interval
-        rounds = table.rounds()
-        while due < stop_at:
-            next(rounds)
-            if checkpoint_interval > 0 and loop.time() >= next_checkpoint:
-                table.checkpoint()
-                next_checkpoint += checkpoint_interval
-            group = len(table.outbox)
-            table.stats.lag.append((due, max(0.0, loop.time() - due)))
+        async with asyncio.timeout_at(stop_at + grace):
+            table.opening()
+            due = loop.time()
+            next_checkpoint = due + checkpoint_interval
+            rounds = table.rounds()
+            while due < stop_at:
+                next(rounds)
+                if checkpoint_interval > 0 and loop.time() >= next_checkpoint:
+                    table.checkpoint()
+                    next_checkpoint += checkpoint_interval
+                group = len(table.outbox)
+                table.stats.lag.append((due, max(0.0, loop.time() - due)))
+                await link.flush()
+                due += group / rate
+                await asyncio.sleep(max(0.0, min(due, stop_at) - loop.time()))
+            table.checkpoint()
+            table.status("offline")
             await link.flush()
-            due += group / rate
-            await asyncio.sleep(max(0.0, min(due, stop_at) - loop.time()))
-        table.checkpoint()
-        table.status("offline")
-        await link.flush()
-        table.stats.finished = loop.time()
+            table.stats.finished = loop.time()
+    except TimeoutError:
+        pass  # left in the outbox: reported as unsent
     finally:
         await link.close()
 
@@ -629,6 +635,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
                     start_at=t0 + rng.uniform(0, ramp),
                     stop_at=stop_at,
                     checkpoint_interval=args.checkpoint_interval,
+                    grace=args.grace,
                 ),
                 name=f"table.{table.table}",
             )
@@ -642,7 +649,8 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     }
     await asyncio.gather(*jobs, *daemons.values())
     elapsed = loop.time() - t0  # the disconnects included
-    sending = max((t.stats.finished for t in tables), default=t0) - t0
+    finished = [t.stats.finished for t in tables if t.stats.finished]
+    sending = max(finished) - t0 if finished else elapsed
     lags = [lag for t in tables for _, lag in t.stats.lag]
     # after the ramp: every table connected, none still starting
     steady = [lag for t in tables for due, lag in t.stats.lag if due > t0 + ramp + 1]
@@ -709,6 +717,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=5,
         help="every Nth shuffle counts 51 cards: a ruling (0: never; default 5)",
     )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="after the run, seconds to wait for the broker to take what is unsent (default 30)",
+    )
     p.add_argument("--ramp", type=float, default=5.0, help="tables start over this many s")
     p.add_argument("--seed", type=int, default=None, help="for the start times")
     p.add_argument(
@@ -726,8 +740,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("rate", "duration"):
         if getattr(args, name) <= 0:
             p.error(f"--{name} must be more than 0")
-    if args.checkpoint_interval < 0 or args.ramp < 0 or args.bad_deck_every < 0:
-        p.error("--checkpoint-interval, --ramp and --bad-deck-every must be 0 or more")
+    if min(args.checkpoint_interval, args.ramp, args.bad_deck_every, args.grace) < 0:
+        p.error("--checkpoint-interval, --ramp, --bad-deck-every and --grace must be 0 or more")
     return args
 
 
@@ -739,6 +753,9 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / "fleet.json"
     path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     unsent = sum(t.get("unsent", 0) for t in report["tables"].values())
+    never = sum(t["connections"] == 0 for t in report["tables"].values())
+    if never:
+        print(f"fleet: {never} tables never connected to {args.broker}", file=sys.stderr)
     print(
         f"{report['messages']} messages from {args.tables} simulated tables in "
         f"{report['elapsed_s']} s ({report['messages_per_s']}/s), schedule lag p99 "
