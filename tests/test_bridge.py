@@ -186,3 +186,33 @@ async def test_the_bridge_forwards_no_requests_to_the_floor(tmp_path: Path) -> N
         pit.stop()
         floor.stop()
     assert subscriber.topics == [TOPIC]
+
+
+async def test_what_waits_for_the_floor_survives_a_pit_broker_restart(tmp_path: Path) -> None:
+    """The floor broker is down; the pit broker queues for the bridge, on disk; the pit broker
+    restarts (a clean stop) before the floor broker is back: nothing is lost."""
+    pit, floor = pit_and_floor(tmp_path)
+    floor.start()
+    pit.start()
+    subscriber = FloorSubscriber(floor.port)
+    task = asyncio.create_task(subscriber.run(), name="floor.subscriber")
+    try:
+        await until(lambda: subscriber.bridge_state == "1", within=30)
+        stream = Stream()
+        async with table_on(pit) as table:
+            await stream.send(table)
+        await until(lambda: subscriber.seqs == [1], within=30)
+        floor.stop()
+        async with table_on(pit) as table:
+            for _ in range(150):
+                await stream.send(table)
+        pit.stop()
+        pit.start()
+        floor.start()
+        await until(lambda: len(set(subscriber.seqs)) == 151, within=60)
+    finally:
+        await stop(task)
+        pit.stop()
+        floor.stop()
+    assert set(subscriber.seqs) == set(range(1, 152))
+    assert all(subscriber.chains.values())
