@@ -65,6 +65,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 from pydantic import Field
 
 from tableside import __version__
@@ -568,6 +569,85 @@ async def run_daemon(
     }
 
 
+# -- the check: a subscriber that looks for every seq -------------------------------------------
+
+
+class Checker:
+    """A subscriber (MQTT v5, a persistent session, Retain As Published, no retained messages of
+    earlier runs) on ``--check-at``: which seqs of which table arrived, how many twice, and the
+    time from each message's journaling (its chain-ts) to its arrival here."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "mqtt" or not parts.hostname:
+            raise SystemExit(f"fleet: --check-at: expected mqtt://host[:port], got {url!r}")
+        self.host, self.port = parts.hostname, parts.port or 1883
+        self.prefix = prefix
+        self.seqs: dict[str, set[int]] = collections.defaultdict(set)
+        self.received = 0
+        self.duplicates = 0
+        self.lag: list[float] = []
+        self.subscribed = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    async def run(self) -> None:
+        identifier = f"fleet-check-{os.getpid()}"
+        while True:
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = 600
+            client = aiomqtt.Client(
+                self.host, self.port, identifier=identifier, clean_start=False,
+                protocol=aiomqtt.ProtocolVersion.V5, properties=properties,
+            )  # fmt: skip
+            try:
+                async with client:
+                    options = SubscribeOptions(qos=1, retainAsPublished=True, retainHandling=2)
+                    await client.subscribe(f"{self.prefix}/#", options=options)
+                    self.subscribed.set()
+                    async for message in client.messages:
+                        self._take(message)
+            except aiomqtt.MqttError:
+                await asyncio.sleep(0.5)
+
+    def _take(self, message: aiomqtt.Message) -> None:
+        now = time.time()
+        if not isinstance(message.payload, bytes) or "/command/" in str(message.topic):
+            return
+        try:
+            data = json.loads(message.payload)
+            table, seq = str(data["table"]), int(data["seq"])
+        except (ValueError, KeyError, TypeError):
+            return
+        if data.get("will") or data.get("replayed") or data.get("republished"):
+            return  # repeats of a seq by design: the last will, a replay, republished state
+        chain = proof.Chain.from_properties(getattr(message.properties, "UserProperty", None))
+        if chain is not None:
+            self.lag.append(now - chain.ts)
+        self.received += 1
+        if seq in self.seqs[table]:
+            self.duplicates += 1
+        self.seqs[table].add(seq)
+        self.changed.set()
+
+    def missing(self, tables: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+        """Per table, the seqs between its first and last that have not arrived (only those
+        with any)."""
+        gaps = {}
+        for name, row in tables.items():
+            wanted = range(int(row["first_seq"]), int(row["last_seq"]) + 1)
+            lost = len(wanted) - len(self.seqs[name].intersection(wanted))
+            if lost:
+                gaps[name] = lost
+        return gaps
+
+    async def wait_for(self, tables: Mapping[str, Mapping[str, Any]], within: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while self.missing(tables):
+                    self.changed.clear()
+                    await self.changed.wait()
+
+
 # -- the fleet ---------------------------------------------------------------------------------
 
 
@@ -621,6 +701,15 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     for name in daemon_names:  # the key the daemon finds (or makes) in its state directory
         public[name] = proof.public_key_hex(proof.load_or_create_key(out / "daemons" / name))
     (out / "keys.json").write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
+    checker = Checker(args.check_at, args.prefix) if args.check_at else None
+    checking: asyncio.Task[None] | None = None
+    if checker is not None:
+        checking = asyncio.create_task(checker.run(), name="check")
+        try:
+            await asyncio.wait_for(checker.subscribed.wait(), 15)
+        except TimeoutError:
+            checking.cancel()
+            raise SystemExit(f"fleet: --check-at: no broker at {args.check_at}") from None
     t0 = loop.time()  # the keys are made: the clock starts
     stop_at = t0 + args.duration
     jobs: list[asyncio.Task[Any]] = []
@@ -669,6 +758,25 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     }
     for name, task in daemons.items():
         report_tables[name] = task.result()
+    check: dict[str, Any] | None = None
+    if checker is not None and checking is not None:
+        await checker.wait_for(report_tables, args.grace)
+        checking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await checking
+        missing = checker.missing(report_tables)
+        check = {
+            "at": args.check_at,
+            "received": checker.received,
+            "duplicates": checker.duplicates,
+            "missing": sum(missing.values()),
+            "tables_missing_some": dict(sorted(missing.items())[:50]),
+            "journaled_to_received_ms": {
+                "p50": round(percentile(checker.lag, 50) * 1000, 1),
+                "p99": round(percentile(checker.lag, 99) * 1000, 1),
+                "max": round(max(checker.lag, default=0.0) * 1000, 1),
+            },
+        }
     sent = sum(t.stats.messages for t in tables)
     return {
         "what": "bench/fleet.py",
@@ -691,6 +799,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
             "p99_after_ramp": round(percentile(steady, 99) * 1000, 1),
         },
         "keys": str(out / "keys.json"),
+        "check": check,
         "tables": report_tables,
     }
 
@@ -722,6 +831,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=30.0,
         help="after the run, seconds to wait for the broker to take what is unsent (default 30)",
+    )
+    p.add_argument(
+        "--check-at",
+        metavar="URL",
+        help="mqtt://host:port: subscribe there too (before the start) and report every seq "
+        "that did not arrive, and the time from journaling to arrival (e.g. a floor broker)",
     )
     p.add_argument("--ramp", type=float, default=5.0, help="tables start over this many s")
     p.add_argument("--seed", type=int, default=None, help="for the start times")
@@ -756,13 +871,19 @@ def main(argv: list[str] | None = None) -> int:
     never = sum(t["connections"] == 0 for t in report["tables"].values())
     if never:
         print(f"fleet: {never} tables never connected to {args.broker}", file=sys.stderr)
+    if report["check"] is not None:
+        c = report["check"]
+        print(f"check at {c['at']}: {c['received']} received, {c['missing']} missing, "
+              f"{c['duplicates']} twice, journaled → received p99 "
+              f"{c['journaled_to_received_ms']['p99']} ms")  # fmt: skip
     print(
         f"{report['messages']} messages from {args.tables} simulated tables in "
         f"{report['elapsed_s']} s ({report['messages_per_s']}/s), schedule lag p99 "
         f"{report['schedule_lag_ms']['p99']} ms, {unsent} unsent; report {path}"
     )
     structlog.get_logger("tableside.fleet").info("fleet_done", report=str(path))
-    return 1 if unsent else 0
+    lost = report["check"]["missing"] if report["check"] is not None else 0
+    return 1 if unsent or lost else 0
 
 
 if __name__ == "__main__":

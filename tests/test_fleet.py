@@ -113,7 +113,7 @@ async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
         proc = await fleet(
             mosquitto, tmp_path, "--tables", "3", "--rate", "25", "--duration", "2.5",
             "--daemons", "1", "--checkpoint-interval", "0.5", "--bad-deck-every", "2",
-            "--ramp", "0.3",
+            "--ramp", "0.3", "--check-at", mosquitto.url,
         )  # fmt: skip
         assert await asyncio.wait_for(proc.wait(), 60) == 0
         report = json.loads((tmp_path / "fleet.json").read_text(encoding="utf-8"))
@@ -135,6 +135,11 @@ async def test_a_small_fleet_loses_nothing_and_every_chain_holds(
         await stop(task)
 
     assert report["messages"] == sum(r["messages"] for r in tables.values() if not r.get("daemon"))
+    # the fleet's own check (--check-at) saw what this test's subscriber saw
+    check = report["check"]
+    assert check["missing"] == 0 and check["duplicates"] == 0
+    assert check["received"] == sum(r["last_seq"] + 1 for r in tables.values())
+    assert 0 < check["journaled_to_received_ms"]["p99"] < 5000
     for table, row in tables.items():
         heard = listener.heard[table]
         seqs = [h.seq for h in heard]
