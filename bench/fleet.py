@@ -647,6 +647,85 @@ class Checker:
                     self.changed.clear()
                     await self.changed.wait()
 
+    def report(self, url: str, tables: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        missing = self.missing(tables)
+        return {
+            "at": url,
+            "received": self.received,
+            "duplicates": self.duplicates,
+            "missing": sum(missing.values()),
+            "tables_missing_some": dict(sorted(missing.items())[:50]),
+            "journaled_to_received_ms": {
+                "p50": round(percentile(self.lag, 50) * 1000, 1),
+                "p99": round(percentile(self.lag, 99) * 1000, 1),
+                "max": round(max(self.lag, default=0.0) * 1000, 1),
+            },
+        }
+
+
+async def check_only(url: str, prefix: str, grace: float) -> int:
+    """The checker in a process of its own (``--check-only``): "ready" on stdout once
+    subscribed; then the tables' seq ranges (one JSON line on stdin); then its report (one
+    JSON line on stdout). Its own process, because in the fleet's event loop, among a thousand
+    connections, paho reads one packet per turn of the loop and falls behind."""
+    checker = Checker(url, prefix)
+    task = asyncio.create_task(checker.run(), name="check")
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader(limit=2**26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    try:
+        await asyncio.wait_for(checker.subscribed.wait(), 15)
+        print("ready", flush=True)
+        line = await stdin.readline()
+        if not line:
+            return 1  # the fleet went away
+        tables = json.loads(line)
+        await checker.wait_for(tables, grace)
+        print(json.dumps(checker.report(url, tables)), flush=True)
+        return 0
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class CheckProcess:
+    """The fleet's side of ``--check-only``."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, args: argparse.Namespace) -> CheckProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--check-only", args.check_at, "--prefix", args.prefix,
+            "--grace", str(args.grace),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        try:
+            ready = await asyncio.wait_for(proc.stdout.readline(), 20)
+        except TimeoutError:
+            ready = b""
+        if ready.strip() != b"ready":
+            proc.kill()
+            await proc.wait()
+            raise SystemExit(f"fleet: --check-at: no subscription at {args.check_at}")
+        return cls(proc)
+
+    async def result(self, tables: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        ranges = {name: {"first_seq": row["first_seq"], "last_seq": row["last_seq"]}
+                  for name, row in tables.items()}  # fmt: skip
+        self.proc.stdin.write(json.dumps(ranges).encode() + b"\n")
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        await self.proc.wait()
+        if not line:
+            raise SystemExit(f"fleet: the check process ended with status {self.proc.returncode}")
+        report: dict[str, Any] = json.loads(line)
+        return report
+
 
 # -- the fleet ---------------------------------------------------------------------------------
 
@@ -701,15 +780,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     for name in daemon_names:  # the key the daemon finds (or makes) in its state directory
         public[name] = proof.public_key_hex(proof.load_or_create_key(out / "daemons" / name))
     (out / "keys.json").write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
-    checker = Checker(args.check_at, args.prefix) if args.check_at else None
-    checking: asyncio.Task[None] | None = None
-    if checker is not None:
-        checking = asyncio.create_task(checker.run(), name="check")
-        try:
-            await asyncio.wait_for(checker.subscribed.wait(), 15)
-        except TimeoutError:
-            checking.cancel()
-            raise SystemExit(f"fleet: --check-at: no broker at {args.check_at}") from None
+    checker = await CheckProcess.start(args) if args.check_at else None
     t0 = loop.time()  # the keys are made: the clock starts
     stop_at = t0 + args.duration
     jobs: list[asyncio.Task[Any]] = []
@@ -758,25 +829,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     }
     for name, task in daemons.items():
         report_tables[name] = task.result()
-    check: dict[str, Any] | None = None
-    if checker is not None and checking is not None:
-        await checker.wait_for(report_tables, args.grace)
-        checking.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await checking
-        missing = checker.missing(report_tables)
-        check = {
-            "at": args.check_at,
-            "received": checker.received,
-            "duplicates": checker.duplicates,
-            "missing": sum(missing.values()),
-            "tables_missing_some": dict(sorted(missing.items())[:50]),
-            "journaled_to_received_ms": {
-                "p50": round(percentile(checker.lag, 50) * 1000, 1),
-                "p99": round(percentile(checker.lag, 99) * 1000, 1),
-                "max": round(max(checker.lag, default=0.0) * 1000, 1),
-            },
-        }
+    check = await checker.result(report_tables) if checker is not None else None
     sent = sum(t.stats.messages for t in tables)
     return {
         "what": "bench/fleet.py",
@@ -838,6 +891,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="mqtt://host:port: subscribe there too (before the start) and report every seq "
         "that did not arrive, and the time from journaling to arrival (e.g. a floor broker)",
     )
+    p.add_argument("--check-only", metavar="URL", help=argparse.SUPPRESS)  # the check's process
     p.add_argument("--ramp", type=float, default=5.0, help="tables start over this many s")
     p.add_argument("--seed", type=int, default=None, help="for the start times")
     p.add_argument(
@@ -855,6 +909,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("rate", "duration"):
         if getattr(args, name) <= 0:
             p.error(f"--{name} must be more than 0")
+    for name in ("broker", "check_at", "check_only"):
+        url = getattr(args, name)
+        if url is not None and (urlsplit(url).scheme != "mqtt" or not urlsplit(url).hostname):
+            p.error(f"--{name.replace('_', '-')}: expected mqtt://host[:port], got {url!r}")
     if min(args.checkpoint_interval, args.ramp, args.bad_deck_every, args.grace) < 0:
         p.error("--checkpoint-interval, --ramp, --bad-deck-every and --grace must be 0 or more")
     return args
@@ -862,6 +920,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.check_only:
+        return asyncio.run(check_only(args.check_only, args.prefix, args.grace))
     configure_logging("warning")
     _raise_fd_limit(args.tables)
     report = asyncio.run(run_fleet(args))
