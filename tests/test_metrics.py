@@ -162,17 +162,30 @@ def test_listen_is_checked_where_it_is_written() -> None:
     )  # off unless asked for
 
 
-@pytest.mark.slow  # starts a process
-def test_run_refuses_a_bad_metrics_flag(tmp_path: Path) -> None:
+@pytest.mark.slow  # starts processes
+def test_run_refuses_a_bad_metrics_flag_and_a_port_in_use(tmp_path: Path) -> None:
     config = tmp_path / "t.toml"
     config.write_text(
         f'[table]\nid = "t1"\ngame = "caribbean_stud"\nstate_dir = "{tmp_path}"\n'
         '[devices.shuffler]\ndriver = "tableside.shuffler"\nurl = "socket://127.0.0.1:1"\n',
         encoding="utf-8",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "tableside", "run", "--config", str(config), "--metrics", "x"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+
+    def run(metrics: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tableside", "run", "--config", str(config),
+             "--metrics", metrics],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    done = run("x")
     assert done.returncode == 2
     assert "--metrics: expected HOST:PORT (e.g. 127.0.0.1:9464), got 'x'" in done.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run(f"127.0.0.1:{port}")
+    assert done.returncode == 1
+    assert f"tableside: metrics: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
