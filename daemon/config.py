@@ -218,29 +218,6 @@ class JournalConfig(_Strict):
     max_mb: Annotated[float, Field(ge=1)] | None = 2000
 
 
-class MetricsConfig(_Strict):
-    """``[metrics]``: Prometheus metrics on ``http://<listen>/metrics`` (daemon/metrics.py).
-    Without this section the daemon serves none."""
-
-    #: HOST:PORT to listen on, e.g. "127.0.0.1:9464" (127.0.0.1 keeps it to this machine)
-    listen: str
-
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, listen: str) -> str:
-        parse_listen(listen)
-        return listen
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464`` for IPv6) → (host, port); ValueError says what is wrong."""
-    host, sep, port = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9464), got {text!r}")
-    return host, int(port)
-
-
 class ProgressiveConfig(_Strict):
     """Caribbean Stud's progressive pay table (555.13(d)-(e)); amounts in dollars. A table
     below the minimums is refused."""
@@ -364,6 +341,29 @@ class LabClockConfig(_Strict):
 
     def clock(self) -> LabClock:
         return LabClock(self.speed, self.offset_s)
+
+
+class MetricsConfig(_Strict):
+    """``[metrics]``: Prometheus metrics on ``http://<listen>/metrics`` (daemon/metrics.py).
+    Without this section the daemon serves none."""
+
+    #: HOST:PORT to listen on, e.g. "127.0.0.1:9464" (127.0.0.1 keeps it to this machine)
+    listen: str
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, listen: str) -> str:
+        parse_listen(listen)
+        return listen
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9464`` for IPv6) → (host, port); ValueError says what is wrong."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9464), got {text!r}")
+    return host, int(port)
 
 
 class Config(_Strict):

@@ -135,10 +135,10 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
 
 #: modules whose tests run the daemon, a broker or processes: all of them are ``slow``
 _SLOW_MODULES = frozenset({
-    "test_bridge", "test_cli", "test_contract", "test_flood", "test_hil", "test_integrity",
-    "test_link_cuts", "test_lockout", "test_monitor", "test_packaging", "test_reconnect",
-    "test_recovery", "test_replay", "test_requests", "test_security", "test_soak",
-    "test_stopping", "test_systemd", "test_test_clock",
+    "test_cli", "test_contract", "test_flood", "test_hil", "test_integrity", "test_link_cuts",
+    "test_lockout", "test_monitor", "test_packaging", "test_reconnect", "test_recovery",
+    "test_replay", "test_requests", "test_security", "test_soak", "test_stopping",
+    "test_systemd", "test_test_clock",
 })  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiomqtt
+import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -21,6 +22,9 @@ from tableside.daemon.proof import GENESIS, Chain, record_hash
 
 from .conftest import SYSTEMD, Mosquitto
 from .hil import stop, until
+
+#: every test here starts brokers (conftest's fixture does not mark them: they start their own)
+pytestmark = pytest.mark.slow
 
 BRIDGE = "pit-01-bridge"
 TABLE = "cs-01"
