@@ -16,6 +16,7 @@ journal records again, unjournaled, on ``<prefix>/<table>/replay``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -32,6 +33,7 @@ from tableside.daemon import proof
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
+from tableside.daemon.metrics import MetricsUnavailable, serving
 from tableside.daemon.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
@@ -222,6 +224,9 @@ class TableDaemon:
             self.table_state = dataclasses.replace(self.table_state, meter_millicents=initial)
         self.ready = asyncio.Event()
         self.rulings = 0
+        #: what the metrics read (daemon/metrics.py): (rule id, clause) and (command, result)
+        self.rulings_by_clause: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.commands_by_result: collections.Counter[tuple[str, str]] = collections.Counter()
         self.handling_errors = 0
         #: set whenever the rulings' lifecycle moves: the escalation timer looks again
         self._rulings_moved = asyncio.Event()
@@ -230,6 +235,18 @@ class TableDaemon:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Until cancelled; with ``[metrics]``, /metrics is served while it runs (an address
+        it cannot listen on stops it before it starts: MetricsUnavailable)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.config.metrics is not None:
+                try:
+                    await stack.enter_async_context(serving(self, self.config.metrics.listen))
+                except MetricsUnavailable:
+                    self.journal.close()
+                    raise
+            await self._run()
+
+    async def _run(self) -> None:
         clean = False
         self.journal.start()
         try:
@@ -469,6 +486,7 @@ class TableDaemon:
     ) -> RulingRecord:
         """Publish a ruling; returns it as the table tracks it (its id: the message's seq)."""
         self.rulings += 1
+        self.rulings_by_clause[rule.id, rule.citation] += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
         seq = self.publisher.next_seq()
         record = RulingRecord(seq, rule.id, rule.citation, rule.actions, self.journal.clock.now())
@@ -845,5 +863,8 @@ class TableDaemon:
             pruned_before=pruned_before,
         )
         self.publisher.publish(self.topics.command_result, result)
+        self.commands_by_result[
+            result.command or "(unreadable)", "ok" if result.ok else "refused"
+        ] += 1
         if reply is not None:
             self.publisher.respond(reply, result)

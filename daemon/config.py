@@ -40,12 +40,14 @@ __all__ = [
     "ConfigError",
     "DeviceConfig",
     "JournalConfig",
+    "MetricsConfig",
     "ProgressiveConfig",
     "ProofConfig",
     "RulingsConfig",
     "TableConfig",
     "load_config",
     "locate",
+    "parse_listen",
     "state_dir_problems",
     "validate_config",
 ]
@@ -358,6 +360,29 @@ class LabClockConfig(_Strict):
         return LabClock(self.speed, self.offset_s)
 
 
+class MetricsConfig(_Strict):
+    """``[metrics]``: Prometheus metrics on ``http://<listen>/metrics`` (daemon/metrics.py).
+    Without this section the daemon serves none."""
+
+    #: HOST:PORT to listen on, e.g. "127.0.0.1:9464" (127.0.0.1 keeps it to this machine)
+    listen: str
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, listen: str) -> str:
+        parse_listen(listen)
+        return listen
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9464`` for IPv6) → (host, port); ValueError says what is wrong."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9464), got {text!r}")
+    return host, int(port)
+
+
 class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
@@ -366,6 +391,7 @@ class Config(_Strict):
     proof: ProofConfig = ProofConfig()
     test_clock: LabClockConfig | None = None
     progressive: ProgressiveConfig | None = None
+    metrics: MetricsConfig | None = None
     #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)
     pay_tables: dict[str, dict[str, float] | str] = Field(default_factory=dict)
     devices: dict[Annotated[str, Field(pattern=_NAME)], DeviceConfig]

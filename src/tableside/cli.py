@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=URL",
         help="override a device's URL (repeatable)",
     )
+    run.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (overrides [metrics] listen)",
+    )
 
     check = sub.add_parser("check-config", help="validate table config files")
     check.add_argument("files", nargs="+", type=Path)
@@ -312,6 +317,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print("tableside run: --clock-speed must be more than 0", file=sys.stderr)
             return 2
         config = config.model_copy(update={"test_clock": clock})
+    if args.metrics is not None:
+        from tableside.daemon.config import MetricsConfig, parse_listen
+
+        try:
+            parse_listen(args.metrics)
+        except ValueError as exc:
+            print(f"tableside run: --metrics: {exc}", file=sys.stderr)
+            return 2
+        config = config.model_copy(update={"metrics": MetricsConfig(listen=args.metrics)})
     try:
         daemon = TableDaemon(config)
     except RuntimeError as exc:  # a journal that fails its checks, or an unreadable key, says
@@ -326,11 +340,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         from tableside.daemon.journal import JournalError
+        from tableside.daemon.metrics import MetricsUnavailable
 
         failed: list[BaseException] = []
         try:
             await daemon.run()
         except* JournalError as group:  # the disk is full or failing: nothing can be sent
+            failed.extend(group.exceptions)
+        except* MetricsUnavailable as group:  # e.g. the port is taken: said, before starting
             failed.extend(group.exceptions)
         for exc in failed:
             print(f"tableside: {exc}", file=sys.stderr)

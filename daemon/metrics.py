@@ -1,0 +1,233 @@
+"""Prometheus metrics of one table daemon, on ``http://<listen>/metrics`` (``[metrics] listen``
+or ``tableside run --metrics HOST:PORT``; off unless asked for).
+
+Read at scrape time from what the daemon already counts (the journal's seqs, the publisher's
+counters, each device's connection state, the rulings and command results the daemon tallies),
+so nothing on the daemon's path waits on metrics. The registry is this daemon's own, not
+prometheus-client's global one (a test process runs several daemons). The HTTP server runs on
+the daemon's event loop (asyncio, no thread), so a scrape reads the daemon between two of its
+steps, never in the middle of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from tableside import __version__
+from tableside.daemon.config import parse_listen
+from tableside.drivers.events import ConnectionState
+
+if TYPE_CHECKING:
+    from tableside.daemon.app import TableDaemon
+
+__all__ = ["DaemonCollector", "MetricsUnavailable", "registry_for", "serving"]
+
+log = structlog.get_logger("tableside.metrics")
+
+#: a request line and headers longer than this are refused (a scrape sends a few hundred bytes)
+MAX_REQUEST_BYTES = 8192
+#: a client that has not sent its request within this long is dropped
+REQUEST_TIMEOUT_S = 10.0
+
+
+class MetricsUnavailable(RuntimeError):
+    """The metrics endpoint cannot listen where it was told to."""
+
+
+class DaemonCollector(Collector):
+    """Every metric of one daemon, read from it when Prometheus asks."""
+
+    def __init__(self, daemon: TableDaemon) -> None:
+        self.daemon = daemon
+        # journaled in this process: counters start at zero with the process, as Prometheus
+        # expects (the seq itself, which survives restarts, is a gauge)
+        self._first_seq = daemon.journal.next_seq
+
+    def collect(self) -> Iterator[Metric]:
+        d = self.daemon
+        table = d.table
+        journal, publisher = d.journal, d.publisher
+        last_seq = journal.next_seq - 1
+
+        info = GaugeMetricFamily(
+            "tableside_info", "The table this daemon runs (value 1).", labels=["table", "game",
+                                                                            "version"]
+        )  # fmt: skip
+        info.add_metric([table, d.table_facts.game.value, __version__], 1)
+        yield info
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, doc, labels=["table"])
+            family.add_metric([table], value)
+            return family
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, doc, labels=["table"])
+            family.add_metric([table], value)
+            return family
+
+        yield counter(
+            "tableside_messages_journaled",
+            "Messages journaled by this process (each has its own seq).",
+            max(0, journal.next_seq - self._first_seq),
+        )
+        yield counter(
+            "tableside_messages_published",
+            "Journaled messages the broker acknowledged (PUBACK), this process.",
+            publisher.published,
+        )
+        yield counter(
+            "tableside_messages_redelivered",
+            "Messages sent again, marked redelivered, after an unacknowledged send.",
+            publisher.redelivered,
+        )
+        yield gauge("tableside_journal_seq", "The seq of the newest journaled message.", last_seq)
+        yield gauge(
+            "tableside_journal_acked_seq",
+            "The seq up to which the broker acknowledged everything.",
+            journal.acked,
+        )
+        yield gauge(
+            "tableside_journal_backlog",
+            "Messages journaled and not yet acknowledged by the broker.",
+            publisher.pending,
+        )
+        yield gauge(
+            "tableside_broker_connected",
+            "1 while the table is connected to its broker.",
+            int(publisher.connected.is_set()),
+        )
+        yield counter(
+            "tableside_broker_connections",
+            "Connections made to the broker by this process.",
+            publisher.connections,
+        )
+
+        rulings = CounterMetricFamily(
+            "tableside_rulings", "Rulings given, by rule and clause.", labels=["table", "rule",
+                                                                              "clause"]
+        )  # fmt: skip
+        for (rule, clause), n in sorted(d.rulings_by_clause.items()):
+            rulings.add_metric([table, rule, clause], n)
+        yield rulings
+
+        commands = CounterMetricFamily(
+            "tableside_commands",
+            "Requests answered, by command and result (ok or refused).",
+            labels=["table", "command", "result"],
+        )
+        for (command, result), n in sorted(d.commands_by_result.items()):
+            commands.add_metric([table, command, result], n)
+        yield commands
+
+        connection = GaugeMetricFamily(
+            "tableside_device_connection",
+            "Each device's link state: 1 for the state it is in, 0 for the others.",
+            labels=["table", "device", "device_class", "state"],
+        )
+        connected = GaugeMetricFamily(
+            "tableside_device_connected",
+            "1 while the device's link is up and answering.",
+            labels=["table", "device", "device_class"],
+        )
+        events = CounterMetricFamily(
+            "tableside_device_events",
+            "Events the device reported, this process.",
+            labels=["table", "device", "device_class"],
+        )
+        for name, rt in sorted(d.devices.items()):
+            cls = rt.driver.device_class
+            for state in ConnectionState:
+                connection.add_metric([table, name, cls, state.value], int(rt.connection is state))
+            connected.add_metric(
+                [table, name, cls], int(rt.connection is ConnectionState.CONNECTED)
+            )
+            events.add_metric([table, name, cls], rt.events)
+        yield connection
+        yield connected
+        yield events
+        yield counter(
+            "tableside_handling_errors",
+            "Device events whose handling failed (each logged with its traceback).",
+            d.handling_errors,
+        )
+
+
+def registry_for(daemon: TableDaemon) -> CollectorRegistry:
+    """A registry of its own holding this daemon's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DaemonCollector(daemon))
+    return registry
+
+
+def _response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+async def _answer(
+    registry: CollectorRegistry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """One request, one response, then close (HTTP/1.1 with ``Connection: close``)."""
+    try:
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            writer.write(_response("431 Request Header Fields Too Large", b"request too large\n"))
+            return
+        except (asyncio.IncompleteReadError, TimeoutError):
+            return  # the client went away, or never asked
+        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+        path = rest.split(" ", 1)[0].split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            writer.write(_response("405 Method Not Allowed", b"GET /metrics\n"))
+        elif path != "/metrics":
+            writer.write(_response("404 Not Found", b"metrics are at /metrics\n"))
+        else:
+            body = generate_latest(registry)
+            response = _response("200 OK", body, CONTENT_TYPE_LATEST)
+            if method == "HEAD":
+                response = response[: len(response) - len(body)]
+            writer.write(response)
+        await writer.drain()
+    except ConnectionError:
+        pass  # the scraper hung up first
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def serving(daemon: TableDaemon, listen: str) -> AsyncIterator[asyncio.Server]:
+    """Serve ``/metrics`` for ``daemon`` on ``listen`` (HOST:PORT) until the block ends;
+    MetricsUnavailable says why it cannot listen there."""
+    host, port = parse_listen(listen)
+    registry = registry_for(daemon)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _answer(registry, reader, writer)
+
+    try:
+        server = await asyncio.start_server(answer, host, port, limit=MAX_REQUEST_BYTES)
+    except OSError as exc:
+        raise MetricsUnavailable(f"metrics: cannot listen on {listen}: {exc.strerror}") from exc
+    log.info("metrics_listening", url=f"http://{listen}/metrics")
+    try:
+        yield server
+    finally:
+        server.close()
+        await server.wait_closed()
