@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 from collections.abc import Mapping
@@ -217,6 +218,10 @@ class TableDaemon:
                 if self.notifier.watchdog_interval:
                     tg.create_task(self._watchdog(self.notifier.watchdog_interval), name="watchdog")
                 await asyncio.sleep(0)  # the device and broker tasks have started
+                # What start-up made (modules, models, the restored table) lives as long as the
+                # daemon: out of the collector's sight, so that a full collection scans only
+                # what came since (measured: a 13 ms pause every few thousand events before).
+                gc.freeze()
                 self.ready.set()
                 self._notify(self.notifier.ready, f"table {self.table}: started")
                 log.info("daemon_started", table=self.table, devices=list(self.devices))
@@ -245,7 +250,7 @@ class TableDaemon:
     async def _settle(self) -> None:
         """Everything journaled so far is committed (a driver acknowledges its device's frame
         only after this: the device may then forget the event, the table will not)."""
-        await self.journal.wait_durable(self.journal.next_seq - 1)
+        await self.journal.wait_committed(self.journal.next_seq - 1)
 
     def _restore(self) -> dict[str, int]:
         """The table as the journal last saw it: retained state to send again, what each device

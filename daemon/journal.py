@@ -373,11 +373,31 @@ class Journal:
         # the writer thread and a prune() called from outside never share a transaction
         self._db_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        # the mark file's own thread: the newest committed (seq, hash) it has yet to write
+        self._mark_thread: threading.Thread | None = None
+        self._mark_due: tuple[int, bytes] | None = None
+        self._mark_cv = threading.Condition()
+        self._mark_stop = False
+        # checkpoints run on their own thread and connection, never in a commit
+        self._checkpoint_thread: threading.Thread | None = None
+        self._checkpoint_due = threading.Event()
+        self._checkpoint_stop = False
+        #: the checkpoint thread copied what it found; the writer copies the tail committed
+        #: since (a few pages), so that its next commit starts the WAL over
+        self._tail_due = False
+        self._wal_bytes = 0  # about how much the writer committed since it asked for one
+        self.checkpoint_idle_bytes = 1 << 20
+        self.checkpoint_busy_bytes = 8 << 20
+        self.checkpoints = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cache: collections.deque[Record] = collections.deque()
         self._durable_changed = asyncio.Event()
+        self._committed_changed = asyncio.Event()
         self.failed: asyncio.Future[None] | None = None
         self.next_seq = 0
+        #: committed by SQLite (survives a power cut): what a device's ACK waits for
+        self.committed_seq = -1
+        #: committed *and* in the mark file: what the publisher may send
         self.durable_seq = -1
         self.acked = -1
         self._acked_written = -1
@@ -423,7 +443,7 @@ class Journal:
             raise self._corrupt(f"{len(problems)} problem(s): {listed}", lost=lost)
         self._conn = conn
         self.next_seq = summary["last_seq"] + 1
-        self.durable_seq = summary["last_seq"]
+        self.durable_seq = self.committed_seq = summary["last_seq"]
         self.acked = self._acked_written = self.recovered_acked = summary["acked"]
         self._last_hash = bytes.fromhex(summary["last_hash"])
         self.clock = RunClock(not_before=summary["newest_ts"], test=self.test_clock)
@@ -474,7 +494,20 @@ class Journal:
             self.open()
         self._loop = asyncio.get_running_loop()
         self.failed = self._loop.create_future()
+        assert self._conn is not None
+        # SQLite would checkpoint inside the commit that crosses 1000 pages, and the device's
+        # ACK would wait for it: the checkpoint thread does it instead (docs/journal.md)
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._mark_stop = self._checkpoint_stop = False
+        self._mark_thread = threading.Thread(target=self._mark_loop, name="journal-mark",
+                                             daemon=True)  # fmt: skip
+        self._checkpoint_thread = threading.Thread(
+            target=self._checkpoint_loop, args=(_connect(self.path),), name="journal-checkpoint",
+            daemon=True,
+        )  # fmt: skip
         self._thread = threading.Thread(target=self._write_loop, name="journal-writer", daemon=True)
+        self._mark_thread.start()
+        self._checkpoint_thread.start()
         self._thread.start()
 
     def close(self) -> None:
@@ -483,6 +516,17 @@ class Journal:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._mark_thread is not None:  # writes the last mark due, then stops
+            with self._mark_cv:
+                self._mark_stop = True
+                self._mark_cv.notify()
+            self._mark_thread.join()
+            self._mark_thread = None
+        if self._checkpoint_thread is not None:
+            self._checkpoint_stop = True
+            self._checkpoint_due.set()
+            self._checkpoint_thread.join()
+            self._checkpoint_thread = None
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._write_acked(self._conn)
@@ -506,11 +550,24 @@ class Journal:
             batch = [item for item in items if item is not None]
             stopping = len(batch) < len(items)
             try:
+                if self._tail_due:
+                    self._tail_due = False
+                    with self._db_lock:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 if batch:
                     self._commit(conn, batch)
-                elif self.acked != self._acked_written:
-                    with self._db_lock:
-                        self._write_acked(conn)
+                    # Idle (nothing queued) with a megabyte in the WAL, or busy with eight:
+                    # the checkpoint thread copies it into the main file meanwhile.
+                    if self._wal_bytes >= self.checkpoint_busy_bytes or (
+                        self._wal_bytes >= self.checkpoint_idle_bytes and self._queue.empty()
+                    ):
+                        self._request_checkpoint()
+                else:
+                    if self.acked != self._acked_written:
+                        with self._db_lock:
+                            self._write_acked(conn, sync=False)
+                    if self._wal_bytes:  # half a second quiet: the WAL goes into the main file
+                        self._request_checkpoint()
                 if time.monotonic() - last_prune > self.prune_every_s:
                     last_prune = time.monotonic()
                     self._say_wall_offset()
@@ -524,10 +581,65 @@ class Journal:
         latest = {r.key: r for r in batch if r.key is not None}
         with self._db_lock:
             self._commit_locked(conn, batch, latest)
-        # Before the publisher may send it: a seq the broker has seen is always in the mark.
-        self.mark.write(batch[-1].seq, batch[-1].hash)
         self.commits += 1
-        self._tell_loop(self._on_durable, batch[-1].seq)
+        last = batch[-1]
+        # about what the WAL grew by: the records, their hashes, ``latest``, page headers
+        self._wal_bytes += sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
+        # Committed: the devices may be acknowledged. The mark thread writes and syncs the
+        # mark meanwhile, and only then may the publisher send (a seq the broker has seen is
+        # always in the mark); the next commit does not wait for it.
+        self._tell_loop(self._on_committed, last.seq)
+        with self._mark_cv:
+            self._mark_due = (last.seq, last.hash)
+            self._mark_cv.notify()
+
+    def _mark_loop(self) -> None:
+        """Writes the newest committed (seq, hash) to the mark file, one ``fdatasync`` for
+        whatever was committed while the previous one ran."""
+        while True:
+            with self._mark_cv:
+                while self._mark_due is None and not self._mark_stop:
+                    self._mark_cv.wait()
+                due, self._mark_due = self._mark_due, None
+            if due is None:
+                return  # stopping, and nothing left to write
+            try:
+                self.mark.write(*due)
+            except Exception as exc:
+                log.critical("journal_mark_failed", path=str(self.mark.path), error=str(exc))
+                self._tell_loop(self._fail, JournalError(f"journal mark {self.mark.path}: {exc}"))
+                return
+            self._tell_loop(self._on_durable, due[0])
+
+    def _request_checkpoint(self) -> None:
+        self._wal_bytes = 0
+        self._checkpoint_due.set()
+
+    def _checkpoint_loop(self, conn: sqlite3.Connection) -> None:
+        """PASSIVE checkpoints on a connection of their own: they copy committed pages from the
+        WAL into the main file while the writer goes on committing (they never take the write
+        lock), and the WAL starts over at the first commit after one that caught up."""
+        try:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            while True:
+                self._checkpoint_due.wait()
+                self._checkpoint_due.clear()
+                if self._checkpoint_stop:
+                    return
+                try:
+                    # Again while the writer committed meanwhile (each pass has less to copy):
+                    # the WAL starts over only at a commit that finds it all copied, and it is
+                    # reused, not grown (an fsync of a file that grows costs more).
+                    _busy, frames, copied = conn.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)"
+                    ).fetchall()[0]
+                    self.checkpoints += 1
+                    if copied >= frames:
+                        self._tail_due = True
+                except sqlite3.Error as exc:  # not a loss: the pages stay in the WAL
+                    log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))
+        finally:
+            conn.close()
 
     def _commit_locked(
         self, conn: sqlite3.Connection, batch: list[Record], latest: dict[str, Record]
@@ -552,9 +664,18 @@ class Journal:
                 conn.execute("ROLLBACK")
             raise
 
-    def _write_acked(self, conn: sqlite3.Connection) -> None:
+    def _write_acked(self, conn: sqlite3.Connection, *, sync: bool = True) -> None:
+        """``meta.acked`` on its own. Without ``sync`` it costs no fsync (the writer, idle, does
+        this): the next commit's fsync makes it durable, and until then a crash only sends the
+        records since again, marked ``redelivered`` (it is written lazily anyway)."""
         acked = self.acked
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
+        if not sync:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
+        finally:
+            if not sync:
+                conn.execute("PRAGMA synchronous=FULL")
         self._acked_written = acked
 
     def _say_wall_offset(self) -> None:
@@ -627,6 +748,10 @@ class Journal:
         with contextlib.suppress(RuntimeError):  # the loop has already closed
             loop.call_soon_threadsafe(callback, arg)
 
+    def _on_committed(self, seq: int) -> None:
+        self.committed_seq = max(self.committed_seq, seq)
+        self._committed_changed.set()
+
     def _on_durable(self, seq: int) -> None:
         self.durable_seq = max(self.durable_seq, seq)
         self._durable_changed.set()
@@ -664,10 +789,17 @@ class Journal:
                 self._cache.popleft()
 
     async def wait_durable(self, seq: int) -> None:
-        """Until the record ``seq`` has been committed."""
+        """Until the record ``seq`` has been committed and is in the mark (may be sent)."""
         while self.durable_seq < seq:
             self._durable_changed.clear()
             await self._durable_changed.wait()
+
+    async def wait_committed(self, seq: int) -> None:
+        """Until the record ``seq`` has been committed: it survives a crash and a power cut.
+        A device's frame is acknowledged after this (the mark is not waited for)."""
+        while self.committed_seq < seq:
+            self._committed_changed.clear()
+            await self._committed_changed.wait()
 
     async def read_from(self, seq: int, limit: int) -> list[Record]:
         """Committed records from ``seq`` on, at most ``limit``; from memory when it has them."""

@@ -299,6 +299,7 @@ async def test_export_writes_every_record_as_json(
 ) -> None:
     path = tmp_path / "journal.sqlite"
     (await make(path, 12)).close()
+    capsys.readouterr()  # the journal's own log lines (structlog's default is stdout)
     assert main(["journal", "export", str(path), "--from-seq", "3", "--to-seq", "5"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["seq"] for x in lines] == [3, 4, 5]
