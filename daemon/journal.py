@@ -741,9 +741,8 @@ class Journal:
             budget = self.max_mb * 1_000_000 * 0.9
             if used > budget:
                 lo, hi = _seq_range(conn)
-                # seqs have no gaps (verify says so)
-                count = 0 if lo is None or hi is None else hi - lo + 1
-                if count:
+                if lo is not None and hi is not None:
+                    count = hi - lo + 1  # seqs have no gaps (verify says so)
                     excess = int(count * (1 - budget / used)) + 1
                     limit_seq = max(limit_seq, min(lo + excess - 1, acked))
                     if lo + excess - 1 > acked:
