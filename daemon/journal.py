@@ -403,11 +403,6 @@ class Journal:
         # the writer thread and a prune() called from outside never share a transaction
         self._db_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        # the mark file's own thread: the newest committed (seq, hash) it has yet to write
-        self._mark_thread: threading.Thread | None = None
-        self._mark_due: tuple[int, bytes] | None = None
-        self._mark_cv = threading.Condition()
-        self._mark_stop = False
         # checkpoints run on their own thread and connection, never in a commit
         self._checkpoint_thread: threading.Thread | None = None
         self._checkpoint_due = threading.Event()
@@ -528,15 +523,12 @@ class Journal:
         # SQLite would checkpoint inside the commit that crosses 1000 pages, and the device's
         # ACK would wait for it: the checkpoint thread does it instead (docs/journal.md)
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        self._mark_stop = self._checkpoint_stop = False
-        self._mark_thread = threading.Thread(target=self._mark_loop, name="journal-mark",
-                                             daemon=True)  # fmt: skip
+        self._checkpoint_stop = False
         self._checkpoint_thread = threading.Thread(
             target=self._checkpoint_loop, args=(_connect(self.path),), name="journal-checkpoint",
             daemon=True,
         )  # fmt: skip
         self._thread = threading.Thread(target=self._write_loop, name="journal-writer", daemon=True)
-        self._mark_thread.start()
         self._checkpoint_thread.start()
         self._thread.start()
 
@@ -546,12 +538,6 @@ class Journal:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
-        if self._mark_thread is not None:  # writes the last mark due, then stops
-            with self._mark_cv:
-                self._mark_stop = True
-                self._mark_cv.notify()
-            self._mark_thread.join()
-            self._mark_thread = None
         if self._checkpoint_thread is not None:
             self._checkpoint_stop = True
             self._checkpoint_due.set()
@@ -615,31 +601,12 @@ class Journal:
         last = batch[-1]
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         self._wal_bytes += sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
-        # Committed: the devices may be acknowledged. The mark thread writes and syncs the
-        # mark meanwhile, and only then may the publisher send (a seq the broker has seen is
-        # always in the mark); the next commit does not wait for it.
+        # Committed: the devices may be acknowledged now, while the mark is written and
+        # synced; only then may the publisher send (a seq the broker has seen is always in the
+        # mark). A device's next frame arrives meanwhile, and goes in the next commit.
         self._tell_loop(self._on_committed, last.seq)
-        with self._mark_cv:
-            self._mark_due = (last.seq, last.hash)
-            self._mark_cv.notify()
-
-    def _mark_loop(self) -> None:
-        """Writes the newest committed (seq, hash) to the mark file, one ``fdatasync`` for
-        whatever was committed while the previous one ran."""
-        while True:
-            with self._mark_cv:
-                while self._mark_due is None and not self._mark_stop:
-                    self._mark_cv.wait()
-                due, self._mark_due = self._mark_due, None
-            if due is None:
-                return  # stopping, and nothing left to write
-            try:
-                self.mark.write(*due)
-            except Exception as exc:
-                log.critical("journal_mark_failed", path=str(self.mark.path), error=str(exc))
-                self._tell_loop(self._fail, JournalError(f"journal mark {self.mark.path}: {exc}"))
-                return
-            self._tell_loop(self._on_durable, due[0])
+        self.mark.write(last.seq, last.hash)
+        self._tell_loop(self._on_durable, last.seq)
 
     def _request_checkpoint(self) -> None:
         self._wal_bytes = 0
