@@ -357,6 +357,9 @@ async def run_idle(variant: Variant, broker: str) -> dict[str, Any]:
     }
 
 
+RICH = re.compile(r"\|\s+rich\.console$", re.M)  # an import of rich that loaded its parts
+
+
 def import_time(env: dict[str, str] | None) -> dict[str, float]:
     """``python -X importtime -c 'import tableside.daemon.app'``: its cumulative µs, and the
     wall time of that process against ``python -c pass``."""
@@ -373,7 +376,7 @@ def import_time(env: dict[str, str] | None) -> dict[str, float]:
     walls = [wall("import tableside.daemon.app")[0] - wall("pass")[0] for _ in range(3)]
     return {"import_app_s": round(cumulative[0] / 1e6, 3) if cumulative else -1.0,
             "import_app_wall_s": round(statistics.median(walls), 3),
-            "imports_rich": float("rich" in trace)}  # fmt: skip
+            "imports_rich": float(bool(RICH.search(trace)))}  # fmt: skip
 
 
 def daemon_config(directory: Path, broker: str, devices: int, flooding: bool = False) -> Path:

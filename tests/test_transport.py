@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import selectors
 import socket
 import threading
@@ -93,6 +94,23 @@ async def test_partial_writes_leave_no_writer_spinning(pty: tuple[int, str]) -> 
         loop.set_exception_handler(None)
 
 
+def _fill(fd: int) -> int:
+    """Fill the line behind the transport's back until it *stays* full. A pty takes what is
+    written into a flip buffer that a kernel worker moves on to the other side later: the first
+    EAGAIN can come while that move is pending, and room appears a moment after (what made this
+    test fail under ``pytest -n 2``, where the worker runs late). Full is when the fd is still
+    not writable after half a second."""
+    filled = 0
+    while True:
+        try:
+            filled += os.write(fd, b"\x00" * 1024)
+            continue
+        except BlockingIOError:
+            pass
+        if not select.select([], [fd], [], 0.5)[1]:
+            return filled
+
+
 async def test_write_into_a_full_kernel_buffer_does_not_block_the_loop(
     pty: tuple[int, str],
 ) -> None:
@@ -102,12 +120,7 @@ async def test_write_into_a_full_kernel_buffer_does_not_block_the_loop(
     _reader, writer = await open_transport(path)
     fd = writer.transport.get_extra_info("serial").fileno()
     try:
-        filled = 0
-        while True:  # fill the line behind the transport's back
-            try:
-                filled += os.write(fd, b"\x00" * 1024)
-            except BlockingIOError:
-                break
+        filled = _fill(fd)
         data = b"after the flood"
         ticked = asyncio.Event()
         asyncio.get_running_loop().call_soon(ticked.set)
