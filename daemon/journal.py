@@ -6,9 +6,13 @@ One SQLite file per table, ``<state_dir>/<table>/journal.sqlite``, in WAL mode w
 Appending never blocks the event loop. The loop numbers a record (its ``seq``), chains its hash
 to the previous record and hands it to a dedicated writer thread, which commits whatever has
 queued up in one transaction (group commit: one fsync for a burst of events, not one each —
-docs/journal.md has the measured rates that decided this). The publisher sends only records
-the writer has committed (``durable_seq``), so the broker never has a message the journal could
-forget, and ``seq`` continues from the journal after any restart without a gap.
+docs/journal.md has the measured rates that decided this). A device's frame is acknowledged
+once its record is committed (``committed_seq``, ``wait_committed``); the publisher sends only
+records that are also in the mark file (``durable_seq``), so the broker never has a message the
+journal could forget, and ``seq`` continues from the journal after any restart without a gap.
+Nothing else runs in the commit's path: checkpoints are a thread of their own (SQLite's
+automatic one is off), the mark is written after the devices are told (docs/journal.md, "What
+the commit path holds").
 
 Tamper evidence: each record's hash covers the previous record's hash, its seq, time, topic,
 retain flag and payload. ``verify()`` recomputes the chain and finds an edited, inserted or
