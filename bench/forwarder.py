@@ -1,48 +1,105 @@
 """The baseline for bench/latency.py: a bare pty → MQTT forwarder, no rules, no models.
 
-It does only what any bridge must: read the line, find frames (the same sans-IO decoder), ACK
-them so the device goes on, and publish each one. Whatever tableside adds on top of this is
-the cost of the product.
+It does only what any bridge must: read the line, find frames, ACK each one so the device goes
+on, and publish it (QoS 1, awaiting the PUBACK). Whatever tableside adds on top of this is the
+cost of the product. Independent of tableside: its own minimal framing (start byte 0xA5, LEN,
+SEQ, TYPE, payload, CRC-16/CCITT-FALSE: docs/protocols/shuffler.md), nothing imported from
+the daemon, so a change to the daemon's decoder cannot move the baseline.
+
+One task per ``--pty``; frames from the n-th go to ``<topic>/<n>``. ``--ready-topic``: publish
+``online`` there once connected (for cold-start timing).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import binascii
 import json
+import os
+import termios
+import tty
 from urllib.parse import urlsplit
 
 import aiomqtt
 
-from tableside.drivers.framing import ACK, Frame, FrameDecoder, NeedData
-from tableside.drivers.messages import MessageSet
-from tableside.drivers.shuffler import protocol as p
-from tableside.drivers.transport import open_transport
+START, ACK, NAK, SHUFFLE_COMPLETE = 0xA5, 0x06, 0x15, 0x23
 
 
-async def forward(pty: str, broker: str, topic: str, protocol: MessageSet) -> None:
-    parts = urlsplit(broker)
-    reader, writer = await open_transport(pty)
-    decoder = FrameDecoder()
-    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883) as client:
-        while data := await reader.read(4096):
-            decoder.feed(data)
-            while not isinstance(frame := decoder.next_event(), NeedData):
-                if not isinstance(frame, Frame) or frame.type in (ACK, 0x15):
-                    continue
-                writer.write(Frame(seq=frame.seq, type=ACK).to_bytes())
-                message = protocol.decode(frame)
-                shuffle_id = getattr(message, "shuffle_id", None)
+def frame(seq: int, kind: int, payload: bytes = b"") -> bytes:
+    body = bytes((len(payload), seq, kind)) + payload
+    return bytes((START,)) + body + binascii.crc_hqx(body, 0xFFFF).to_bytes(2, "big")
+
+
+def frames(buffer: bytearray) -> list[tuple[int, int, bytes]]:
+    """Whole intact frames at the front of ``buffer`` (taken out of it): (seq, type, payload).
+    Garbage and damaged frames are skipped a byte at a time."""
+    found: list[tuple[int, int, bytes]] = []
+    while True:
+        start = buffer.find(START)
+        if start < 0:
+            buffer.clear()
+            return found
+        del buffer[:start]
+        if len(buffer) < 6 or len(buffer) < 6 + buffer[1]:
+            return found
+        end = 6 + buffer[1]
+        body, crc = bytes(buffer[1 : end - 2]), int.from_bytes(buffer[end - 2 : end], "big")
+        if binascii.crc_hqx(body, 0xFFFF) != crc:
+            del buffer[:1]
+            continue
+        found.append((body[1], body[2], body[3:]))
+        del buffer[:end]
+
+
+async def open_pty(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    tty.setraw(fd)
+    termios.tcflush(fd, termios.TCIOFLUSH)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(fd), "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.Protocol, os.fdopen(fd, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    return reader, writer
+
+
+async def forward_one(path: str, client: aiomqtt.Client, topic: str) -> None:
+    reader, writer = await open_pty(path)
+    buffer = bytearray()
+    while data := await reader.read(4096):
+        buffer += data
+        for seq, kind, payload in frames(buffer):
+            if kind in (ACK, NAK):
+                continue
+            writer.write(frame(seq, ACK))
+            if kind == SHUFFLE_COMPLETE and len(payload) >= 4:
+                shuffle_id = int.from_bytes(payload[:4], "big")
                 await client.publish(topic, json.dumps({"shuffle_id": shuffle_id}), qos=1)
+
+
+async def forward(ptys: list[str], broker: str, topic: str, ready_topic: str | None) -> None:
+    parts = urlsplit(broker)
+    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883) as client:
+        if ready_topic:
+            await client.publish(ready_topic, "online", qos=1, retain=True)
+        async with asyncio.TaskGroup() as tg:
+            for n, path in enumerate(ptys):
+                tg.create_task(forward_one(path, client, f"{topic}/{n}"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pty", required=True)
+    parser.add_argument("--pty", required=True, action="append")
     parser.add_argument("--broker", required=True)
     parser.add_argument("--topic", default="bench/raw")
+    parser.add_argument("--ready-topic")
     args = parser.parse_args()
-    asyncio.run(forward(args.pty, args.broker, args.topic, p.PROTOCOL))
+    asyncio.run(forward(args.pty, args.broker, args.topic, args.ready_topic))
 
 
 if __name__ == "__main__":

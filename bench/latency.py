@@ -1,20 +1,39 @@
-"""Latency: a frame written by the device → the message in a subscriber's hands.
+"""Latency, throughput and start-up: tableside against a bare forwarder, side by side.
 
 Runs, in one launch, the same device traffic through
-  * ``tableside run`` (the real daemon, as a user starts it, in its own process), and
-  * ``bench/forwarder.py`` (a bare pty → aiomqtt forwarder: the baseline),
-and prints p50/p90/p99/max for each, plus the daemon's CPU time per event.
+  * ``tableside run`` (the real daemon, as a user starts it, in its own process),
+  * ``bench/forwarder.py`` (a bare pty → aiomqtt forwarder with its own minimal framing: the
+    baseline), and
+  * with ``--before COMMIT``, ``tableside run`` of that commit (``git archive`` into a
+    temporary folder, run from there),
+alternating (``--rounds``), so drift on a shared machine hits each.
 
 The device side (this process) speaks the shuffler protocol over a real pty with the shipped
-link layer; each ShuffleComplete's write time and its arrival at an MQTT subscriber (also in
-this process) are read from CLOCK_MONOTONIC, which every process on the machine shares.
+link layer: a frame's ACK is what lets the device send the next (tableside ACKs after the
+journal's durable commit). Each ShuffleComplete's write time and its arrival at an MQTT
+subscriber (also in this process) are read from CLOCK_MONOTONIC, which every process on the
+machine shares. CPU is the process's user + system time from /proc.
 
-    .venv/bin/python bench/latency.py --events 5000
+Modes:
 
-``--flood`` measures fairness instead: the daemon gets a second shuffler ("flooder"), the
-shipped simulator in its own process on a second pty, sending valid Status frames back to back
-without waiting for their ACKs for the whole run (its "flood" fault); the figures are those of
-the first device's events, sent every ``--interval`` s meanwhile (the baseline is not run).
+* latency (default): one device, an event every ``--interval`` s: p50 / p90 / p99 / p99.9 /
+  max, the slowest events, CPU per event::
+
+    .venv/bin/python bench/latency.py --events 5000 --before a715e1c
+
+* ``--throughput S``: ``--devices`` devices sending back to back (each frame waits for its
+  ACK) for S seconds: events/s a subscriber received, and the backlog (written, not yet
+  received) at the first and last second, which must not grow::
+
+    .venv/bin/python bench/latency.py --throughput 30 --devices 8 --before a715e1c
+
+* ``--idle``: cold start to ``online`` on the broker, RSS after 5 s idle with the device
+  connected, and the import time of ``tableside.daemon.app`` (``python -X importtime``)::
+
+    .venv/bin/python bench/latency.py --idle --rounds 5 --before a715e1c
+
+* ``--flood``: a second device floods (the shipped simulator's "flood" fault); the figures are
+  the first device's (tableside only)::
 
     .venv/bin/python bench/latency.py --flood --events 1000 --interval 0.02 --rounds 1
 
@@ -25,16 +44,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,10 +78,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Device:
-    """The device end: answers the host's queries, sends timed ShuffleComplete frames."""
+    """The device end: answers the host's queries, sends ShuffleComplete frames."""
 
-    def __init__(self, endpoint: PtyEndpoint) -> None:
+    def __init__(self, endpoint: PtyEndpoint, number: int) -> None:
         self.endpoint = endpoint
+        self.number = number
         self.link: FramedLink | None = None
         self.queries: asyncio.Queue[p.Identity | p.Status] = asyncio.Queue()
 
@@ -77,6 +99,21 @@ class Device:
             assert self.link is not None
             await self.link.send(reply)
 
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FramedLink]:
+        async with self.endpoint.streams() as (reader, writer):
+            self.link = FramedLink(reader, writer, p.PROTOCOL, self.on_message,
+                                   name=f"bench-device-{self.number}",
+                                   policy=ArqPolicy(ack_timeout=1.0, retries=3))  # fmt: skip
+            tasks = [asyncio.create_task(self.link.run()),
+                     asyncio.create_task(self.answer_queries())]  # fmt: skip
+            try:
+                yield self.link
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
 
 async def start_flooder() -> tuple[asyncio.subprocess.Process, str]:
     """The shipped shuffler simulator in its own process (so its writing does not slow this
@@ -92,110 +129,259 @@ async def start_flooder() -> tuple[asyncio.subprocess.Process, str]:
     return proc, path
 
 
-async def run_variant(
-    name: str,
-    command: Callable[..., list[str]],
-    topic: str,
-    broker: str,
-    events: int,
-    warmup: int,
-    interval: float,
-    ready_topic: str | None,
+class Variant:
+    """A process under test: how to start it on some ptys, and where its messages appear."""
+
+    def __init__(
+        self, name: str, argv: Callable[[list[str]], list[str]], topic: str, ready: str,
+        env: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        self.name, self.argv, self.topic, self.ready, self.env = name, argv, topic, ready, env
+
+    async def start(self, ptys: list[str]) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *self.argv(ptys), stdout=subprocess.DEVNULL, env=self.env
+        )
+
+
+def shuffle_id_of(payload: bytes) -> int | None:
+    data = json.loads(payload)
+    found = data.get("shuffle_id", data.get("data", {}).get("shuffle_id"))
+    return found if isinstance(found, int) else None
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    found = {f"p{q * 100:g}_ms": round(pct(q), 3) for q in (0.5, 0.9, 0.99, 0.999)}
+    return {
+        **found,
+        "max_ms": round(ordered[-1], 3),
+        "mean_ms": round(statistics.fmean(ordered), 3),
+    }
+
+
+async def run_latency(
+    variant: Variant, broker: str, events: int, warmup: int, interval: float,
     flooding: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     endpoint = PtyEndpoint()
     flooder = await start_flooder() if flooding else None
-    device = Device(endpoint)
+    device = Device(endpoint, 0)
     parts = urlsplit(broker)
     sent: dict[int, int] = {}
     received: dict[int, int] = {}
     all_in = asyncio.Event()
     total = warmup + events
-    async with endpoint.streams() as (reader, writer):
-        link = FramedLink(
-            reader,
-            writer,
-            p.PROTOCOL,
-            device.on_message,
-            name="bench-device",
-            policy=ArqPolicy(ack_timeout=1.0, retries=3),
-        )
-        device.link = link
-        async with aiomqtt.Client(parts.hostname or "", parts.port or 1883) as sub:
-            await sub.subscribe(topic, qos=1)
-            if ready_topic:
-                await sub.subscribe(ready_topic, qos=1)
+    async with (
+        device.running() as link,
+        aiomqtt.Client(parts.hostname or "", parts.port or 1883) as sub,
+    ):
+        await sub.subscribe(variant.topic, qos=1)
 
-            async def collect() -> None:
-                async for message in sub.messages:
-                    now = time.monotonic_ns()
-                    assert isinstance(message.payload, bytes)
-                    data = json.loads(message.payload)
-                    if ready_topic and message.topic.matches(ready_topic):
-                        continue
-                    shuffle_id = data.get("shuffle_id", data.get("data", {}).get("shuffle_id"))
-                    if shuffle_id in sent and shuffle_id not in received:
-                        received[shuffle_id] = now
-                        if len(received) == total:
-                            all_in.set()
+        async def collect() -> None:
+            async for message in sub.messages:
+                now = time.monotonic_ns()
+                assert isinstance(message.payload, bytes)
+                shuffle_id = shuffle_id_of(message.payload)
+                if shuffle_id in sent and shuffle_id not in received:
+                    received[shuffle_id] = now
+                    if len(received) == total:
+                        all_in.set()
 
-            async with asyncio.TaskGroup() as tg:
-                tasks = [
-                    tg.create_task(link.run()),
-                    tg.create_task(device.answer_queries()),
-                    tg.create_task(collect()),
-                ]
-                ptys = [endpoint.path] + ([flooder[1]] if flooder else [])
-                proc = await asyncio.create_subprocess_exec(
-                    *command(*ptys), stdout=subprocess.DEVNULL
-                )
-                try:
-                    await asyncio.sleep(2.0)  # the process opens the pty and its broker link
+        collector = asyncio.create_task(collect())
+        proc = await variant.start([endpoint.path] + ([flooder[1]] if flooder else []))
+        try:
+            await asyncio.sleep(2.0)  # the process opens the pty and its broker link
+            cpu_before = cpu_seconds(proc.pid)
+            started = time.monotonic()
+            for i in range(1, total + 1):
+                if i == warmup + 1:
                     cpu_before = cpu_seconds(proc.pid)
                     started = time.monotonic()
-                    for i in range(1, total + 1):
-                        if i == warmup + 1:
-                            cpu_before = cpu_seconds(proc.pid)
-                            started = time.monotonic()
-                        sent[i] = time.monotonic_ns()
-                        await link.send(p.ShuffleComplete(i, 52))
-                        await asyncio.sleep(interval)
-                    await asyncio.wait_for(all_in.wait(), 120)
-                    elapsed = time.monotonic() - started
-                    cpu = cpu_seconds(proc.pid) - cpu_before
-                finally:
-                    proc.terminate()
-                    await proc.wait()
-                    for task in tasks:
-                        task.cancel()
+                sent[i] = time.monotonic_ns()
+                await link.send(p.ShuffleComplete(i, 52))
+                await asyncio.sleep(interval)
+            await asyncio.wait_for(all_in.wait(), 120)
+            elapsed = time.monotonic() - started
+            cpu = cpu_seconds(proc.pid) - cpu_before
+        finally:
+            proc.terminate()
+            await proc.wait()
+            collector.cancel()
     if flooder is not None:
         flooder[0].terminate()
         await flooder[0].wait()
-    latencies = sorted((received[i] - sent[i]) / 1e6 for i in range(warmup + 1, total + 1))
-
-    def pct(q: float) -> float:
-        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
-
+    measured = range(warmup + 1, total + 1)
+    worst = sorted(measured, key=lambda i: sent[i] - received[i])[:10]
     return {
-        "variant": name,
-        "events": len(latencies),
-        "p50_ms": round(pct(0.50), 3),
-        "p90_ms": round(pct(0.90), 3),
-        "p99_ms": round(pct(0.99), 3),
-        "max_ms": round(latencies[-1], 3),
-        "mean_ms": round(statistics.fmean(latencies), 3),
+        "variant": variant.name,
+        "mode": "flood" if flooding else "latency",
+        "events": len(measured),
+        **percentiles([(received[i] - sent[i]) / 1e6 for i in measured]),
         "cpu_s": round(cpu, 3),
-        "cpu_per_event_us": round(cpu / len(latencies) * 1e6, 1),
+        "cpu_per_event_us": round(cpu / len(measured) * 1e6, 1),
         "cpu_share_of_one_core": round(cpu / elapsed, 3),
-        "rate_per_s": round(len(latencies) / elapsed, 1),
-        "flooded": flooding,
+        "rate_per_s": round(len(measured) / elapsed, 1),
+        "load": round(os.getloadavg()[0], 2),
+        # the slowest events: when each was written (CLOCK_MONOTONIC ns) and its latency
+        "worst": [[sent[i], round((received[i] - sent[i]) / 1e6, 3)] for i in worst],
     }
 
 
-def daemon_config(directory: Path, broker: str, flooding: bool = False) -> Path:
-    path = directory / "bench.toml"
-    path.write_text(
-        f"""
+async def run_throughput(
+    variant: Variant, broker: str, devices: int, seconds: float, warmup: float
+) -> dict[str, Any]:
+    """Every device sends back to back for ``warmup`` + ``seconds``; counted over ``seconds``."""
+    endpoints = [PtyEndpoint() for _ in range(devices)]
+    parts = urlsplit(broker)
+    sent: dict[int, int] = {}
+    received: dict[int, int] = {}
+    written = 0
+    stop = asyncio.Event()
+    async with contextlib.AsyncExitStack() as stack:
+        links = [await stack.enter_async_context(Device(e, n).running())
+                 for n, e in enumerate(endpoints)]  # fmt: skip
+        sub = await stack.enter_async_context(
+            aiomqtt.Client(parts.hostname or "", parts.port or 1883, max_queued_incoming_messages=0)
+        )
+        await sub.subscribe(variant.topic, qos=1)
+
+        async def collect() -> None:
+            async for message in sub.messages:
+                now = time.monotonic_ns()
+                assert isinstance(message.payload, bytes)
+                shuffle_id = shuffle_id_of(message.payload)
+                if shuffle_id in sent and shuffle_id not in received:
+                    received[shuffle_id] = now
+
+        async def send(n: int, link: FramedLink) -> None:
+            nonlocal written
+            k = 0
+            while not stop.is_set():
+                k += 1
+                shuffle_id = n * 10_000_000 + k
+                sent[shuffle_id] = time.monotonic_ns()
+                await link.send(p.ShuffleComplete(shuffle_id, 52))
+                written += 1
+
+        collector = asyncio.create_task(collect())
+        proc = await variant.start([e.path for e in endpoints])
+        try:
+            await asyncio.sleep(2.0 + devices * 0.2)  # the process opens the ptys and its broker
+            senders = [asyncio.create_task(send(n, link)) for n, link in enumerate(links)]
+            await asyncio.sleep(warmup)
+            samples = []  # (time, written, received, cpu)
+            started = time.monotonic()
+            while (now := time.monotonic()) < started + seconds + 0.5:
+                samples.append((now, written, len(received), cpu_seconds(proc.pid)))
+                await asyncio.sleep(1.0)
+            stop.set()
+            await asyncio.gather(*senders, return_exceptions=True)
+        finally:
+            proc.terminate()
+            await proc.wait()
+            collector.cancel()
+    (t0, w0, r0, c0), (t1, w1, r1, c1) = samples[0], samples[-1]
+    window = [(received[i] - sent[i]) / 1e6 for i in received
+              if t0 * 1e9 <= sent[i] <= t1 * 1e9]  # fmt: skip
+    return {
+        "variant": variant.name,
+        "mode": "throughput",
+        "devices": devices,
+        "seconds": round(t1 - t0, 1),
+        "events_per_s": round((r1 - r0) / (t1 - t0)),
+        "written_per_s": round((w1 - w0) / (t1 - t0)),
+        "backlog_first": w0 - r0,
+        "backlog_last": w1 - r1,
+        "backlog_max": max(w - r for _, w, r, _ in samples),
+        "cpu_per_event_us": round((c1 - c0) / max(1, r1 - r0) * 1e6, 1),
+        "cpu_share_of_one_core": round((c1 - c0) / (t1 - t0), 3),
+        "load": round(os.getloadavg()[0], 2),
+        **(percentiles(window) if window else {}),
+    }
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def run_idle(variant: Variant, broker: str) -> dict[str, Any]:
+    """Spawn → ``online`` on the broker; RSS after 5 s idle with the device connected."""
+    endpoint = PtyEndpoint()
+    parts = urlsplit(broker)
+    async with (
+        Device(endpoint, 0).running(),
+        aiomqtt.Client(parts.hostname or "", parts.port or 1883) as sub,
+    ):
+        online = asyncio.Event()
+
+        async def collect() -> None:
+            async for message in sub.messages:
+                if isinstance(message.payload, bytes) and b"online" in message.payload:
+                    online.set()
+
+        collector = asyncio.create_task(collect())
+        await sub.subscribe(variant.ready, qos=1)
+        await asyncio.sleep(0.2)  # no retained "online" left from an earlier run (cleared)
+        online.clear()
+        spawned = time.monotonic()
+        proc = await variant.start([endpoint.path])
+        try:
+            await asyncio.wait_for(online.wait(), 30)
+            cold = time.monotonic() - spawned
+            await asyncio.sleep(5.0)
+            cpu0 = cpu_seconds(proc.pid)
+            await asyncio.sleep(5.0)
+            idle_cpu = (cpu_seconds(proc.pid) - cpu0) / 5.0
+            rss = rss_mib(proc.pid)
+        finally:
+            proc.terminate()
+            await proc.wait()
+            collector.cancel()
+            # the retained "online"/"offline" goes, so the next start is seen afresh
+            await sub.publish(variant.ready, b"", qos=1, retain=True)
+    return {
+        "variant": variant.name,
+        "mode": "idle",
+        "cold_start_s": round(cold, 3),
+        "idle_rss_mib": round(rss, 1),
+        "idle_cpu_share": round(idle_cpu, 4),
+        "load": round(os.getloadavg()[0], 2),
+    }
+
+
+RICH = re.compile(r"\|\s+rich\.console$", re.M)  # an import of rich that loaded its parts
+
+
+def import_time(env: dict[str, str] | None) -> dict[str, float]:
+    """``python -X importtime -c 'import tableside.daemon.app'``: its cumulative µs, and the
+    wall time of that process against ``python -c pass``."""
+
+    def wall(code: str, *flags: str) -> tuple[float, str]:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, *flags, "-c", code], env=env, check=True,
+                              capture_output=True, text=True)  # fmt: skip
+        return time.perf_counter() - t0, done.stderr
+
+    _, trace = wall("import tableside.daemon.app", "-X", "importtime")
+    cumulative = [int(m.group(1)) for m in re.finditer(
+        r"^import time:\s+\d+ \|\s+(\d+) \| tableside\.daemon\.app$", trace, re.M)]  # fmt: skip
+    walls = [wall("import tableside.daemon.app")[0] - wall("pass")[0] for _ in range(3)]
+    return {"import_app_s": round(cumulative[0] / 1e6, 3) if cumulative else -1.0,
+            "import_app_wall_s": round(statistics.median(walls), 3),
+            "imports_rich": float(bool(RICH.search(trace)))}  # fmt: skip
+
+
+def daemon_config(directory: Path, broker: str, devices: int, flooding: bool = False) -> Path:
+    path = directory / f"bench-{devices}.toml"
+    text = f"""
 [table]
 id = "bench"
 game = "caribbean_stud"
@@ -203,20 +389,42 @@ state_dir = "{directory / "state"}"
 
 [broker]
 url = "{broker}"
-
-[devices.shuffler]
+"""
+    for n in range(devices):
+        text += f"""
+[devices.shuffler{n}]
+driver = "tableside.shuffler"
+url = "/dev/null"
+heartbeat_timeout_s = 30
+max_frames_per_s = 100000  # the bench measures the daemon, not its flood limit
+"""
+    if flooding:
+        text += """
+[devices.flooder]
 driver = "tableside.shuffler"
 url = "/dev/null"
 heartbeat_timeout_s = 30
 """
-    )
-    if flooding:
-        with path.open("a") as f:
-            f.write(
-                '\n[devices.flooder]\ndriver = "tableside.shuffler"\nurl = "/dev/null"\n'
-                "heartbeat_timeout_s = 30\n"
-            )
+    path.write_text(text)
     return path
+
+
+def head_commit() -> str:
+    where = Path(__file__).resolve().parent
+    done = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def before_tree(commit: str, directory: Path) -> dict[str, str]:
+    """``commit`` unpacked into ``directory``; the environment that runs it instead of this
+    tree (its ``src`` first on the path)."""
+    root = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(root), "archive", commit], check=True,
+                             capture_output=True).stdout  # fmt: skip
+    directory.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return {**os.environ, "PYTHONPATH": str(directory / "src")}
 
 
 async def main() -> None:
@@ -229,9 +437,13 @@ async def main() -> None:
     parser.add_argument("--broker", help="use this broker instead of starting a Mosquitto")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument(
-        "--flood", action="store_true", help="a second device floods; tableside only"
-    )
+    parser.add_argument("--before", metavar="COMMIT", help="also run tableside at this commit")
+    parser.add_argument("--no-baseline", action="store_true", help="tableside only")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--flood", action="store_true", help="a second device floods")
+    mode.add_argument("--throughput", type=float, metavar="S", help="back to back for S s")
+    mode.add_argument("--idle", action="store_true", help="cold start, idle RSS, import time")
+    parser.add_argument("--devices", type=int, default=1, help="--throughput: devices at once")
     args = parser.parse_args()
 
     mosquitto = None
@@ -242,87 +454,73 @@ async def main() -> None:
             exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
             port = free_port()
             conf = directory / "mosquitto.conf"
-            conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            conf.write_text(
+                f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                "max_queued_messages 0\n"
+            )
             mosquitto = await asyncio.create_subprocess_exec(
                 exe, "-c", str(conf), stderr=subprocess.DEVNULL
             )
             broker = f"mqtt://127.0.0.1:{port}"
             await asyncio.sleep(0.5)
         try:
-            config = daemon_config(directory, broker, args.flood)
+            devices = args.devices if args.throughput else 1
+            config = daemon_config(directory, broker, devices, args.flood)
+            variants = []
+            if not (args.flood or args.no_baseline):
+                variants.append(Variant(
+                    "baseline",
+                    lambda ptys: [sys.executable, str(HERE / "forwarder.py"), "--broker", broker,
+                                  "--ready-topic", "bench/raw-status",
+                                  *(x for pty in ptys for x in ("--pty", pty))],
+                    "bench/raw/+", "bench/raw-status"))  # fmt: skip
 
-            def tableside(pty: str, flooder: str | None = None) -> list[str]:
-                extra = ["--device", f"flooder={flooder}"] if flooder else []
-                return [sys.executable, "-m", "tableside", "--log-level", "warning", "run",
-                        "--config", str(config), "--device", f"shuffler={pty}",
-                        *extra]  # fmt: skip
-
-            def baseline(pty: str) -> list[str]:
-                return [
-                    sys.executable,
-                    str(HERE / "forwarder.py"),
-                    "--broker",
-                    broker,
-                    "--pty",
-                    pty,
-                ]
-
-            results = []
-            for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both
+            def tableside(ptys: list[str]) -> list[str]:
                 if args.flood:
-                    results.append(await run_variant(
-                        "flooded", tableside, "tableside/bench/device/shuffler/event", broker,
-                        args.events, args.warmup, args.interval, None, flooding=True))  # fmt: skip
-                    continue
-                results.append(
-                    await run_variant(
-                        "baseline",
-                        baseline,
-                        "bench/raw",
-                        broker,
-                        args.events,
-                        args.warmup,
-                        args.interval,
-                        None,
-                    )
-                )
-                results.append(await run_variant(
-                    "tableside", tableside, "tableside/bench/device/shuffler/event", broker,
-                    args.events, args.warmup, args.interval, None))  # fmt: skip
+                    named = [f"shuffler0={ptys[0]}", f"flooder={ptys[1]}"]
+                else:
+                    named = [f"shuffler{n}={pty}" for n, pty in enumerate(ptys)]
+                flags = [x for d in named for x in ("--device", d)]
+                return [sys.executable, "-m", "tableside", "--log-level", "warning", "run",
+                        "--config", str(config), *flags]  # fmt: skip
+
+            variants.append(Variant("tableside", tableside, "tableside/bench/device/+/event",
+                                    "tableside/bench/status"))  # fmt: skip
+            if args.before:
+                env = before_tree(args.before, directory / "before")
+                variants.append(Variant(f"tableside@{args.before}", tableside,
+                                        "tableside/bench/device/+/event",
+                                        "tableside/bench/status", env))  # fmt: skip
+            results: list[dict[str, Any]] = []
+            for round_ in range(args.rounds):
+                for variant in variants:
+                    # a fresh journal each time: every variant starts from the same state
+                    shutil.rmtree(directory / "state", ignore_errors=True)
+                    if args.idle:
+                        r = await run_idle(variant, broker)
+                        if variant.name != "baseline":
+                            r.update(import_time(variant.env))
+                    elif args.throughput:
+                        r = await run_throughput(variant, broker, devices, args.throughput, 3.0)
+                    else:
+                        r = await run_latency(variant, broker, args.events, args.warmup,
+                                              args.interval, args.flood)  # fmt: skip
+                    r["round"] = round_ + 1
+                    results.append(r)
+                    shown = {k: v for k, v in r.items() if k not in ("worst", "variant")}
+                    print(f"{variant.name:<20} {shown}", flush=True)
         finally:
             if mosquitto is not None:
                 mosquitto.terminate()
                 await mosquitto.wait()
-    header = (
-        f"{'variant':<10} {'events':>6} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} "
-        f"{'max ms':>8} {'CPU µs/ev':>10} {'core':>6}"
-    )
-    print(header)
-    for r in results:
-        print(
-            f"{r['variant']:<10} {r['events']:>6} {r['p50_ms']:>8.3f} {r['p90_ms']:>8.3f} "
-            f"{r['p99_ms']:>8.3f} {r['max_ms']:>8.3f} {r['cpu_per_event_us']:>10.1f} "
-            f"{r['cpu_share_of_one_core']:>6.3f}"
-        )
-
-    if args.flood:
-        print(f"p99 of the other device's events under flood: {results[-1]['p99_ms']} ms")
-
-    def median(variant: str, key: str) -> float:
-        return float(statistics.median(r[key] for r in results if r["variant"] == variant))
-
-    for key in ("p50_ms", "p99_ms", "cpu_per_event_us") if not args.flood else ():
-        base, ours = median("baseline", key), median("tableside", key)
-        print(f"median {key}: baseline {base:.3f}, tableside {ours:.3f}, added {ours - base:+.3f}")
     meta = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "interval_s": args.interval,
-        "warmup": args.warmup,
-        "rounds": args.rounds,
-        "events": args.events,
-        "flood": args.flood,
+        "commit": head_commit(),
+        "before": args.before,
+        "argv": sys.argv[1:],
+        "load_at_end": os.getloadavg(),
     }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")

@@ -19,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 from collections.abc import Mapping
@@ -270,6 +271,13 @@ class TableDaemon:
                     name="proof.checkpoints",
                 )
                 await asyncio.sleep(0)  # the device and broker tasks have started
+                # What start-up made (modules, models, the restored table) lives as long as the
+                # daemon: out of the collector's sight, so that a full collection scans only
+                # what came since (measured: a 13 ms pause every few thousand events before).
+                # Collected first, so that no garbage is frozen with it (a process that runs
+                # the daemon more than once, as the tests do, would keep it for good).
+                gc.collect()
+                gc.freeze()
                 self.ready.set()
                 self._notify(self.notifier.ready, f"table {self.table}: started")
                 log.info("daemon_started", table=self.table, devices=list(self.devices))
@@ -299,7 +307,7 @@ class TableDaemon:
     async def _settle(self) -> None:
         """Everything journaled so far is committed (a driver acknowledges its device's frame
         only after this: the device may then forget the event, the table will not)."""
-        await self.journal.wait_durable(self.journal.next_seq - 1)
+        await self.journal.wait_committed(self.journal.next_seq - 1)
 
     def _restore(self) -> dict[str, int]:
         """The table as the journal last saw it: retained state to send again, what each device

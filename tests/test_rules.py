@@ -230,3 +230,25 @@ def test_every_clause_of_the_index_is_enforced_somewhere() -> None:
         c for c in missing if not any(x.startswith(c) for x in cited | set(ENFORCED_ELSEWHERE))
     }
     assert not missing, sorted(missing)
+
+
+def _literal_eq(rule: object) -> bool:
+    from tableside.rules.model import FactRef, FieldRef, Rule
+
+    assert isinstance(rule, Rule)
+    return all(w.op == "==" and not isinstance(w.value, (FactRef, FieldRef)) for w in rule.when)
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if _literal_eq(r)], ids=lambda r: r.id)
+def test_rules_indexed_by_trigger_rule_as_every_row_tried(rule: object) -> None:
+    """The engine tries an observation against its own kind's rows only: it finds each rule an
+    observation made to satisfy it triggers, and exactly what trying every row finds."""
+    from tableside.rules.model import Rule
+
+    assert isinstance(rule, Rule)
+    observation = Observation(rule.trigger, "dev", {w.field: w.value for w in rule.when})
+    for game in rule.games:
+        facts = TableFacts(game=game)
+        indexed = evaluate(facts, observation)
+        assert rule in [r.rule for r in indexed]
+        assert indexed == evaluate(facts, observation, list(RULES))

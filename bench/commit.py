@@ -1,0 +1,189 @@
+"""The journal's commit path as a device sees it: append a record, wait for what the device's ACK
+waits for, then the next (one frame in flight per device, as on the link).
+
+For each journal (this tree's ``daemon/journal.py`` and, with ``--before COMMIT``, the file of
+that commit loaded beside it), in turn, ``--rounds`` times:
+
+* **one device**: ``--records`` records one after the other, each waited for;
+* **8 devices**: eight tasks doing the same at once (group commit across devices);
+
+and prints records/s and the wait's p50 / p99 / p99.9 / max, and where the writer thread's time
+went: the SQLite transaction (its fsync, and any checkpoint SQLite runs inside it), the mark
+file's write and ``fdatasync``, and how many commits ran a checkpoint (the WAL started over
+after them).
+
+    .venv/bin/python bench/commit.py --records 5000 --before a715e1c
+
+Journals go in a temporary folder under ``--dir`` (default /tmp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import structlog
+
+from tableside.daemon import journal as current
+
+ROOT = Path(__file__).resolve().parent.parent
+PAYLOAD = b'{"event":"stack_dispensed","data":{' + b'"x":1,' * 55 + b'"end":0}}'  # ~400 bytes
+
+
+def load_before(commit: str) -> ModuleType:
+    """``daemon/journal.py`` as it was at ``commit``, as a module of its own."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{commit}:daemon/journal.py"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    spec = importlib.util.spec_from_loader(f"journal_{commit}", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    exec(compile(source, f"{commit}:daemon/journal.py", "exec"), module.__dict__)
+    return module
+
+
+class Phases:
+    """Times the writer thread's transaction and mark write, by wrapping them."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.txn: list[float] = []
+        self.mark: list[float] = []
+        journal_cls, mark_cls = module.Journal, module.Mark
+        commit, write = journal_cls._commit_locked, mark_cls.write
+
+        def timed_commit(j: Any, conn: Any, batch: Any, latest: Any) -> None:
+            t0 = time.perf_counter()
+            commit(j, conn, batch, latest)
+            self.txn.append((time.perf_counter() - t0) * 1e3)
+
+        def timed_write(m: Any, seq: int, digest: bytes) -> None:
+            t0 = time.perf_counter()
+            write(m, seq, digest)
+            self.mark.append((time.perf_counter() - t0) * 1e3)
+
+        journal_cls._commit_locked = timed_commit
+        mark_cls.write = timed_write
+
+
+QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
+
+
+def wal_header(wal: Path) -> bytes:
+    with wal.open("rb") as f:
+        return f.read(32)
+
+
+def wal_size(wal: Path) -> int:
+    return wal.stat().st_size
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+async def run(
+    module: ModuleType, phases: Phases, work: Path, records: int, devices: int
+) -> dict[str, Any]:
+    path = Path(tempfile.mkdtemp(dir=work)) / "journal.sqlite"
+    journal = module.Journal(path, "bench")
+    journal.open()
+    journal.start()
+    # what the driver's ACK waits for (daemon/app.py ``_settle``)
+    settle = getattr(journal, "wait_committed", journal.wait_durable)
+    wal = Path(f"{path}-wal")
+    phases.txn.clear()
+    phases.mark.clear()
+    waits: list[float] = []
+    restarts = 0
+    header = b""
+    lock = asyncio.Lock()
+
+    async def device(name: str) -> None:
+        nonlocal restarts, header
+        for _ in range(records // devices):
+            t0 = time.perf_counter()
+            async with lock:  # numbering is the event loop's (one append at a time anyway)
+                seq = journal.next_seq
+                journal.append(seq, f"tableside/bench/device/{name}/event", PAYLOAD,
+                               retain=False, key=f"d/{name}#e")  # fmt: skip
+            await settle(seq)
+            waits.append((time.perf_counter() - t0) * 1e3)
+            if devices == 1:  # the WAL's salt changes when it starts over after a checkpoint
+                now = wal_header(wal)
+                restarts += now != header and header != b""
+                header = now
+            journal.mark_acked(journal.durable_seq)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(device(f"d{i}") for i in range(devices)))
+    elapsed = time.perf_counter() - started
+    await journal.wait_durable(journal.next_seq - 1)
+    commits = journal.commits
+    wal_mib = wal_size(wal) / 2**20
+    journal.close()
+    return {
+        "devices": devices,
+        "records": len(waits),
+        "per_s": round(len(waits) / elapsed),
+        "wait_ms": {k: round(pct(waits, q), 3) for k, q in QUANTILES},
+        "commits": commits,
+        "txn_ms": {k: round(pct(phases.txn, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
+        "mark_ms": {k: round(pct(phases.mark, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
+        "wal_restarts": restarts if devices == 1 else None,
+        "wal_mib": round(wal_mib, 1),
+        "checkpoints_off_path": getattr(journal, "checkpoints", None),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--before", help="also measure daemon/journal.py of this commit")
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    variants: list[tuple[str, ModuleType]] = []
+    if args.before:
+        variants.append((args.before, load_before(args.before)))
+    variants.append(("this tree", current))
+    phases = {name: Phases(module) for name, module in variants}
+    results = []
+    print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="tableside-commit-") as tmp:
+        for round_ in range(args.rounds):
+            for devices in (1, 8):
+                for name, module in variants:  # alternate, so drift hits both
+                    r = await run(module, phases[name], Path(tmp), args.records, devices)
+                    r.update(journal=name, round=round_ + 1, load=round(os.getloadavg()[0], 2))
+                    results.append(r)
+                    w, t, m = r["wait_ms"], r["txn_ms"], r["mark_ms"]
+                    print(
+                        f"{name:<10} devices {devices}  {r['per_s']:>6}/s  wait p50 {w['p50']:.2f}"
+                        f"  p99 {w['p99']:.2f}  p99.9 {w['p99.9']:.2f}  max {w['max']:.2f} ms"
+                        f"  commits {r['commits']}  txn p50/max {t['p50']:.2f}/{t['max']:.2f}"
+                        f"  mark p50/max {m['p50']:.2f}/{m['max']:.2f}"
+                        f"  WAL restarts {r['wal_restarts']}, {r['wal_mib']} MiB  load {r['load']}"
+                    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
