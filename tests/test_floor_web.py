@@ -19,6 +19,7 @@ from playwright.async_api import Page, expect
 from tableside.floor.web.app import Commander, WebApp, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
+from tableside.rules.rows import RULES
 from tests.browser import chromium
 
 pytestmark = pytest.mark.slow
@@ -32,14 +33,15 @@ def _msg(table: str, seq: int, **body: Any) -> bytes:
     return json.dumps(base | body).encode()
 
 
+#: a real row of the rules (any row will do: these tests are about the page, not the rules)
+ROW = next(r for r in RULES if r.actions and r.affects == "all")
 RULING = {
-    "rule_id": "cs.shuffler_miscount", "game": "caribbean_stud",
-    "clause": "58 Pa. Code § 555.5(b)", "words": "If the shuffler counts other than 52 cards…",
-    "summary": "The counting shuffler found other than 52 cards: remove the deck.",
-    "actions": ["remove_deck"], "affected": ["all"],
+    "rule_id": ROW.id, "game": "caribbean_stud", "clause": ROW.citation, "words": ROW.words,
+    "summary": ROW.summary, "actions": [str(a) for a in ROW.actions], "affected": ["all"],
     "event": {"device": "shuffler", "event": "shuffle_complete", "seq": 4, "data": {}},
     "round": 1,
 }  # fmt: skip
+ACTION = str(ROW.actions[0])
 
 
 @dataclass
@@ -110,10 +112,10 @@ async def test_a_table_appears_live_and_a_ruling_joins_the_queue(floor: Floor) -
         given = time.monotonic()
         floor.app.message("tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
         row = page.locator("tr.ruling[data-ruling='cs-01-5']")
-        await expect(row).to_contain_text("§ 555.5(b)", timeout=1000)
+        await expect(row).to_contain_text(ROW.citation, timeout=1000)
         shown = time.monotonic() - given
         assert shown < 1.0, f"the ruling took {shown:.2f} s to show"
-        await expect(row).to_contain_text("remove deck")
+        await expect(row).to_contain_text(ACTION.replace("_", " "))
         await expect(page.locator("#ruling-count")).to_have_text("1")
 
 
@@ -127,14 +129,14 @@ async def test_a_dealer_is_not_offered_a_floorpersons_action_and_the_server_refu
         await _login(page, floor.url, "ann")
         await page.goto(floor.url + "/rulings")
         row = page.locator("tr.ruling[data-ruling='cs-01-5']")
-        await expect(row).to_contain_text("§ 555.5(b)")
+        await expect(row).to_contain_text(ROW.citation)
         await expect(row.locator("button")).to_have_count(0)
         csrf = await page.locator("meta[name=csrf]").get_attribute("content")
         forced = await page.evaluate(
             """async (csrf) => {
                 const r = await fetch('/api/table/cs-01/rulings/cs-01-5/resolve', {method: 'POST',
                   headers: {'Content-Type': 'application/json', 'X-CSRF-Token': csrf},
-                  body: JSON.stringify({action: 'remove_deck', note: 'x'})});
+                  body: JSON.stringify({action: 'void_all_hands', note: 'x'})});
                 return r.status;
             }""",
             csrf,
@@ -171,7 +173,7 @@ def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
     ack = _msg("t1", 10, **RULING, ruling_id="t1-9", state="acknowledged", acknowledged_by="bob")
     view.apply("tableside/t1/ruling", ack, now=1.0)
     assert view.rulings["t1-9"].state == "acknowledged"
-    done = _msg("t1", 11, **RULING, ruling_id="t1-9", state="resolved", resolution="remove_deck")
+    done = _msg("t1", 11, **RULING, ruling_id="t1-9", state="resolved", resolution=ACTION)
     view.apply("tableside/t1/ruling", done, now=2.0)
     assert view.open_rulings() == []
     assert view.apply("other/t1/ruling", b"{}", now=3.0) is None
