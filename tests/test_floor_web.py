@@ -168,13 +168,26 @@ def test_passwords_are_stored_hashed(tmp_path: Path) -> None:
 
 def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
     view = FloorView()
-    view.apply("tableside/t1/ruling", _msg("t1", 9, **RULING), now=0.0)
+    view.apply("tableside/t1/ruling", _msg("t1", 9, **RULING, halts=True), now=0.0)
     assert [r.id for r in view.open_rulings()] == ["t1-9"]
-    ack = _msg("t1", 10, **RULING, ruling_id="t1-9", state="acknowledged", acknowledged_by="bob")
-    view.apply("tableside/t1/ruling", ack, now=1.0)
-    assert view.rulings["t1-9"].state == "acknowledged"
-    done = _msg("t1", 11, **RULING, ruling_id="t1-9", state="resolved", resolution=ACTION)
-    view.apply("tableside/t1/ruling", done, now=2.0)
+    assert view.tile("t1", now=0.0)["halted"]
+    state = {"ruling": 9, "rule_id": ROW.id, "clause": ROW.citation, "actions": RULING["actions"],
+             "open_s": 1.0}  # fmt: skip
+    escalated = _msg("t1", 10, **state, state="escalated", halts=True)
+    view.apply("tableside/t1/ruling_state", escalated, now=1.0)
+    assert view.tile("t1", now=1.0)["escalated"] == 1
+    ack = _msg("t1", 11, **state, state="acknowledged", halts=True, by="bob")
+    view.apply("tableside/t1/ruling_state", ack, now=2.0)
+    assert (view.rulings["t1-9"].state, view.rulings["t1-9"].acknowledged_by) == (
+        "acknowledged",
+        "bob",
+    )
+    done = _msg(
+        "t1", 12, **state, state="resolved", halts=False, by="bob", action=ACTION, note="ok"
+    )
+    view.apply("tableside/t1/ruling_state", done, now=3.0)
     assert view.open_rulings() == []
+    assert not view.tile("t1", now=3.0)["halted"]
+    assert view.rulings["t1-9"].resolution == ACTION
     assert view.apply("other/t1/ruling", b"{}", now=3.0) is None
     assert view.apply("tableside/t1/ruling", b"not json", now=3.0) is None

@@ -287,7 +287,7 @@ class WebApp:
             body = await request.json()
         except ValueError as exc:
             raise web.HTTPBadRequest(text="the request is not JSON") from exc
-        args: dict[str, Any] = {"ruling": ruling_id, "by": session.user.name}
+        args: dict[str, Any] = {"ruling": ruling.seq, "by": session.user.name}
         if command == RESOLVE:
             action, note = body.get("action"), str(body.get("note", ""))
             if action not in ruling.actions:

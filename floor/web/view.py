@@ -7,8 +7,9 @@ the floor map shows (status, game, phase, round, devices, meter, open rulings) a
 events, and across tables the queue of rulings not yet resolved, oldest first.
 
 A ruling's lifecycle (open → acknowledged → resolved, and escalated when nobody acknowledged it
-in time) comes from the table: its ``ruling`` messages, and the ``state`` a later message about
-the same ruling carries. The view never decides a ruling's state itself.
+in time) comes from the table: its ``ruling`` message opens it (its id on the floor is
+``<table>-<seq>``; the table's own id is the seq) and its ``ruling_state`` messages move it. The
+view never decides a ruling's state itself.
 """
 
 from __future__ import annotations
@@ -146,6 +147,10 @@ class FloorView:
             }
         elif kind == "device" and len(parts) == 5 and parts[4] == "event":
             self._event(tile, body, f"{parts[3]} {body.get('event')}", body.get("data"))
+        elif kind == "ruling_state":
+            self._ruling_state(table, body)
+            what = f"ruling #{body.get('ruling')} {body.get('state')}"
+            self._event(tile, body, what, body.get("by"))
         elif kind == "ruling":
             self._ruling(table, body)
             self._event(tile, body, f"RULING {body.get('clause')}", body.get("summary"))
@@ -160,27 +165,33 @@ class FloorView:
         )
 
     def _ruling(self, table: str, body: dict[str, Any]) -> None:
-        ruling_id = str(body.get("ruling_id") or f"{table}-{body.get('seq')}")
-        entry = self.rulings.get(ruling_id)
+        seq = int(body.get("seq", -1))
+        actions = [str(a) for a in body.get("actions", [])]
+        self.rulings[f"{table}-{seq}"] = RulingEntry(
+            id=f"{table}-{seq}",
+            table=table,
+            seq=seq,
+            ts=str(body.get("ts", "")),
+            clause=str(body.get("clause", "")),
+            words=str(body.get("words", "")),
+            summary=str(body.get("summary", "")),
+            actions=actions,
+            affected=[str(a) for a in body.get("affected", [])],
+            round=body.get("round"),
+            halts=bool(body.get("halts", False)),
+        )
+
+    def _ruling_state(self, table: str, body: dict[str, Any]) -> None:
+        entry = self.rulings.get(f"{table}-{body.get('ruling')}")
         if entry is None:
-            actions = [str(a) for a in body.get("actions", [])]
-            entry = RulingEntry(
-                id=ruling_id,
-                table=table,
-                seq=int(body.get("seq", -1)),
-                ts=str(body.get("ts", "")),
-                clause=str(body.get("clause", "")),
-                words=str(body.get("words", "")),
-                summary=str(body.get("summary", "")),
-                actions=actions,
-                affected=[str(a) for a in body.get("affected", [])],
-                round=body.get("round"),
-                halts="halt_dealing" in actions,
-            )
-            self.rulings[ruling_id] = entry
-        for name in ("state", "acknowledged_by", "resolved_by", "resolution", "note"):
-            if body.get(name) is not None:
-                setattr(entry, name, body[name])
+            return  # opened before the floor first heard this table; its page shows the state
+        entry.state = str(body.get("state", entry.state))
+        entry.halts = bool(body.get("halts", entry.halts))
+        if entry.state == "acknowledged":
+            entry.acknowledged_by = body.get("by")
+        elif entry.state == "resolved":
+            entry.resolved_by, entry.resolution = body.get("by"), body.get("action")
+            entry.note = body.get("note")
 
     def set_completeness(self, table: str, state: dict[str, Any]) -> None:
         """What the floor's store knows of a table's stream (gaps, verification)."""
