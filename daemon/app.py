@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import structlog
 from pydantic import ValidationError
@@ -33,7 +33,9 @@ from tableside.daemon.payloads import (
     DeviceEventPayload,
     DeviceIdentity,
     DeviceStatePayload,
+    Lifecycle,
     RulingPayload,
+    RulingStatePayload,
     SourceEvent,
     TablePayload,
     utc_ms,
@@ -49,6 +51,7 @@ from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import Args, Command, Refused, Role, admit
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
+from tableside.rules.rulings import HALTING, RulingRecord, due, halting
 from tableside.rules.table import TableEvent, TableState, step
 
 __all__ = ["DeviceRuntime", "TableDaemon"]
@@ -194,6 +197,8 @@ class TableDaemon:
         self.ready = asyncio.Event()
         self.rulings = 0
         self.handling_errors = 0
+        #: set whenever the rulings' lifecycle moves: the escalation timer looks again
+        self._rulings_moved = asyncio.Event()
         self._tasks: asyncio.TaskGroup | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -214,6 +219,7 @@ class TableDaemon:
                     tg.create_task(rt.driver.run(), name=f"device.{name}")
                     for name, rt in self.devices.items()
                 ]
+                tg.create_task(self._escalations(), name="rulings.escalate")
                 if self.notifier.watchdog_interval:
                     tg.create_task(self._watchdog(self.notifier.watchdog_interval), name="watchdog")
                 await asyncio.sleep(0)  # the device and broker tasks have started
@@ -393,9 +399,11 @@ class TableDaemon:
         )
         source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
         halts = False
+        given = []
         for ruling in evaluate(rt.facts, observation):
-            self._publish_ruling(ruling.rule, observation, source, ts)
+            given.append(self._publish_ruling(ruling.rule, observation, source, ts))
             halts = halts or Action.HALT_DEALING in ruling.rule.actions
+        self._open_rulings(given, ts)
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
         # buttons, …) and leaves the rest; a device that halts dealing stops the table.
         self._table_step(observation.kind, full, ts)
@@ -404,15 +412,18 @@ class TableDaemon:
 
     def _publish_ruling(
         self, rule: Rule, observation: Observation, source: SourceEvent, ts: str
-    ) -> None:
+    ) -> RulingRecord:
+        """Publish a ruling; returns it as the table tracks it (its id: the message's seq)."""
         self.rulings += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
+        seq = self.publisher.next_seq()
+        record = RulingRecord(seq, rule.id, rule.citation, rule.actions, self.journal.clock.now())
         self.publisher.publish(
             self.topics.ruling,
             RulingPayload(
                 table=self.table,
                 ts=ts,
-                seq=self.publisher.next_seq(),
+                seq=seq,
                 rule_id=rule.id,
                 game=self.table_facts.game.value,
                 clause=rule.citation,
@@ -422,8 +433,71 @@ class TableDaemon:
                 affected=rule.affected(observation),
                 event=source,
                 round=self.table_state.round or None,
+                halts=any(a in HALTING for a in rule.actions),
             ),
         )
+        return record
+
+    def _open_rulings(self, given: list[RulingRecord], ts: str) -> None:
+        """The rulings just published join the table's state, each open (rules/rulings.py)."""
+        if given:
+            self._table_step("rulings_opened", {"rulings": given}, ts)
+
+    def _publish_lifecycle(self, before: TableState, ts: str) -> None:
+        """A ``ruling_state`` message for each ruling whose lifecycle moved (a ruling just
+        given is its own ruling message); the escalation timer looks again."""
+        if before.rulings == self.table_state.rulings:
+            return
+        self._rulings_moved.set()
+        was = {r.id: r.state for r in before.rulings}
+        now = self.journal.clock.now()
+        for r in self.table_state.rulings:
+            if r.id not in was or was[r.id] is r.state:
+                continue
+            at = {"escalated": r.escalated_at, "acknowledged": r.acknowledged_at}.get(
+                r.state.value, r.resolved_at
+            )
+            by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
+            log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
+            self.publisher.publish(
+                self.topics.ruling_state,
+                RulingStatePayload(
+                    table=self.table,
+                    ts=ts,
+                    seq=self.publisher.next_seq(),
+                    ruling=r.id,
+                    rule_id=r.rule_id,
+                    clause=r.clause,
+                    actions=list(r.actions),
+                    state=cast(Lifecycle, r.state.value),
+                    halts=r.halts,
+                    open_s=round((at if at is not None else now) - r.opened_at, 3),
+                    by=by if r.state.value in ("acknowledged", "resolved") else None,
+                    action=r.action,
+                    note=r.note,
+                ),
+            )
+
+    async def _escalations(self) -> None:
+        """A ruling nobody acknowledged within ``[rulings] escalate_after_s`` (the table's
+        clock) is escalated: its state says so, journaled and published."""
+        after = self.config.rulings.escalate_after_s
+        clock = self.journal.clock
+        while True:
+            self._rulings_moved.clear()
+            when = due(self.table_state.rulings, after)
+            wait = None if when is None else (when - clock.now()) / clock.speed
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._rulings_moved.wait()
+                continue
+            try:
+                self._table_step("escalate_rulings", {"after_s": after}, utc_ms())
+            except Exception:  # a bug here must not stop the table; said, counted
+                self.handling_errors += 1
+                log.exception("escalation_failed")
+                await asyncio.sleep(1.0)
 
     # -- the table: phase, round, and what the rules count ----------------------------------
 
@@ -438,12 +512,15 @@ class TableDaemon:
         shown = self.table_state != before and self.table_state.to_dict() != before.to_dict()
         if not shown and not seen:
             return
+        self._publish_lifecycle(before, ts)
         seq = self._publish_table(kind, ts)
+        given = []
         for observation in seen:
             source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
                                  seq=seq, data=dict(observation.data))  # fmt: skip
             for ruling in evaluate(self.table_facts, observation):
-                self._publish_ruling(ruling.rule, observation, source, ts)
+                given.append(self._publish_ruling(ruling.rule, observation, source, ts))
+        self._open_rulings(given, ts)
 
     def _publish_table(self, cause: str, ts: str) -> int:
         state = self.table_state
@@ -557,19 +634,25 @@ class TableDaemon:
         return runtime
 
     def _deal_gate(self, command: Command, args: Args, role: str) -> str | None:
-        """A deal the rules forbid is refused, not ruled on afterwards: the round it would start
-        is tried on the table's state as it is, and a rule that halts dealing (551.16(m),
-        551.2(e), …) refuses it with its clause. A floorperson may override with a reason,
-        which is returned (and journaled with the result)."""
+        """A deal the rules forbid is refused, not ruled on afterwards: an unresolved ruling
+        that halts dealing (rules/rulings.py) refuses it with its id and clause, and so does a
+        rule that would halt the round it starts, tried on the table's state as it is
+        (551.16(m), 551.2(e), …). A floorperson may override with a reason, which is returned
+        (and journaled with the result): one deal goes ahead, the rulings stay unresolved."""
         if not command.deals:
             return None
         _, seen = step(self.table_facts, self.table_state,
                        TableEvent("start_round", self.journal.clock.now()))  # fmt: skip
         halts = [r.rule for o in seen for r in evaluate(self.table_facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
-        if not halts:
+        held = halting(self.table_state.rulings)
+        if not halts and not held:
             return None
-        why = "; ".join(f"{r.citation}: {r.summary}" for r in halts)
+        why = "; ".join(
+            [f"ruling {r.id} is {r.state.value} ({r.clause}: {', '.join(r.actions)}; a "
+             "floorperson resolves it)" for r in held]
+            + [f"{r.citation}: {r.summary}" for r in halts]
+        )  # fmt: skip
         override = getattr(args, "override", None)
         if override is None:
             raise Refused(f"{command.name}: dealing is halted — {why} (a floorperson may "

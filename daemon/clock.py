@@ -42,6 +42,11 @@ class RunClock:
         self._base = max(time.time() + offset, not_before)
         self._started = time.monotonic()
 
+    @property
+    def speed(self) -> float:
+        """Table seconds per real second (1, except under a lab's clock)."""
+        return self._speed
+
     def now(self) -> float:
         return self._base + (time.monotonic() - self._started) * self._speed
 

@@ -41,6 +41,7 @@ __all__ = [
     "DeviceConfig",
     "JournalConfig",
     "ProgressiveConfig",
+    "RulingsConfig",
     "TableConfig",
     "load_config",
     "locate",
@@ -216,6 +217,14 @@ class JournalConfig(_Strict):
     max_mb: Annotated[float, Field(ge=1)] | None = 2000
 
 
+class RulingsConfig(_Strict):
+    """``[rulings]``: a ruling's lifecycle (rules/rulings.py, docs/mqtt.md)."""
+
+    #: a ruling nobody has acknowledged this many seconds after it was given is escalated (by
+    #: the table's clock: monotonic within a run; a lab's test clock runs it faster)
+    escalate_after_s: Annotated[float, Field(gt=0, le=86400)] = 120.0
+
+
 class ProgressiveConfig(_Strict):
     """Caribbean Stud's progressive pay table (555.13(d)-(e)); amounts in dollars. A table
     below the minimums is refused."""
@@ -345,6 +354,7 @@ class Config(_Strict):
     table: TableConfig
     broker: BrokerConfig = BrokerConfig()
     journal: JournalConfig = JournalConfig()
+    rulings: RulingsConfig = RulingsConfig()
     test_clock: LabClockConfig | None = None
     progressive: ProgressiveConfig | None = None
     #: the casino's pay tables, checked against the chapter's minimums (rules/paytables.py)

@@ -77,6 +77,14 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
             f"{'':>20}{msg.get('summary')} (from {event.get('device')} "
             f"{event.get('event')} #{event.get('seq')})"
         )
+    if kind == "ruling_state":
+        state = str(msg.get("state"))
+        by = f" by {msg['by']}" if msg.get("by") else ""
+        done = f": {msg['action']}" if msg.get("action") else ""
+        note = f" — {msg['note']}" if msg.get("note") else ""
+        halt = "; dealing halted" if msg.get("halts") else ""
+        return (f"{head} RULING  #{msg.get('ruling')} {state.upper()}{by}{done}{note} "
+                f"({msg.get('clause')}, {msg.get('open_s')} s after it{halt})")  # fmt: skip
     if kind == "state":
         ident = msg.get("identity") or {}
         who = (

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
+from tableside.rules.rulings import MAX_UNRESOLVED
 
 __all__ = [
     "MAX_NAME_CHARS",
@@ -21,7 +22,9 @@ __all__ = [
     "DeviceIdentity",
     "DeviceStatePayload",
     "Envelope",
+    "Lifecycle",
     "RulingPayload",
+    "RulingStatePayload",
     "SourceEvent",
     "StatusPayload",
     "TablePayload",
@@ -162,6 +165,38 @@ class RulingPayload(Envelope):
     )
     event: SourceEvent
     round: int | None = Field(default=None, description="the table's round when it was given")
+    halts: bool = Field(
+        default=False,
+        description="it halts dealing until a floorperson resolves it (its actions include "
+        "halt_dealing or remove_deck): deals are refused meanwhile",
+    )
+
+
+#: the lifecycle changes a ruling_state message carries (open is the ruling message itself)
+Lifecycle = Literal["escalated", "acknowledged", "resolved", "lapsed"]
+
+
+class RulingStatePayload(Envelope):
+    """``<prefix>/<table>/ruling_state``: a ruling's lifecycle moved (rules/rulings.py). Its id
+    is the ``seq`` of the ruling message that gave it, which is the ruling's ``open``."""
+
+    ruling: int = Field(description="the ruling's id: the seq of the ruling message")
+    rule_id: str
+    clause: str
+    actions: list[Action] = Field(description="what the ruling requires")
+    state: Lifecycle = Field(
+        description="escalated: nobody acknowledged it within [rulings] escalate_after_s; "
+        "acknowledged: a floorperson has seen it; resolved: done; lapsed: left unresolved "
+        f"while {MAX_UNRESOLVED} newer ones came, no longer tracked (never one that halts "
+        "dealing)"
+    )
+    halts: bool = Field(description="it still halts dealing after this change")
+    open_s: float = Field(
+        description="seconds from the ruling to this change, by the table's clock"
+    )
+    by: str | None = Field(default=None, description="who acknowledged or resolved it")
+    action: Action | None = Field(default=None, description="resolved: what was done")
+    note: str | None = Field(default=None, description="resolved: the floorperson's note")
 
 
 #: a request larger than this is refused unread (docs/commands.md); no command needs 1 KiB
@@ -202,6 +237,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "device-state": DeviceStatePayload,
     "device-event": DeviceEventPayload,
     "ruling": RulingPayload,
+    "ruling-state": RulingStatePayload,
     "table": TablePayload,
     "command": CommandRequest,
     "command-result": CommandResult,

@@ -86,6 +86,7 @@ class Topics:
         self.base = f"{prefix}/{table}"
         self.status = f"{self.base}/status"
         self.ruling = f"{self.base}/ruling"
+        self.ruling_state = f"{self.base}/ruling_state"
         self.table_state = f"{self.base}/table"
         self.command_filter = f"{self.base}/command/+"
         self.command_result = f"{self.base}/command_result"

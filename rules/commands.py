@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -27,6 +28,8 @@ from pydantic import (
     field_validator,
 )
 
+from tableside.rules.model import Action
+from tableside.rules.rulings import MAX_NOTE_CHARS
 from tableside.rules.table import DealingMethod, Phase, ShufflingMethod
 
 __all__ = [
@@ -167,6 +170,50 @@ class SetLights(Args):
 
 class SetMeter(Args):
     cents: Annotated[StrictInt, Field(ge=0, lt=2**32)]
+
+
+# -- a ruling's lifecycle (rules/rulings.py) ---------------------------------------------------
+
+RulingId = Annotated[
+    StrictInt, Field(ge=0, description="the ruling's id: the seq of its ruling message")
+]
+
+
+def _name(text: str) -> str:
+    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError("a name of printable characters, without spaces around it")
+    return text
+
+
+def _note(text: str) -> str:
+    if any((ord(c) < 32 and c != "\n") or ord(c) == 127 for c in text):
+        raise ValueError("text and line breaks, no other control characters")
+    return text
+
+
+#: a person's name as the casino knows them: printable, no surrounding spaces
+Person = Annotated[
+    str,
+    Field(min_length=1, max_length=64, description="the floorperson's name, as the casino "
+          "knows them"),
+    AfterValidator(_name),
+]  # fmt: skip
+
+
+class AcknowledgeRuling(Args):
+    ruling: RulingId
+    by: Person
+
+
+class ResolveRuling(Args):
+    ruling: RulingId
+    action: Annotated[Action, Field(description="what was done: one of the ruling's actions")]
+    by: Person
+    note: Annotated[
+        str,
+        Field(max_length=MAX_NOTE_CHARS, description="anything more to say (line breaks allowed)"),
+        AfterValidator(_note),
+    ] = ""
 
 
 # -- the commands --------------------------------------------------------------------------
@@ -438,6 +485,32 @@ COMMANDS: dict[str, Command] = {
             ChipsCollected,
             _OPEN,
             example={"count": 0},
+        ),
+        # -- the table: a ruling's lifecycle (rules/rulings.py) --------------------------------
+        _table(
+            "acknowledge_ruling",
+            "a named floorperson has seen the ruling (open or escalated → acknowledged); "
+            "refused for an unknown id or one already acknowledged or resolved",
+            _FLOOR,
+            AcknowledgeRuling,
+            why="a ruling's alert is for a floorperson (\"after notification to a floorperson "
+            'or higher", 551.16(l)); the dealer gives the rulings and a technician repairs '
+            "devices: neither is the floorperson's notice",
+            example={"ruling": 21, "by": "ann"},
+        ),
+        _table(
+            "resolve_ruling",
+            "what was done, one of the ruling's own actions, and a note (at most 500 "
+            "characters): acknowledged → resolved; refused before it is acknowledged, and for "
+            "an action the ruling does not require. Only its resolution lifts a ruling's halt "
+            "on dealing (halt_dealing, remove_deck)",
+            _FLOOR,
+            ResolveRuling,
+            why="clearing an irregularity is a floorperson's, as the clauses give a floorperson "
+            "or above the validations (555.12(b)(3)) and the torn ten (551.16(b)); a dealer "
+            "never clears a ruling on their own game, and a technician's repair is "
+            "device_installed",
+            example={"ruling": 21, "action": "remove_deck", "note": "deck 4411 out", "by": "ann"},
         ),
         # -- the table: irregularities the dealer reports ------------------------------------------
         _table(

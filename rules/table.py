@@ -12,6 +12,9 @@ whether the cards were shuffled since the last round (555.5(a)), which deck of t
 the table when cards are dealt by hand (555.9(a)(1)), rounds since the last stub count when no
 counting shuffler is used (555.10(d)), dealing halted for a broken card reader (551.16(m)), and
 the card reader's inspection for the gaming day (551.2(e)).
+
+The table also keeps every ruling it gave with its lifecycle (open, escalated, acknowledged,
+resolved: rules/rulings.py), so a restart or ``journal recover`` gives them back with the rest.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from tableside.rules.model import Game, Observation, TableFacts
 from tableside.rules.patterns import plan_misfit
 from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
+from tableside.rules.rulings import RulingRecord, acknowledge, escalate, open_rulings, resolve
 
 __all__ = [
     "DealingMethod",
@@ -140,12 +144,17 @@ class TableState:
     #: the coups dealt from the shoe in play
     burn_due: bool = False
     coups_in_shoe: int = 0
+    #: the rulings given at this table, each with its lifecycle (rules/rulings.py): the
+    #: unresolved ones, then the last few resolved; those that halt dealing stop a deal
+    rulings: tuple[RulingRecord, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        # shallow (dataclasses.asdict deep-copies every field, the rulings too: 50x slower)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del out["coup"]  # card values stay on the table
         out["devices"] = sorted(self.devices)
         out["claims"] = [dataclasses.asdict(c) for c in self.claims]
+        out["rulings"] = [r.to_dict() for r in self.rulings]
         return out
 
     @property
@@ -169,6 +178,7 @@ class TableState:
         values["dealing"] = DealingMethod(values.get("dealing", DealingMethod.AUTOMATED_SHOE))
         values["shuffling"] = ShufflingMethod(values.get("shuffling", ShufflingMethod.DEVICE))
         values["claims"] = tuple(Claim(**c) for c in values.get("claims", ()))
+        values["rulings"] = tuple(RulingRecord.from_dict(r) for r in values.get("rulings", ()))
         return cls(**values)
 
     def deck_age_h(self, at: float) -> float | None:
@@ -444,6 +454,20 @@ def step(
             new = _read_hand(facts, state, data)
         case "pay_bonus":
             observe("bonus_paid", **_bonus(facts, data))
+        # -- rulings: given (by the daemon, as it publishes them), acknowledged, resolved,
+        # escalated (rules/rulings.py)
+        case "rulings_opened":
+            new = dataclasses.replace(
+                state, rulings=open_rulings(state.rulings, tuple(data["rulings"]), at)
+            )
+        case "acknowledge_ruling":
+            new = dataclasses.replace(state, rulings=acknowledge(state.rulings, data, at))
+        case "resolve_ruling":
+            new = dataclasses.replace(state, rulings=resolve(state.rulings, data, at))
+        case "escalate_rulings":
+            new = dataclasses.replace(
+                state, rulings=escalate(state.rulings, float(data["after_s"]), at)
+            )
         case _:
             return state, []
     return new, seen

@@ -114,8 +114,9 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
 ) -> None:
     """551.2(e): a Spanish 21 table with no card reader inspection this gaming day halts
     dealing: start_round is refused with the clause (never "ok" then a ruling); the dealer
-    cannot override; a floorperson can, with a reason that the result carries; once the
-    inspection is recorded the next round needs no override."""
+    cannot override; a floorperson can, with a reason that the result carries. The round so
+    dealt is itself a ruling that halts dealing: the override was for one deal, so the next is
+    refused, inspection recorded or not, until a floorperson resolves that ruling."""
     from tableside.rules.model import Game
 
     async with simulated_table(
@@ -140,7 +141,19 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         overridden = await ask("floorperson", "start_round", "s3", override="inspection at 10")
         assert overridden["ok"] and overridden["override"].startswith("inspection at 10")
         assert table.daemon.table_state.phase.value == "dealing"
+        (dealt,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
+        assert dealt.payload["rule_id"] == "551.2(e).reader-inspection" and dealt.payload["halts"]
         assert (await ask("floorperson", "reader_inspected", "i"))["ok"]
         assert (await ask("dealer", "reveal", "r"))["ok"]
         assert (await ask("dealer", "round_settled", "rs"))["ok"]
-        assert (await ask("dealer", "start_round", "s4"))["ok"]
+        held = await ask("dealer", "start_round", "s4")
+        assert held["error"].startswith(
+            f"start_round: dealing is halted — ruling {dealt.payload['seq']} is open (58 Pa. "
+            "Code § 551.2(e): halt_dealing, alert; a floorperson resolves it)"
+        ), held["error"]
+        ruling = dealt.payload["seq"]
+        assert (await ask("floorperson", "acknowledge_ruling", "a", ruling=ruling, by="fl"))["ok"]
+        resolved = await ask("floorperson", "resolve_ruling", "rr", ruling=ruling,
+                             action="halt_dealing", note="reader inspected", by="fl")  # fmt: skip
+        assert resolved["ok"], resolved
+        assert (await ask("dealer", "start_round", "s5"))["ok"]

@@ -250,7 +250,9 @@ async def test_commands_over_mqtt_by_role(mosquitto: Mosquitto, tmp_path: Path) 
     assert by_id["r1"]["ok"] is True and by_id["r1"]["role"] == "dealer"
     refused = {k: v["error"] for k, v in by_id.items() if k and not v["ok"]}
     assert "a shuffler has no command 'release'" in refused.pop("r7"), "allowed, not a shuffler's"
-    assert refused.pop("r2").startswith("unknown command 'deal_me_in' (commands: bets_open, ")
+    assert refused.pop("r2").startswith(
+        "unknown command 'deal_me_in' (commands: acknowledge_ruling, bets_open, "
+    )
     assert refused == {
         "r3": "a dealer may not give 'set_meter' (it needs: floorperson)",
         "r4": "a technician may not give 'deal_round' (it needs: dealer, floorperson)",

@@ -67,5 +67,5 @@ def test_refusals_say_why() -> None:
     )
     unknown = refusal(Role.FLOORPERSON, "open_vault")
     assert unknown is not None and unknown.startswith(
-        "unknown command 'open_vault' (commands: bets_open, "
+        "unknown command 'open_vault' (commands: acknowledge_ruling, bets_open, "
     )

@@ -197,6 +197,7 @@ async def test_shipped_acl_keeps_each_table_to_its_own_topics(
                  asyncio.create_task(collect(intruder, intruder_saw))]  # fmt: skip
         async with login(shipped_broker, "cs-01") as table:
             await table.publish("tableside/cs-01/ruling", b'{"ok": 1}', qos=1)
+            await table.publish("tableside/cs-01/ruling_state", b'{"ok": 2}', qos=1)
             await table.publish("tableside/cs-01/response/floor-bob/1", b'{"answer": 1}', qos=1)
             await table.publish("tableside/cs-01/command/floorperson", b'{"self": 1}', qos=1)
             await table.publish("tableside/cs-02/response/floor-bob/1", b'{"forged": 3}', qos=1)
@@ -207,6 +208,7 @@ async def test_shipped_acl_keeps_each_table_to_its_own_topics(
             await dealer.publish("tableside/cs-01/command/dealer", b'{"as": "dealer"}', qos=1)
             await dealer.publish("tableside/cs-01/command/floorperson", b'{"as": "f"}', qos=1)
             await dealer.publish("tableside/cs-01/ruling", b'{"forged": 2}', qos=1)
+            await dealer.publish("tableside/cs-01/ruling_state", b'{"forged": 5}', qos=1)
             await dealer.publish("tableside/cs-01/response/floor-bob/1", b'{"forged": 4}', qos=1)
             # the last of them all, so that everything before it has been through the broker
             await dealer.publish("tableside/cs-01/command/dealer", b'{"last": 1}', qos=1)
@@ -215,6 +217,7 @@ async def test_shipped_acl_keeps_each_table_to_its_own_topics(
                 await asyncio.sleep(0.02)
         await stop(*tasks)
     assert ("tableside/cs-01/ruling", b'{"ok": 1}') in seen
+    assert ("tableside/cs-01/ruling_state", b'{"ok": 2}') in seen
     assert ("tableside/cs-01/response/floor-bob/1", b'{"answer": 1}') in seen
     assert ("tableside/cs-02/ruling", b'{"own": 1}') in seen
     assert ("tableside/cs-01/command/dealer", b'{"as": "dealer"}') in seen

@@ -238,7 +238,14 @@ async def test_spanish_21_tens_through_the_daemon(mosquitto: Mosquitto, tmp_path
             await client.publish("tableside/hil-1/command/dealer", json.dumps(body), qos=1)
         (tens,) = await sub.wait_for(lambda m: m.kind == "ruling")
         assert tens.payload["rule_id"] == "551.3(a).tens-left-in"
+        # the decks leave the table (remove_deck halts dealing until a floorperson says so)
+        ruling = tens.payload["seq"]
         for role, command, rid, args in (("floorperson", "open_table", "o", {}),
+                                         ("floorperson", "acknowledge_ruling", "a",
+                                          {"ruling": ruling, "by": "fl"}),
+                                         ("floorperson", "resolve_ruling", "r",
+                                          {"ruling": ruling, "action": "remove_deck",
+                                           "by": "fl"}),
                                          ("floorperson", "reader_inspected", "i", {}),
                                          ("dealer", "start_round", "s", {}),
                                          ("dealer", "up_card", "u", {"rank": "10"})):  # fmt: skip
