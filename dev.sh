@@ -54,6 +54,20 @@ need_postgresql() {
     fi
 }
 
+need_chromium() {
+    # the floor's browser tests drive Debian's chromium through Playwright (no browser download)
+    if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "dev.sh: installing chromium (the floor's browser tests drive it headless)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "dev.sh: the browser tests need chromium: sudo apt-get install chromium" >&2
+        exit 1
+    fi
+}
+
 command="${1:-}"
 [ $# -gt 0 ] && shift
 case "$command" in
@@ -63,6 +77,7 @@ case "$command" in
     test)
         need_mosquitto
         need_postgresql
+        need_chromium
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy -p tableside

@@ -1,0 +1,399 @@
+"""The floor in a browser: a live pit view, and rulings people acknowledge and resolve.
+
+An aiohttp application. Pages are plain HTML shells (floor/web/static/) that the page's own
+script fills from JSON and keeps live over server-sent events (``/events``): one stream per
+browser, a snapshot first, then each table's tile as it changes, within the loop turn the table's
+message arrives in. No polling loop, no external resources, no build step.
+
+Who may do what: every page needs a login (floor/web/users.py). A session is a random token in
+an HttpOnly, SameSite=Strict cookie (Secure under TLS); each state-changing request carries the
+session's CSRF token in ``X-CSRF-Token`` and is refused without it. The page offers only the
+actions the user's role may take (``COMMANDS[...].roles``, the tables' own registry), and the
+server checks again. An action is a table command, sent to the broker with that role's broker
+login (``role_logins``), so the broker's ACL and the table still decide; the table journals it
+and its result comes back on the stream like any other message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import aiomqtt
+from aiohttp import web
+
+from tableside.floor.web.users import SURVEILLANCE, User, Users
+from tableside.floor.web.view import FloorView
+from tableside.rules.commands import COMMANDS
+
+__all__ = ["ACKNOWLEDGE", "RESOLVE", "Commander", "RoleLogin", "WebApp", "make_app"]
+
+#: the table commands behind the page's two buttons (rules/commands.py)
+ACKNOWLEDGE = "acknowledge_ruling"
+RESOLVE = "resolve_ruling"
+#: a session ends after this long without a request
+SESSION_IDLE_S = 8 * 3600
+#: a browser that falls this many updates behind is cut off (it reconnects to a snapshot)
+SSE_QUEUE = 256
+COOKIE = "tableside_session"
+#: the longest note a resolution carries
+MAX_NOTE = 500
+
+
+@dataclass(slots=True)
+class Session:
+    user: User
+    csrf: str
+    last_seen: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoleLogin:
+    """The broker login the floor uses to speak as a role."""
+
+    username: str
+    password: str | None = None
+
+
+SendCommand = Callable[[str, str, str, dict[str, Any], str], Awaitable[None]]
+
+
+class Commander:
+    """Sends a table command as a role (each role its own broker login) and waits for the
+    table's ``command_result`` with the same ``request_id``, which the floor's subscription
+    delivers through ``result``."""
+
+    def __init__(self, send: SendCommand) -> None:
+        self._send = send
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    #: how long the page waits for the table's answer
+    answer_within_s = 5.0
+
+    async def ask(
+        self, table: str, role: str, command: str, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        timeout = self.answer_within_s
+        request_id = f"floor-{uuid.uuid4().hex[:16]}"
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = waiter
+        try:
+            await self._send(table, role, command, args, request_id)
+            async with asyncio.timeout(timeout):
+                return await waiter
+        except TimeoutError:
+            return {"ok": False, "error": f"no answer from table {table} in {timeout:g} s"}
+        finally:
+            self._waiting.pop(request_id, None)
+
+    def result(self, body: dict[str, Any]) -> None:
+        waiter = self._waiting.get(str(body.get("request_id")))
+        if waiter is not None and not waiter.done():
+            waiter.set_result(body)
+
+
+def mqtt_sender(
+    hostname: str,
+    port: int,
+    prefix: str,
+    logins: dict[str, RoleLogin],
+    tls: aiomqtt.TLSParameters | None = None,
+) -> SendCommand:
+    """Publishes a request with the role's own broker login (one short connection each: a
+    floorperson acts a few times an hour)."""
+
+    async def send(table: str, role: str, command: str, args: dict[str, Any], rid: str) -> None:
+        login = logins.get(role)
+        if login is None:
+            raise PermissionError(f"the floor has no broker login for the role {role}")
+        body = {"command": command, "device": "table", "args": args, "request_id": rid}
+        async with aiomqtt.Client(
+            hostname, port, username=login.username, password=login.password, tls_params=tls
+        ) as client:
+            await client.publish(f"{prefix}/{table}/command/{role}", json.dumps(body), qos=1)
+
+    return send
+
+
+@dataclass
+class WebApp:
+    view: FloorView
+    users: Users
+    commander: Commander
+    secure_cookies: bool = False
+    clock: Callable[[], float] = time.time
+    sessions: dict[str, Session] = field(default_factory=dict)
+    _listeners: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
+
+    # -- feeding the view -----------------------------------------------------------------
+
+    def message(self, topic: str, payload: bytes) -> None:
+        """One message from the floor's subscription: into the view, out to every browser."""
+        now = self.clock()
+        table = self.view.apply(topic, payload, now=now)
+        if table is None:
+            return
+        if topic.endswith("/command_result"):
+            with contextlib.suppress(ValueError):
+                self.commander.result(json.loads(payload))
+        self.publish_table(table)
+
+    def publish_table(self, table: str) -> None:
+        now = self.clock()
+        update = {"tile": self.view.tile(table, now), "rulings": self.view.floor(now)["rulings"]}
+        for queue in list(self._listeners):
+            try:
+                queue.put_nowait(("table", update))
+            except asyncio.QueueFull:
+                self._listeners.discard(queue)
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.get_nowait()
+                    queue.put_nowait(None)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def _session(self, request: web.Request) -> Session | None:
+        token = request.cookies.get(COOKIE)
+        session = self.sessions.get(token) if token else None
+        now = self.clock()
+        if session is None or now - session.last_seen > SESSION_IDLE_S:
+            if token:
+                self.sessions.pop(token, None)
+            return None
+        session.last_seen = now
+        return session
+
+    def _need_session(self, request: web.Request) -> Session:
+        session = self._session(request)
+        if session is None:
+            if request.path.startswith("/api/") or request.path == "/events":
+                raise web.HTTPUnauthorized(text="log in first")
+            raise web.HTTPSeeOther("/login")
+        return session
+
+    def _need_csrf(self, request: web.Request, session: Session) -> None:
+        sent = request.headers.get("X-CSRF-Token", "")
+        if not secrets.compare_digest(sent, session.csrf):
+            raise web.HTTPForbidden(text="missing or wrong CSRF token")
+
+    # -- pages ----------------------------------------------------------------------------
+
+    async def login_page(self, request: web.Request) -> web.Response:
+        return _page("login.html", error="")
+
+    async def login(self, request: web.Request) -> web.Response:
+        _same_origin(request)
+        form = await request.post()
+        name, password = str(form.get("username", "")), str(form.get("password", ""))
+        user = await asyncio.to_thread(self.users.check, name, password)
+        if user is None:
+            return _page("login.html", error="Wrong user name or password.", status=401)
+        token = secrets.token_urlsafe(32)
+        self.sessions[token] = Session(user, secrets.token_urlsafe(32), self.clock())
+        response = web.HTTPSeeOther("/")
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="Strict", secure=self.secure_cookies, path="/"
+        )
+        raise response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        session = self._need_session(request)
+        self._need_csrf(request, session)
+        self.sessions.pop(request.cookies.get(COOKIE, ""), None)
+        response = web.HTTPSeeOther("/login")
+        response.del_cookie(COOKIE, path="/")
+        raise response
+
+    async def shell(self, request: web.Request) -> web.Response:
+        session = self._need_session(request)
+        return _page(
+            "floor.html",
+            user=session.user.name,
+            role=session.user.role,
+            csrf=session.csrf,
+            may=json.dumps(sorted(_may(session.user.role))),
+        )
+
+    async def me(self, request: web.Request) -> web.Response:
+        session = self._need_session(request)
+        user = session.user
+        return web.json_response(
+            {"user": user.name, "role": user.role, "may": sorted(_may(user.role))}
+        )
+
+    async def floor(self, request: web.Request) -> web.Response:
+        self._need_session(request)
+        return web.json_response(self.view.floor(self.clock()))
+
+    async def table(self, request: web.Request) -> web.Response:
+        self._need_session(request)
+        page = self.view.table_page(request.match_info["table"], self.clock())
+        if page is None:
+            raise web.HTTPNotFound(text=f"no table {request.match_info['table']!r} heard from")
+        return web.json_response(page)
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        self._need_session(request)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        )
+        await response.prepare(request)
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(SSE_QUEUE)
+        self._listeners.add(queue)
+        try:
+            await _sse(response, "snapshot", self.view.floor(self.clock()))
+            while True:
+                try:
+                    async with asyncio.timeout(15):
+                        item = await queue.get()
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if item is None:
+                    break
+                await _sse(response, *item)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._listeners.discard(queue)
+        return response
+
+    # -- acting on a ruling ---------------------------------------------------------------
+
+    async def act(self, request: web.Request) -> web.Response:
+        session = self._need_session(request)
+        self._need_csrf(request, session)
+        table, ruling_id = request.match_info["table"], request.match_info["ruling"]
+        verb = request.match_info["verb"]
+        command = {"acknowledge": ACKNOWLEDGE, "resolve": RESOLVE}.get(verb)
+        if command is None:
+            raise web.HTTPNotFound(text=f"no action {verb!r}")
+        role = session.user.role
+        if command not in _may(role):
+            raise web.HTTPForbidden(text=f"a {role} may not {verb} a ruling")
+        ruling = self.view.rulings.get(ruling_id)
+        if ruling is None or ruling.table != table:
+            raise web.HTTPNotFound(text=f"no ruling {ruling_id!r} at table {table!r}")
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text="the request is not JSON") from exc
+        args: dict[str, Any] = {"ruling": ruling.seq, "by": session.user.name}
+        if command == RESOLVE:
+            action, note = body.get("action"), str(body.get("note", ""))
+            if action not in ruling.actions:
+                raise web.HTTPBadRequest(text=f"{action!r} is not one of {ruling.actions}")
+            if len(note) > MAX_NOTE:
+                raise web.HTTPBadRequest(text=f"the note is longer than {MAX_NOTE} characters")
+            args |= {"action": action, "note": note}
+        result = await self.commander.ask(table, role, command, args)
+        return web.json_response(result, status=200 if result.get("ok") else 409)
+
+
+def _may(role: str) -> set[str]:
+    """The ruling commands this role may send (none for surveillance)."""
+    if role == SURVEILLANCE:
+        return set()
+    return {
+        name
+        for name in (ACKNOWLEDGE, RESOLVE)
+        if name in COMMANDS and role in {str(r) for r in COMMANDS[name].roles}
+    }
+
+
+def _same_origin(request: web.Request) -> None:
+    """A form post from another site is refused (the login form has no session yet)."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.split("://", 1)[-1] != request.host:
+        raise web.HTTPForbidden(text="cross-site request refused")
+
+
+async def _sse(response: web.StreamResponse, event: str, data: dict[str, Any]) -> None:
+    await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+
+def _static(name: str) -> str:
+    return (resources.files("tableside.floor.web") / "static" / name).read_text(encoding="utf-8")
+
+
+def _page(name: str, status: int = 200, **values: str) -> web.Response:
+    import html
+
+    text = _static(name)
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", html.escape(value))
+    return web.Response(
+        text=text,
+        status=status,
+        content_type="text/html",
+        headers={
+            "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+async def _asset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    kinds = {".js": "text/javascript", ".css": "text/css"}
+    kind = next((k for s, k in kinds.items() if name.endswith(s)), None)
+    if kind is None or "/" in name:
+        raise web.HTTPNotFound()
+    try:
+        return web.Response(text=_static(name), content_type=kind)
+    except FileNotFoundError as exc:
+        raise web.HTTPNotFound() from exc
+
+
+def make_app(web_app: WebApp) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024)
+    app.add_routes(
+        [
+            web.get("/login", web_app.login_page),
+            web.post("/login", web_app.login),
+            web.post("/logout", web_app.logout),
+            web.get("/", web_app.shell),
+            web.get("/rulings", web_app.shell),
+            web.get("/table/{table}", web_app.shell),
+            web.get("/api/me", web_app.me),
+            web.get("/api/floor", web_app.floor),
+            web.get("/api/table/{table}", web_app.table),
+            web.post("/api/table/{table}/rulings/{ruling}/{verb}", web_app.act),
+            web.get("/events", web_app.events),
+            web.get("/static/{name}", _asset),
+        ]
+    )
+    return app
+
+
+async def follow(web_app: WebApp, client: aiomqtt.Client, prefix: str) -> None:
+    """Feed the view from a broker subscription (used when the web view runs on its own)."""
+    await client.subscribe(f"{prefix}/+/#", qos=1)
+    async for message in client.messages:
+        web_app.message(str(message.topic), bytes(message.payload or b""))
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    web_app: WebApp, host: str, port: int, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[str]:
+    """Serve until the block ends; yields the base URL."""
+    runner = web.AppRunner(make_app(web_app), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
+    await site.start()
+    bound = runner.addresses[0]
+    try:
+        yield f"{'https' if tls else 'http'}://{bound[0]}:{bound[1]}"
+    finally:
+        await runner.cleanup()

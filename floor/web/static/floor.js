@@ -1,0 +1,218 @@
+// The floor's page: renders the floor map, the rulings queue or one table's page from the
+// floor service's JSON, and keeps it live over server-sent events (/events). Plain DOM, no
+// framework, no external resources. Text always goes in through textContent, never as HTML.
+"use strict";
+
+const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
+const CSRF = meta("csrf");
+const MAY = new Set(JSON.parse(meta("may")));
+const state = { tables: new Map(), rulings: [] };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function age(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min`;
+  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+}
+
+function money(cents) {
+  return cents === null || cents === undefined ? null : `$${(cents / 100).toFixed(2)}`;
+}
+
+// -- the floor map --------------------------------------------------------------------------
+
+function deviceLine(name, device) {
+  const bad = device.connection !== "connected" || device.fault;
+  return el("li", { class: bad ? "device bad" : "device" },
+    el("span", { class: "name" }, name), " ",
+    el("span", { class: `conn ${device.connection}` }, device.connection),
+    device.fault ? el("span", { class: "fault" }, ` fault: ${device.fault}`) : null);
+}
+
+function tile(t) {
+  const classes = ["tile", t.status];
+  if (t.open_rulings) classes.push("has-rulings");
+  if (t.halted) classes.push("halted");
+  const gaps = t.completeness && t.completeness.gaps;
+  return el("article", { class: classes.join(" "), "data-table": t.table },
+    el("h2", {}, el("a", { href: `/table/${encodeURIComponent(t.table)}` }, t.table)),
+    el("p", { class: "status" },
+      el("span", { class: `badge ${t.status}` }, t.status),
+      t.status_since ? el("small", {}, ` since ${t.status_since.slice(11, 19)}`) : null),
+    el("p", { class: "game" }, t.game || "game unknown",
+      t.phase ? ` · ${t.phase}` : "", t.round !== null && t.round !== undefined ? ` · round ${t.round}` : ""),
+    t.meter_cents !== null && t.meter_cents !== undefined
+      ? el("p", { class: "meter" }, `meter ${money(t.meter_cents)}`) : null,
+    el("ul", { class: "devices" }, Object.entries(t.devices).map(([n, d]) => deviceLine(n, d))),
+    el("p", { class: "rulings" },
+      t.open_rulings
+        ? el("strong", {}, `${t.open_rulings} open ruling${t.open_rulings > 1 ? "s" : ""}, oldest ${age(t.oldest_ruling_age_s)}`)
+        : "no open rulings",
+      t.escalated ? el("span", { class: "escalated" }, ` · ${t.escalated} escalated`) : null,
+      t.halted ? el("span", { class: "halt" }, " · dealing halted") : null),
+    el("p", { class: "seq" }, `seq ${t.highest_seq}`,
+      gaps === undefined ? "" : gaps && gaps.length ? ` · ${gaps.length} gap(s)` : " · complete",
+      t.completeness && t.completeness.verified === false ? el("span", { class: "bad" }, " · NOT VERIFIED") : null));
+}
+
+function renderFloor(main) {
+  const tables = [...state.tables.values()].sort((a, b) => a.table.localeCompare(b.table));
+  main.replaceChildren(
+    el("h1", {}, "Floor map"),
+    tables.length ? el("section", { class: "tiles", "aria-label": "tables" }, tables.map(tile))
+      : el("p", {}, "No table heard from yet."));
+}
+
+// -- rulings --------------------------------------------------------------------------------
+
+async function act(ruling, verb, body) {
+  const response = await fetch(
+    `/api/table/${encodeURIComponent(ruling.table)}/rulings/${encodeURIComponent(ruling.id)}/${verb}`,
+    { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": CSRF },
+      body: JSON.stringify(body || {}) });
+  const text = await response.text();
+  let answer;
+  try { answer = JSON.parse(text); } catch { answer = { ok: false, error: text }; }
+  const status = document.getElementById(`ruling-${ruling.id}-status`);
+  if (status) status.textContent = answer.ok ? `${verb}d` : `refused: ${answer.error}`;
+  return answer;
+}
+
+function resolveDialog(ruling) {
+  const dialog = document.getElementById("resolve-dialog");
+  document.getElementById("resolve-what").textContent = `${ruling.table}: ${ruling.clause}`;
+  const select = document.getElementById("resolve-action");
+  select.replaceChildren(...ruling.actions.map((a) => el("option", { value: a }, a.replaceAll("_", " "))));
+  document.getElementById("resolve-note").value = "";
+  const form = document.getElementById("resolve-form");
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    dialog.close();
+    await act(ruling, "resolve", { action: select.value, note: document.getElementById("resolve-note").value });
+  };
+  document.getElementById("resolve-cancel").onclick = () => dialog.close();
+  dialog.showModal();
+  select.focus();
+}
+
+function rulingRow(r, withTable = true) {
+  const buttons = [];
+  if (r.state !== "resolved") {
+    if (MAY.has("acknowledge_ruling") && r.state !== "acknowledged")
+      buttons.push(el("button", { type: "button", class: "ack", onclick: () => act(r, "acknowledge") }, "Acknowledge"));
+    if (MAY.has("resolve_ruling"))
+      buttons.push(el("button", { type: "button", class: "resolve", onclick: () => resolveDialog(r) }, "Resolve…"));
+  }
+  return el("tr", { class: `ruling ${r.state}`, "data-ruling": r.id },
+    withTable ? el("td", {}, el("a", { href: `/table/${encodeURIComponent(r.table)}` }, r.table)) : null,
+    el("td", { class: "clause" }, el("strong", {}, r.clause), el("p", { class: "words" }, r.words),
+      el("p", { class: "summary" }, r.summary)),
+    el("td", {}, r.actions.map((a) => a.replaceAll("_", " ")).join(", ")),
+    el("td", {}, r.affected.join(", ")),
+    el("td", { class: "age" }, age(r.age_s)),
+    el("td", { class: `state ${r.state}` }, r.state,
+      r.acknowledged_by ? el("small", {}, ` by ${r.acknowledged_by}`) : null,
+      r.resolution ? el("small", {}, ` · ${r.resolution.replaceAll("_", " ")}${r.note ? `: ${r.note}` : ""}`) : null),
+    el("td", {}, buttons, el("span", { id: `ruling-${r.id}-status`, class: "result", role: "status" })));
+}
+
+function rulingTable(rulings, withTable = true) {
+  return el("table", { class: "rulings" },
+    el("thead", {}, el("tr", {}, withTable ? el("th", {}, "Table") : null, el("th", {}, "Clause"),
+      el("th", {}, "Required"), el("th", {}, "Hands"), el("th", {}, "Open for"), el("th", {}, "State"), el("th", {}, ""))),
+    el("tbody", {}, rulings.map((r) => rulingRow(r, withTable))));
+}
+
+function renderRulings(main) {
+  main.replaceChildren(el("h1", {}, "Open rulings, oldest first"),
+    state.rulings.length ? rulingTable(state.rulings) : el("p", {}, "No open rulings."));
+}
+
+// -- one table ------------------------------------------------------------------------------
+
+async function renderTable(main, name) {
+  const response = await fetch(`/api/table/${encodeURIComponent(name)}`);
+  if (!response.ok) {
+    main.replaceChildren(el("h1", {}, name), el("p", {}, await response.text()));
+    return;
+  }
+  const page = await response.json();
+  const t = page.tile;
+  const devices = Object.entries(t.devices).map(([n, d]) => el("tr", {},
+    el("td", {}, n), el("td", {}, d.device_class || ""), el("td", { class: `conn ${d.connection}` }, d.connection),
+    el("td", {}, d.fault || ""),
+    el("td", {}, d.identity ? `${d.identity.vendor} ${d.identity.model} #${d.identity.serial} fw ${d.identity.firmware_version}` : "–"),
+    el("td", { class: "hash" }, d.identity ? d.identity.firmware_sha256 : "")));
+  const c = t.completeness || {};
+  main.replaceChildren(
+    el("h1", {}, `Table ${t.table}`),
+    el("p", {}, el("span", { class: `badge ${t.status}` }, t.status), ` ${t.game || ""} · ${t.phase || "–"} · round ${t.round ?? "–"}`,
+      t.meter_cents !== null && t.meter_cents !== undefined ? ` · meter ${money(t.meter_cents)}` : ""),
+    el("p", { class: "seq" }, `highest seq ${t.highest_seq}`,
+      c.gaps !== undefined ? ` · gaps: ${c.gaps.length ? c.gaps.map((g) => `${g[0]}–${g[1]}`).join(", ") : "none"}` : "",
+      c.verified !== undefined ? ` · verified: ${c.verified ? "yes" : "NO"}` : "",
+      " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
+    el("h2", {}, "Devices"),
+    el("table", { class: "devices" }, el("thead", {}, el("tr", {}, ["Device", "Class", "Link", "Fault", "Identity", "Firmware SHA-256"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, devices)),
+    el("h2", {}, "Rulings"),
+    page.rulings.length ? rulingTable(page.rulings, false) : el("p", {}, "No rulings."),
+    el("h2", {}, "Last events"),
+    el("ol", { class: "events" }, page.events.map((e) => el("li", {},
+      el("code", {}, `#${e.seq}`), ` ${(e.ts || "").slice(11, 23)} ${e.what} `,
+      el("small", {}, typeof e.detail === "object" ? JSON.stringify(e.detail) : e.detail ?? "")))));
+}
+
+// -- routing and the live stream ------------------------------------------------------------
+
+function render() {
+  const main = document.getElementById("main");
+  document.getElementById("ruling-count").textContent = String(state.rulings.length);
+  const path = location.pathname;
+  if (path === "/rulings") renderRulings(main);
+  else if (path.startsWith("/table/")) renderTable(main, decodeURIComponent(path.slice(7)));
+  else renderFloor(main);
+}
+
+function follow() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/events");
+  source.addEventListener("snapshot", (event) => {
+    const floor = JSON.parse(event.data);
+    state.tables = new Map(floor.tables.map((t) => [t.table, t]));
+    state.rulings = floor.rulings;
+    live.textContent = "live";
+    live.className = "live on";
+    render();
+  });
+  source.addEventListener("table", (event) => {
+    const update = JSON.parse(event.data);
+    state.tables.set(update.tile.table, update.tile);
+    state.rulings = update.rulings;
+    const path = location.pathname;
+    if (!path.startsWith("/table/") || decodeURIComponent(path.slice(7)) === update.tile.table) render();
+    else document.getElementById("ruling-count").textContent = String(state.rulings.length);
+  });
+  source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+}
+
+document.getElementById("logout").addEventListener("click", async () => {
+  await fetch("/logout", { method: "POST", headers: { "X-CSRF-Token": CSRF } });
+  location.assign("/login");
+});
+follow();

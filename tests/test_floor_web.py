@@ -1,0 +1,193 @@
+"""The floor in a browser (floor/web/): real headless Chromium against the real web server.
+
+These tests feed the floor's web view the messages a table sends; tests/test_floor_web_e2e.py
+runs a real daemon, simulator and broker behind it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from playwright.async_api import Page, expect
+
+from tableside.floor.web.app import Commander, WebApp, serving
+from tableside.floor.web.users import Users
+from tableside.floor.web.view import FloorView
+from tableside.rules.rows import RULES
+from tests.browser import chromium
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "correct horse battery"
+
+
+def _msg(table: str, seq: int, **body: Any) -> bytes:
+    base = {"table": table, "ts": "2026-12-01T08:00:00.000Z", "seq": seq,
+            "republished": False, "redelivered": False}  # fmt: skip
+    return json.dumps(base | body).encode()
+
+
+#: a real row of the rules (any row will do: these tests are about the page, not the rules)
+ROW = next(r for r in RULES if r.actions and r.affects == "all")
+RULING = {
+    "rule_id": ROW.id, "game": "caribbean_stud", "clause": ROW.citation, "words": ROW.words,
+    "summary": ROW.summary, "actions": [str(a) for a in ROW.actions], "affected": ["all"],
+    "event": {"device": "shuffler", "event": "shuffle_complete", "seq": 4, "data": {}},
+    "round": 1,
+}  # fmt: skip
+ACTION = str(ROW.actions[0])
+
+
+@dataclass
+class Floor:
+    app: WebApp
+    url: str
+    sent: list[tuple[str, str, str, dict[str, Any]]]
+
+
+@pytest.fixture
+async def floor(tmp_path: Path) -> AsyncIterator[Floor]:
+    users = Users(tmp_path / "users.json")
+    users.set("bob", "floorperson", PASSWORD)
+    users.set("ann", "dealer", PASSWORD)
+    sent: list[tuple[str, str, str, dict[str, Any]]] = []
+
+    async def send(table: str, role: str, command: str, args: dict[str, Any], rid: str) -> None:
+        sent.append((table, role, command, args))
+
+    app = WebApp(FloorView(), users, Commander(send))
+    app.commander.answer_within_s = 0.5
+    async with serving(app, "127.0.0.1", 0) as url:
+        yield Floor(app, url, sent)
+
+
+async def _login(page: Page, url: str, user: str) -> None:
+    await page.goto(url + "/login")
+    await page.fill("#username", user)
+    await page.fill("#password", PASSWORD)
+    await page.click("button[type=submit]")
+    await expect(page.locator("#live")).to_have_text("live")
+
+
+def _table_comes_up(app: WebApp, table: str) -> None:
+    app.message(f"tableside/{table}/status", _msg(table, 1, status="online", version="0.1.0"))
+    app.message(f"tableside/{table}/table", _msg(
+        table, 2, game="caribbean_stud", phase="betting", round=1, rounds_since_stub_count=1,
+        deck_age_h=0.1, meter_cents=123456, state={}, cause="start_round"))  # fmt: skip
+    app.message(f"tableside/{table}/device/shuffler/state", _msg(
+        table, 3, device="shuffler", device_class="shuffler", driver="tableside.shuffler",
+        connection="connected", since="2026-12-01T08:00:00.000Z", connects=1))  # fmt: skip
+
+
+async def test_a_wrong_password_is_refused_and_no_page_without_a_login(floor: Floor) -> None:
+    async with chromium() as browser:
+        page = await browser.new_page()
+        await page.goto(floor.url + "/")
+        assert page.url.endswith("/login")
+        await page.fill("#username", "bob")
+        await page.fill("#password", "wrong password!")
+        await page.click("button[type=submit]")
+        await expect(page.locator(".error")).to_have_text("Wrong user name or password.")
+    async with aiohttp.ClientSession() as http, http.get(floor.url + "/api/floor") as response:
+        assert response.status == 401
+
+
+async def test_a_table_appears_live_and_a_ruling_joins_the_queue(floor: Floor) -> None:
+    async with chromium() as browser:
+        page = await browser.new_page(viewport={"width": 1366, "height": 768})
+        await _login(page, floor.url, "bob")
+        _table_comes_up(floor.app, "cs-01")
+        tile = page.locator("article[data-table='cs-01']")
+        await expect(tile).to_contain_text("caribbean_stud")
+        await expect(tile).to_contain_text("$1234.56")
+        await expect(tile).to_contain_text("connected")
+        await expect(tile).to_contain_text("no open rulings")
+        await page.click("a[href='/rulings']")
+        given = time.monotonic()
+        floor.app.message("tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
+        row = page.locator("tr.ruling[data-ruling='cs-01-5']")
+        await expect(row).to_contain_text(ROW.citation, timeout=1000)
+        shown = time.monotonic() - given
+        assert shown < 1.0, f"the ruling took {shown:.2f} s to show"
+        await expect(row).to_contain_text(ACTION.replace("_", " "))
+        await expect(page.locator("#ruling-count")).to_have_text("1")
+
+
+async def test_a_dealer_is_not_offered_a_floorpersons_action_and_the_server_refuses_it(
+    floor: Floor,
+) -> None:
+    _table_comes_up(floor.app, "cs-01")
+    floor.app.message("tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
+    async with chromium() as browser:
+        page = await browser.new_page()
+        await _login(page, floor.url, "ann")
+        await page.goto(floor.url + "/rulings")
+        row = page.locator("tr.ruling[data-ruling='cs-01-5']")
+        await expect(row).to_contain_text(ROW.citation)
+        await expect(row.locator("button")).to_have_count(0)
+        csrf = await page.locator("meta[name=csrf]").get_attribute("content")
+        forced = await page.evaluate(
+            """async (csrf) => {
+                const r = await fetch('/api/table/cs-01/rulings/cs-01-5/resolve', {method: 'POST',
+                  headers: {'Content-Type': 'application/json', 'X-CSRF-Token': csrf},
+                  body: JSON.stringify({action: 'void_all_hands', note: 'x'})});
+                return r.status;
+            }""",
+            csrf,
+        )
+        assert forced == 403
+        no_token = await page.evaluate(
+            """async () => (await fetch('/api/table/cs-01/rulings/cs-01-5/acknowledge',
+                {method: 'POST', body: '{}'})).status"""
+        )
+        assert no_token == 403
+    assert floor.sent == []
+
+
+def test_passwords_are_stored_hashed(tmp_path: Path) -> None:
+    users = Users(tmp_path / "users.json")
+    users.set("bob", "floorperson", PASSWORD)
+    text = (tmp_path / "users.json").read_text()
+    assert PASSWORD not in text and "scrypt$" in text
+    assert (tmp_path / "users.json").stat().st_mode & 0o777 == 0o600
+    again = Users(tmp_path / "users.json")
+    assert again.check("bob", PASSWORD) is not None
+    assert again.check("bob", PASSWORD + "x") is None
+    assert again.check("nobody", PASSWORD) is None
+    with pytest.raises(ValueError, match="role"):
+        users.set("cy", "croupier", PASSWORD)
+    with pytest.raises(ValueError, match="shorter"):
+        users.set("cy", "dealer", "short")
+
+
+def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
+    view = FloorView()
+    view.apply("tableside/t1/ruling", _msg("t1", 9, **RULING, halts=True), now=0.0)
+    assert [r.id for r in view.open_rulings()] == ["t1-9"]
+    assert view.tile("t1", now=0.0)["halted"]
+    state = {"ruling": 9, "rule_id": ROW.id, "clause": ROW.citation, "actions": RULING["actions"],
+             "open_s": 1.0}  # fmt: skip
+    escalated = _msg("t1", 10, **state, state="escalated", halts=True)
+    view.apply("tableside/t1/ruling_state", escalated, now=1.0)
+    assert view.tile("t1", now=1.0)["escalated"] == 1
+    ack = _msg("t1", 11, **state, state="acknowledged", halts=True, by="bob")
+    view.apply("tableside/t1/ruling_state", ack, now=2.0)
+    assert (view.rulings["t1-9"].state, view.rulings["t1-9"].acknowledged_by) == (
+        "acknowledged",
+        "bob",
+    )
+    done = _msg(
+        "t1", 12, **state, state="resolved", halts=False, by="bob", action=ACTION, note="ok"
+    )
+    view.apply("tableside/t1/ruling_state", done, now=3.0)
+    assert view.open_rulings() == []
+    assert not view.tile("t1", now=3.0)["halted"]
+    assert view.rulings["t1-9"].resolution == ACTION
+    assert view.apply("other/t1/ruling", b"{}", now=3.0) is None
+    assert view.apply("tableside/t1/ruling", b"not json", now=3.0) is None
