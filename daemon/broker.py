@@ -1,18 +1,31 @@
-"""Finding a broker for ``tableside demo``: the configured one if it answers, otherwise an
-embedded amqtt broker bound to 127.0.0.1 only (never reachable from the network)."""
+"""Finding a broker for ``tableside demo``: the configured one if it answers, otherwise a
+Mosquitto of the demo's own when the program is installed (MQTT v5: the floor can check the
+chain), otherwise an embedded amqtt broker (MQTT 3.1.1); both bound to 127.0.0.1 only (never
+reachable from the network)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import socket
+import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiomqtt
 
-__all__ = ["NoEmbeddedBroker", "broker_answers", "embedded_broker", "free_port"]
+__all__ = [
+    "NoEmbeddedBroker",
+    "broker_answers",
+    "embedded_broker",
+    "free_port",
+    "mosquitto_broker",
+    "mosquitto_program",
+]
 
 
 class NoEmbeddedBroker(RuntimeError):
@@ -66,3 +79,45 @@ async def embedded_broker(port: int | None = None) -> AsyncIterator[str]:
         yield f"mqtt://127.0.0.1:{port}"
     finally:
         await broker.shutdown()
+
+
+def mosquitto_program() -> str | None:
+    """The mosquitto program, when it is installed."""
+    found = shutil.which("mosquitto")
+    if found is None and Path("/usr/sbin/mosquitto").exists():
+        found = "/usr/sbin/mosquitto"
+    return found
+
+
+@asynccontextmanager
+async def mosquitto_broker(program: str) -> AsyncIterator[str]:
+    """Run a Mosquitto of our own on a free 127.0.0.1 port (no persistence); yields its URL."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tableside-broker-") as directory:
+        conf = Path(directory) / "mosquitto.conf"
+        conf.write_text(
+            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            "log_dest stderr\nlog_type error\n",
+            encoding="utf-8",
+        )
+        proc = await asyncio.create_subprocess_exec(
+            program, "-c", str(conf), stdin=subprocess.DEVNULL
+        )
+        url = f"mqtt://127.0.0.1:{port}"
+        try:
+            for _ in range(100):
+                if await broker_answers(url, within=0.5) or proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.05)
+            if proc.returncode is not None:
+                raise NoEmbeddedBroker(f"{program} exited with status {proc.returncode}")
+            yield url
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    async with asyncio.timeout(10):
+                        await proc.wait()
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()

@@ -21,7 +21,12 @@ from typing import Any, Literal, TextIO
 import structlog
 
 from tableside.daemon.app import TableDaemon
-from tableside.daemon.broker import broker_answers, embedded_broker
+from tableside.daemon.broker import (
+    broker_answers,
+    embedded_broker,
+    mosquitto_broker,
+    mosquitto_program,
+)
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
 from tableside.drivers import usb as usb_transport
@@ -34,7 +39,22 @@ from tableside.simulators.registry import build_simulator
 from tableside.simulators.shoe import parse_plan_spec
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
 
-__all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "run_demo"]
+__all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "Beside", "DemoTable", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoTable:
+    """What a service started beside the demo's table needs to know of it."""
+
+    table: str
+    broker_url: str
+    mqtt_version: Literal["5", "3.1.1"]
+    state_dir: Path
+    out: TextIO
+
+
+#: something run beside the demo's table for as long as it runs (the floor, floor/demo.py)
+Beside = Callable[[DemoTable], contextlib.AbstractAsyncContextManager[None]]
 
 log = structlog.get_logger("tableside.demo")
 
@@ -133,6 +153,7 @@ async def run_demo(
     interval: float,
     faults: tuple[str, ...] = DEFAULT_FAULTS,
     out: TextIO = sys.stdout,
+    beside: Beside | None = None,
 ) -> int:
     """Run until ``rounds`` shuffles are done (or forever); return the exit status."""
     decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
@@ -141,6 +162,10 @@ async def run_demo(
         mqtt_version: Literal["5", "3.1.1"] = "5"
         if await broker_answers(broker_url):
             print(f"-- broker: {broker_url} answers; using it", file=out)
+        elif (program := mosquitto_program()) is not None:
+            broker_url = await stack.enter_async_context(mosquitto_broker(program))
+            print(f"-- broker: none at the configured URL; a Mosquitto of ours on {broker_url}",
+                  file=out)  # fmt: skip
         else:
             broker_url = await stack.enter_async_context(embedded_broker())
             mqtt_version = "3.1.1"  # amqtt speaks nothing newer
@@ -217,6 +242,9 @@ async def run_demo(
             )
             watcher = tg.create_task(monitor.run(), name="demo.monitor")
             daemon = TableDaemon(config)
+            if beside is not None:
+                here = DemoTable(table_id, broker_url, mqtt_version, state_dir, out)
+                await stack.enter_async_context(beside(here))
             running = tg.create_task(daemon.run(), name="demo.daemon")
             try:
                 await shuffler.done.wait()

@@ -15,9 +15,10 @@ from typing import Any, TextIO
 from tableside.daemon import proof
 from tableside.floor.store import Store, StoreError, TableState, open_store
 
-__all__ = ["DEFAULT_STORE", "add_parser", "command"]
+__all__ = ["DEFAULT_STORE", "DEFAULT_USERS", "add_parser", "command"]
 
 DEFAULT_STORE = "sqlite:///var/lib/tableside-floor/floor.db"
+DEFAULT_USERS = Path("/etc/tableside/floor-users.json")
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -61,6 +62,26 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--replay-rate", type=float, default=5.0, metavar="N",
                      help="replay requests per second at most (default 5)")  # fmt: skip
 
+    run.add_argument("--http", type=_address, metavar="HOST:PORT",
+                     help="serve the web view (the floor map, the rulings queue, each table) "
+                     "at http://HOST:PORT/")  # fmt: skip
+    run.add_argument("--users", type=Path, default=DEFAULT_USERS, metavar="FILE",
+                     help=f"who may log in to the web view (default {DEFAULT_USERS}; "
+                     "tableside floor user)")  # fmt: skip
+    run.add_argument("--role-login", action="append", default=[], metavar="ROLE=USER[:PWFILE]",
+                     help="the broker login the web view uses to send a role's requests "
+                     "(repeatable; default: the user floor-ROLE, no password)")  # fmt: skip
+    run.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve the web view over TLS")
+    run.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's key")
+
+    user = fsub.add_parser("user", help="who may log in to the web view, and as what role")
+    user.add_argument("--users", type=Path, default=DEFAULT_USERS, metavar="FILE")
+    user.add_argument("user_action", choices=("add", "remove", "list"))
+    user.add_argument("name", nargs="?")
+    user.add_argument("--role", help="dealer, floorperson, technician, auditor or surveillance")
+    user.add_argument("--password-stdin", action="store_true",
+                      help="read the password from stdin (default: ask twice)")  # fmt: skip
+
     gaps = action("gaps", "per table: highest seq, gaps, duplicates, last heard, verification")
     gaps.add_argument("--table", help="one table (default: every table)")
     gaps.add_argument("--json", action="store_true", help="one JSON object per table")
@@ -84,8 +105,75 @@ def add_parser(sub: Any) -> None:
     export.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
 
 
+def _user(args: argparse.Namespace) -> int:
+    import getpass
+
+    from tableside.floor.web.users import Users
+
+    try:
+        users = Users(args.users)
+        if args.user_action == "list":
+            for each in users:
+                print(f"{each.name}\t{each.role}")
+            return 0
+        if not args.name:
+            print(f"tableside floor user {args.user_action}: name a user", file=sys.stderr)
+            return 2
+        if args.user_action == "remove":
+            users.remove(args.name)
+            return 0
+        if not args.role:
+            print("tableside floor user add: --role is required", file=sys.stderr)
+            return 2
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        else:
+            password = getpass.getpass(f"password for {args.name}: ")
+            if getpass.getpass("again: ") != password:
+                print("tableside floor user add: the passwords differ", file=sys.stderr)
+                return 2
+        users.set(args.name, args.role, password)
+    except (ValueError, OSError) as exc:
+        print(f"tableside floor user: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.name}: {args.role} ({args.users})")
+    return 0
+
+
+def _role_logins(texts: list[str]) -> dict[str, Any]:
+    """``ROLE=USER[:PWFILE]`` for each role; every role not named logs in as floor-ROLE."""
+    from tableside.floor.web.app import RoleLogin
+    from tableside.rules.commands import Role
+
+    logins: dict[str, RoleLogin] = {role.value: RoleLogin(f"floor-{role.value}") for role in Role}
+    for text in texts:
+        role, sep, rest = text.partition("=")
+        if not sep or role not in logins or not rest:
+            raise ValueError(f"--role-login {text!r}: expected ROLE=USER[:PWFILE], ROLE one of "
+                             f"{', '.join(logins)}")  # fmt: skip
+        username, _, pwfile = rest.partition(":")
+        password = Path(pwfile).read_text(encoding="utf-8").strip() if pwfile else None
+        logins[role] = RoleLogin(username, password)
+    return logins
+
+
 def command(args: argparse.Namespace, run_async: Any) -> int:
     """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner."""
+    if args.floor_command == "user":
+        return _user(args)
+    if args.floor_command == "run" and args.http:
+        try:
+            args.web_logins = _role_logins(args.role_login)
+            from tableside.floor.web.users import Users
+
+            args.web_users = Users(args.users)
+        except (ValueError, OSError) as exc:
+            print(f"tableside floor run: {exc}", file=sys.stderr)
+            return 2
+        if not any(True for _ in args.web_users):
+            print(f"tableside floor run: --http needs users: {args.users} has none "
+                  "(tableside floor user add NAME --role ROLE)", file=sys.stderr)  # fmt: skip
+            return 2
     try:
         store = open_store(args.store)
     except ValueError as exc:
@@ -142,9 +230,41 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
             return 2
     print(f"floor: {args.broker} {floor.topic} -> {args.store}", file=sys.stderr, flush=True)
     try:
+        if args.http:
+            return await _run_with_web(floor, store, args)
         await floor.run()
     finally:
         metrics.close()
+    return 0
+
+
+async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> int:
+    import contextlib
+    import ssl
+    from urllib.parse import urlsplit
+
+    from tableside.floor.web.app import Commander, WebApp, mqtt_sender, serving
+    from tableside.floor.web.view import FloorView
+
+    tls = None
+    if args.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    url = urlsplit(args.broker)
+    send = mqtt_sender(url.hostname or "127.0.0.1", url.port or 1883, args.prefix,
+                       args.web_logins)  # fmt: skip
+    web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
+                     secure_cookies=tls is not None)  # fmt: skip
+    floor.on_stored = web_app.stored
+    host, port = args.http
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            base = await stack.enter_async_context(serving(web_app, host, port, tls))
+        except OSError as exc:
+            print(f"tableside floor run: --http {host}:{port}: {exc}", file=sys.stderr)
+            return 2
+        print(f"floor: web view at {base}/", file=sys.stderr, flush=True)
+        await floor.run()
     return 0
 
 

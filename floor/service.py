@@ -26,6 +26,7 @@ import contextlib
 import json
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -106,6 +107,9 @@ class Floor:
     session_expiry: int | None = None
     #: the most messages stored in one transaction
     batch_max: int = 2_000
+    #: called with each batch once it is stored and its chain walked (the web view's feed);
+    #: what it raises is logged, never the floor's end
+    on_stored: Callable[[list[Message]], Awaitable[None]] | None = None
     #: set while subscribed
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     _queue: asyncio.Queue[Message] = field(default_factory=lambda: asyncio.Queue(50_000))
@@ -227,6 +231,11 @@ class Floor:
                 await self.walk(table, fresh=False)
             # else: it extends no chain this floor knows of; the repair loop's walk (of
             # the tables with gaps, from their state) takes it up
+        if self.on_stored is not None:
+            try:
+                await self.on_stored(batch)
+            except Exception:
+                log.exception("floor_on_stored_failed", messages=len(batch))
 
     async def _store(self, batch: list[Message]) -> Written:
         """The batch stored; while the store fails (a database restarting, a disk full), tried

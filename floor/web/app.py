@@ -31,6 +31,8 @@ from typing import Any
 import aiomqtt
 from aiohttp import web
 
+from tableside.floor.store import Message, Store, TableState
+from tableside.floor.verify import export_line
 from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import COMMANDS
@@ -129,6 +131,8 @@ class WebApp:
     view: FloorView
     users: Users
     commander: Commander
+    #: the floor's store: completeness and verification on the tiles, and the export
+    store: Store | None = None
     secure_cookies: bool = False
     clock: Callable[[], float] = time.time
     sessions: dict[str, Session] = field(default_factory=dict)
@@ -146,6 +150,21 @@ class WebApp:
             with contextlib.suppress(ValueError):
                 self.commander.result(json.loads(payload))
         self.publish_table(table)
+
+    async def stored(self, batch: list[Message]) -> None:
+        """A batch the floor service stored (``Floor.on_stored``): into the view, then each
+        table's completeness from the store. Replays are old records filling a gap: they go to
+        the store, not the view, which shows the table as it is now."""
+        for m in batch:
+            if not m.replayed:
+                self.message(m.topic, m.payload)
+        if self.store is None:
+            return
+        for table in sorted({m.table for m in batch}):
+            state = await self.store.state(table)
+            if state is not None:
+                self.view.set_completeness(table, completeness(state))
+                self.publish_table(table)
 
     def publish_table(self, table: str) -> None:
         now = self.clock()
@@ -267,6 +286,30 @@ class WebApp:
             self._listeners.discard(queue)
         return response
 
+    async def export(self, request: web.Request) -> web.StreamResponse:
+        """The table's stored records, as ``tableside floor export`` writes them."""
+        self._need_session(request)
+        table = request.match_info["table"]
+        if self.store is None:
+            raise web.HTTPNotFound(text="this view has no store to export from")
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/x-ndjson",
+                "Content-Disposition": f'attachment; filename="{table}.jsonl"',
+            }
+        )
+        await response.prepare(request)
+        first = 0
+        while True:
+            page = await self.store.records(table, first, limit=5_000)
+            lines = "".join(json.dumps(export_line(r)) + "\n" for r in page)
+            await response.write(lines.encode())
+            if len(page) < 5_000:
+                break
+            first = (page[-1].seq or 0) + 1
+        await response.write_eof()
+        return response
+
     # -- acting on a ruling ---------------------------------------------------------------
 
     async def act(self, request: web.Request) -> web.Response:
@@ -297,6 +340,21 @@ class WebApp:
             args |= {"action": action, "note": note}
         result = await self.commander.ask(table, role, command, args)
         return web.json_response(result, status=200 if result.get("ok") else 409)
+
+
+def completeness(state: TableState) -> dict[str, Any]:
+    """What a tile shows of the store's view of a table's stream."""
+    progress = state.progress
+    return {
+        "gaps": [list(gap) for gap in state.gaps],
+        "missing": state.missing,
+        "duplicates": state.duplicates,
+        "verified": not progress.broken,
+        "verified_upto": progress.verified_upto,
+        "signed_upto": progress.signed_upto,
+        "key_enrolled": state.key is not None,
+        "flagged": state.flagged,
+    }
 
 
 def _may(role: str) -> set[str]:
@@ -368,6 +426,7 @@ def make_app(web_app: WebApp) -> web.Application:
             web.get("/api/me", web_app.me),
             web.get("/api/floor", web_app.floor),
             web.get("/api/table/{table}", web_app.table),
+            web.get("/api/table/{table}/export", web_app.export),
             web.post("/api/table/{table}/rulings/{ruling}/{verb}", web_app.act),
             web.get("/events", web_app.events),
             web.get("/static/{name}", _asset),

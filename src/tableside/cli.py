@@ -161,6 +161,10 @@ def _parser() -> argparse.ArgumentParser:
         help="faults to inject (default: one of each)",
     )
     demo.add_argument("--no-faults", action="store_true")
+    demo.add_argument("--floor-http", default="127.0.0.1:8080", metavar="HOST:PORT",
+                      help="the floor's web view beside the table (another free port when this "
+                      "one is taken; default 127.0.0.1:8080)")  # fmt: skip
+    demo.add_argument("--no-floor", action="store_true", help="no floor beside the table")
 
     verify = sub.add_parser("verify-install", help="hash the installed software (self-check)")
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
@@ -635,6 +639,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from tableside.rules.model import Game
 
     faults: tuple[str, ...] = () if args.no_faults else tuple(args.fault or DEFAULT_FAULTS)
+    beside = None
+    if not args.no_floor:
+        host, sep, port = args.floor_http.rpartition(":")
+        if not sep or not port.isdigit():
+            print(f"tableside demo: --floor-http {args.floor_http!r}: expected HOST:PORT",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        try:
+            from tableside.floor.demo import floor_beside
+        except ImportError as exc:  # the floor's web view needs the floor extra (aiohttp)
+            print(f"tableside demo: no floor beside the table ({exc}): "
+                  "pip install 'tableside[floor]'", file=sys.stderr)  # fmt: skip
+        else:
+            beside = floor_beside(host, int(port))
     try:
         coro = run_demo(
             Game(args.game),
@@ -642,6 +660,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             broker_url=args.broker,
             interval=args.interval,
             faults=faults,
+            beside=beside,
         )
     except ValueError as exc:
         print(f"tableside demo: {exc}", file=sys.stderr)

@@ -66,8 +66,15 @@ function tile(t) {
       t.escalated ? el("span", { class: "escalated" }, ` · ${t.escalated} escalated`) : null,
       t.halted ? el("span", { class: "halt" }, " · dealing halted") : null),
     el("p", { class: "seq" }, `seq ${t.highest_seq}`,
-      gaps === undefined ? "" : gaps && gaps.length ? ` · ${gaps.length} gap(s)` : " · complete",
-      t.completeness && t.completeness.verified === false ? el("span", { class: "bad" }, " · NOT VERIFIED") : null));
+      gaps === undefined ? "" : gaps.length ? el("span", { class: "bad" }, ` · ${t.completeness.missing} missing`) : " · complete",
+      proofLine(t.completeness)));
+}
+
+function proofLine(c) {
+  if (!c || c.verified === undefined) return null;
+  if (!c.verified) return el("span", { class: "bad" }, " · CHAIN BROKEN");
+  if (c.flagged) return el("span", { class: "bad" }, c.key_enrolled ? " · FLAGGED" : " · key not enrolled");
+  return ` · verified to ${c.verified_upto ?? "–"}, signed to ${c.signed_upto ?? "–"}`;
 }
 
 function renderFloor(main) {
@@ -165,7 +172,8 @@ async function renderTable(main, name) {
       t.meter_cents !== null && t.meter_cents !== undefined ? ` · meter ${money(t.meter_cents)}` : ""),
     el("p", { class: "seq" }, `highest seq ${t.highest_seq}`,
       c.gaps !== undefined ? ` · gaps: ${c.gaps.length ? c.gaps.map((g) => `${g[0]}–${g[1]}`).join(", ") : "none"}` : "",
-      c.verified !== undefined ? ` · verified: ${c.verified ? "yes" : "NO"}` : "",
+      proofLine(c),
+      c.flagged ? el("p", { class: "bad" }, c.flagged) : null,
       " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
     el("h2", {}, "Devices"),
     el("table", { class: "devices" }, el("thead", {}, el("tr", {}, ["Device", "Class", "Link", "Fault", "Identity", "Firmware SHA-256"].map((h) => el("th", {}, h)))),
