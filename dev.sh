@@ -83,7 +83,9 @@ case "$command" in
         .venv/bin/mypy -p tableside
         .venv/bin/mypy tests bench
         # pytest exits 5 when it ran no test; that fails here like any other non-zero status.
-        exec .venv/bin/pytest "$@"
+        # In parallel (pytest-xdist): the suite mostly waits on brokers, daemons and devices,
+        # and every test starts its own on free ports. TABLESIDE_TEST_WORKERS=0 runs it serially.
+        exec .venv/bin/pytest -n "${TABLESIDE_TEST_WORKERS:-4}" "$@"
         ;;
     *)
         echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2

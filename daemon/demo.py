@@ -22,6 +22,7 @@ import structlog
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.broker import (
+    NoEmbeddedBroker,
     broker_answers,
     embedded_broker,
     mosquitto_broker,
@@ -154,6 +155,7 @@ async def run_demo(
     faults: tuple[str, ...] = DEFAULT_FAULTS,
     out: TextIO = sys.stdout,
     beside: Beside | None = None,
+    embedded: Literal["mosquitto", "amqtt"] | None = None,
 ) -> int:
     """Run until ``rounds`` shuffles are done (or forever); return the exit status."""
     decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
@@ -162,11 +164,13 @@ async def run_demo(
         mqtt_version: Literal["5", "3.1.1"] = "5"
         if await broker_answers(broker_url):
             print(f"-- broker: {broker_url} answers; using it", file=out)
-        elif (program := mosquitto_program()) is not None:
+        elif embedded != "amqtt" and (program := mosquitto_program()) is not None:
             broker_url = await stack.enter_async_context(mosquitto_broker(program))
             print(f"-- broker: none at the configured URL; a Mosquitto of ours on {broker_url}",
                   file=out)  # fmt: skip
         else:
+            if embedded == "mosquitto":
+                raise NoEmbeddedBroker("no mosquitto program here: apt-get install mosquitto")
             broker_url = await stack.enter_async_context(embedded_broker())
             mqtt_version = "3.1.1"  # amqtt speaks nothing newer
             print(

@@ -115,12 +115,14 @@ async def test_run_and_simulate_as_processes(
 def test_demo_with_embedded_broker() -> None:
     unused = f"mqtt://127.0.0.1:{free_port()}"
     result = subprocess.run(
-        [*CMD, "demo", "--rounds", "3", "--interval", "0.2", "--broker", unused],
+        [*CMD, "demo", "--rounds", "3", "--interval", "0.2", "--broker", unused,
+         "--embedded", "amqtt"],
         capture_output=True, text=True, env=_env(), timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "embedded broker on mqtt://127.0.0.1:" in out
+    assert "floor: not started: the embedded broker speaks MQTT 3.1.1" in out
     assert "RULING  58 Pa. Code § 555.5(b) → remove_deck" in out
     assert "RULING  58 Pa. Code § 555.14(e) → reshuffle" in out
     done = re.search(
@@ -137,7 +139,8 @@ def test_demo_without_the_embedded_broker_says_what_to_install() -> None:
     code = (
         "import sys; sys.modules['amqtt'] = None\n"  # as if not installed
         "from tableside.cli import main\n"
-        f"sys.exit(main(['demo', '--rounds', '1', '--broker', {unused!r}]))\n"
+        f"sys.exit(main(['demo', '--rounds', '1', '--broker', {unused!r},\n"
+        "               '--embedded', 'amqtt']))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=_env(), timeout=60)  # fmt: skip

@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="the floor's web view beside the table (another free port when this "
                       "one is taken; default 127.0.0.1:8080)")  # fmt: skip
     demo.add_argument("--no-floor", action="store_true", help="no floor beside the table")
+    demo.add_argument("--embedded", choices=["mosquitto", "amqtt"],
+                      help="the broker to start when none answers (default: a Mosquitto of "
+                      "the demo's own when the program is installed, else amqtt)")  # fmt: skip
 
     verify = sub.add_parser("verify-install", help="hash the installed software (self-check)")
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
@@ -661,6 +664,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             interval=args.interval,
             faults=faults,
             beside=beside,
+            embedded=args.embedded,
         )
     except ValueError as exc:
         print(f"tableside demo: {exc}", file=sys.stderr)
