@@ -159,7 +159,8 @@ def test_tls_settings_are_checked(tmp_path: Path, pki: Path) -> None:
 def shipped_broker(tmp_path: Path) -> Iterator[Mosquitto]:
     """systemd/mosquitto-tableside.conf and mosquitto-acl.conf, as shipped."""
     (tmp_path / "broker").mkdir()
-    users = ("cs-01", "cs-02", "surveillance", "dealer-ann", "floor-bob", "auditor-dee")
+    users = ("cs-01", "cs-02", "surveillance", "dealer-ann", "floor-bob", "auditor-dee",
+             "floor", "floor-floorperson")  # fmt: skip
     broker = Mosquitto.shipped(tmp_path / "broker", users)
     broker.start()
     yield broker
@@ -264,6 +265,42 @@ async def test_shipped_acl_lets_the_auditor_ask_for_replays_only(
                      ("tableside/cs-01/replay", b'{"ok": "r"}'),
                      ("tableside/cs-01/command/auditor", b'{"as": "auditor"}')):  # fmt: skip
         assert expected in seen and expected in auditor_saw, expected
+    assert [(t, p) for t, p in seen if b"forged" in p] == []
+
+
+async def test_shipped_acl_gives_the_floor_replays_and_its_web_view_a_role(
+    shipped_broker: Mosquitto,
+) -> None:
+    """The floor service reads every table and asks for replays as the auditor only; its web
+    view's floorperson login sends a floorperson's requests and nothing a table sends."""
+    seen: list[tuple[str, bytes]] = []
+    floor_saw: list[tuple[str, bytes]] = []
+    async with (
+        login(shipped_broker, "surveillance") as watcher,
+        login(shipped_broker, "floor") as floor,
+    ):
+        await watcher.subscribe("tableside/#", qos=1)
+        await floor.subscribe("tableside/#", qos=1)
+        tasks = [asyncio.create_task(collect(watcher, seen)),
+                 asyncio.create_task(collect(floor, floor_saw))]  # fmt: skip
+        await floor.publish("tableside/cs-01/command/auditor", b'{"ok": "replay"}', qos=1)
+        await floor.publish("tableside/cs-01/command/floorperson", b'{"forged": 1}', qos=1)
+        await floor.publish("tableside/cs-01/ruling_state", b'{"forged": 2}', qos=1)
+        async with login(shipped_broker, "floor-floorperson") as web:
+            await web.publish("tableside/cs-01/command/floorperson", b'{"ok": "ack"}', qos=1)
+            await web.publish("tableside/cs-01/command/technician", b'{"forged": 3}', qos=1)
+            await web.publish("tableside/cs-01/ruling_state", b'{"forged": 4}', qos=1)
+        async with login(shipped_broker, "cs-01") as table:
+            await table.publish("tableside/cs-01/status", b'{"last": 1}', qos=1)
+        async with asyncio.timeout(10):
+            while ("tableside/cs-01/status", b'{"last": 1}') not in seen:
+                await asyncio.sleep(0.02)
+            while ("tableside/cs-01/status", b'{"last": 1}') not in floor_saw:
+                await asyncio.sleep(0.02)
+        await stop(*tasks)
+    for expected in (("tableside/cs-01/command/auditor", b'{"ok": "replay"}'),
+                     ("tableside/cs-01/command/floorperson", b'{"ok": "ack"}')):  # fmt: skip
+        assert expected in seen, expected
     assert [(t, p) for t, p in seen if b"forged" in p] == []
 
 
