@@ -12,6 +12,7 @@ steps, never in the middle of one.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
@@ -119,6 +120,23 @@ class DaemonCollector(Collector):
         for (rule, clause), n in sorted(d.rulings_by_clause.items()):
             rulings.add_metric([table, rule, clause], n)
         yield rulings
+
+        # the lifecycle (rules/rulings.py): what waits for a floorperson, escalated included
+        unresolved = GaugeMetricFamily(
+            "tableside_rulings_unresolved",
+            "Rulings not yet resolved, by state (open, escalated: nobody acknowledged it in "
+            "[rulings] escalate_after_s, acknowledged).",
+            labels=["table", "state"],
+        )
+        by_state = collections.Counter(str(r.state) for r in d.table_state.rulings)
+        for state in ("open", "escalated", "acknowledged"):
+            unresolved.add_metric([table, state], by_state[state])
+        yield unresolved
+        yield gauge(
+            "tableside_rulings_halting",
+            "Unresolved rulings that halt dealing.",
+            sum(1 for r in d.table_state.rulings if r.halts),
+        )
 
         commands = CounterMetricFamily(
             "tableside_commands",

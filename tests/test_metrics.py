@@ -91,6 +91,11 @@ async def test_counters_move_with_a_shuffle_a_ruling_and_commands(
 
         after = samples((await scrape(port))[1])
         assert value(after, "tableside_rulings_total", rule=rule_id, clause=clause) == 1
+        # the miscount removes the deck: unresolved (open, or escalated by now), halting dealing
+        waiting = sum(value(after, "tableside_rulings_unresolved", state=s)
+                      for s in ("open", "escalated"))  # fmt: skip
+        assert waiting == 1 and value(after, "tableside_rulings_halting") == 1
+        assert value(after, "tableside_rulings_unresolved", state="acknowledged") == 0
         assert value(after, "tableside_commands_total", command="start_shuffle", result="ok") == 2
         assert value(after, "tableside_commands_total", command="no_such_command",
                      result="refused") == 1  # fmt: skip
