@@ -49,12 +49,14 @@ class Pair:
 
 @contextlib.asynccontextmanager
 async def linked(
-    mangle: Mangle = passthrough, device_budget: FrameBudget | None = None
+    mangle: Mangle = passthrough,
+    device_budget: FrameBudget | None = None,
+    host_policy: ArqPolicy = FAST,
 ) -> AsyncIterator[Pair]:
     """A host and a device link; ``device_budget``: what the device takes from the host."""
     pair = Pair()
     async with null_modem(mangle) as ((hr, hw), (dr, dw)):
-        pair.host = FramedLink(hr, hw, p.PROTOCOL, pair.on_host, name="host", policy=FAST)
+        pair.host = FramedLink(hr, hw, p.PROTOCOL, pair.on_host, name="host", policy=host_policy)
         pair.device = FramedLink(dr, dw, p.PROTOCOL, pair.on_device, name="device", policy=FAST,
                                  budget=device_budget)  # fmt: skip
         tasks = [asyncio.create_task(pair.host.run()), asyncio.create_task(pair.device.run())]
@@ -208,7 +210,10 @@ async def test_a_sender_over_budget_is_slowed_and_loses_nothing() -> None:
     rather than refused; the flood is reported when it begins and when it is over."""
     sent = [p.Heartbeat(i) for i in range(60)]
     budget = FrameBudget(per_s=100, burst=10)
-    async with linked(device_budget=budget) as pair:
+    # The budget holds each ACK about 10 ms; the host waits a whole second for one, so a busy
+    # machine's scheduling delay cannot pass for a lost ACK (a retransmit would be a failure).
+    patient = ArqPolicy(ack_timeout=1.0, retries=3, frame_timeout=0.2)
+    async with linked(device_budget=budget, host_policy=patient) as pair:
         for message in sent:
             await pair.host.send(message)  # no LinkTimeout: each wait is < ack_timeout
         await settle(lambda: len(pair.device_messages()) >= len(sent) + 1)
