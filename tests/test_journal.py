@@ -564,12 +564,15 @@ async def test_verify_of_a_live_journal_finds_nothing_lost(tmp_path: Path) -> No
             await fill(journal, 5)
 
     writer = asyncio.create_task(write())
+    overlapped = 0
     try:
         for _ in range(10):
             before = journal.durable_seq
             summary, problems = await asyncio.to_thread(verify_file, path)
             assert problems == [], problems
-            assert journal.durable_seq > before, "the writer committed while verify read"
+            overlapped += journal.durable_seq > before
+        # on a loaded machine a verify may now and then finish between two commits
+        assert overlapped >= 3, "the writer seldom committed while verify read"
         assert summary["last_seq"] > 20_000
     finally:
         writing = False
