@@ -74,8 +74,11 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
             "status": "online",
             "version": "x",
         }
+        # what the floor logs from here on is read, so a full pipe never stops it
+        drain = asyncio.create_task(floor.stderr.read(), name="drain")
+        # retained, as a table's status is: the floor gets it whenever it subscribes
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
-            await client.publish("tableside/t-9/status", json.dumps(status), qos=1)
+            await client.publish("tableside/t-9/status", json.dumps(status), qos=1, retain=True)
         base = f"http://127.0.0.1:{port}"
         # unsafe: the jar keeps cookies from an IP address (the server's, 127.0.0.1)
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
@@ -97,3 +100,4 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
     finally:
         floor.terminate()
         await floor.wait()
+    await drain

@@ -155,6 +155,8 @@ async def test_the_demo_shows_its_table_stored_and_verified_in_a_browser(tmp_pat
                 assert line, "the demo ended before it started the floor"
                 found = re.search(r"live at (\S+)/ \(log in as demo, password (\S+)\)", line)
         url, password = found.group(1), found.group(2)
+        # the demo goes on printing what it sees: read it, so a full pipe never stops it
+        drain = asyncio.create_task(demo.stdout.read(), name="drain")
         async with chromium() as browser:
             page = await browser.new_page(viewport={"width": 1366, "height": 768})
             await page.goto(url + "/login")
@@ -171,3 +173,4 @@ async def test_the_demo_shows_its_table_stored_and_verified_in_a_browser(tmp_pat
             demo.send_signal(signal.SIGINT)
             async with asyncio.timeout(30):
                 await demo.wait()
+    await drain
