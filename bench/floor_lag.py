@@ -16,7 +16,7 @@ the pit broker acknowledged, then reports:
         --rate 2 --duration 60 --out bench/results/floor-lag-pg.json
 
 Both brokers: Mosquitto on free loopback ports, anonymous, persistence on, ``max_connections
--1`` on the pit broker, Mosquitto's default queue limits.
+-1`` on the pit broker, Mosquitto's default queue limits unless ``--max-queued N``.
 """
 
 from __future__ import annotations
@@ -88,11 +88,12 @@ def histogram(text: str) -> dict[str, Any]:
     }
 
 
-def brokers(directory: Path) -> tuple[Mosquitto, Mosquitto]:
+def brokers(directory: Path, max_queued: int) -> tuple[Mosquitto, Mosquitto]:
     (directory / "floor").mkdir()
     (directory / "pit").mkdir()
-    floor = Mosquitto(directory / "floor", persistent=True)
-    pit = Mosquitto(directory / "pit", "max_connections -1\n", persistent=True)
+    queue = f"max_queued_messages {max_queued}\n" if max_queued else ""
+    floor = Mosquitto(directory / "floor", queue, persistent=True)
+    pit = Mosquitto(directory / "pit", f"max_connections -1\n{queue}", persistent=True)
     text = (SYSTEMD / "mosquitto-bridge.conf").read_text(encoding="utf-8")
     text, n = re.subn(
         r"^address floor-broker\.casino\.internal:1883$",
@@ -167,12 +168,16 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=2)
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--settle", type=float, default=180, help="s to wait for the store after")
+    ap.add_argument(
+        "--max-queued", type=int, default=0,
+        help="max_queued_messages on both brokers (default: Mosquitto's, 1000)",
+    )  # fmt: skip
     ap.add_argument("--name", default=f"lag{os.getpid()}")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="tableside-floorlag-"))
-    pit, floor_broker = brokers(work)
+    pit, floor_broker = brokers(work, args.max_queued)
     pg: Postgres | None = None
     floor: subprocess.Popen[bytes] | None = None
     try:
@@ -240,6 +245,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
             "command": " ".join(sys.argv),
             "store": args.store,
+            "max_queued_messages": args.max_queued or "Mosquitto's default (1000)",
             "load_average_at_start": [round(x, 2) for x in load],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "fleet_command": " ".join(fleet_cmd),
