@@ -25,47 +25,33 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet --editable '.[test,demo,floor]'
 
-need_mosquitto() {
-    if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then
+# need WHAT PACKAGE CHECK...: CHECK (a command) must succeed, else install PACKAGE with apt when
+# root, else say what to install.
+need() {
+    local what="$1" package="$2"
+    shift 2
+    if "$@" >/dev/null 2>&1; then
         return
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "dev.sh: installing mosquitto (the tests start their own broker)" >&2
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null
+        echo "dev.sh: installing $package ($what)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
     else
-        echo "dev.sh: the tests need the mosquitto program: sudo apt-get install mosquitto" >&2
+        echo "dev.sh: $what: sudo apt-get install $package" >&2
         exit 1
     fi
 }
 
-need_postgresql() {
+need_tools() {
+    need "the tests start their own broker" mosquitto \
+        sh -c 'command -v mosquitto || [ -x /usr/sbin/mosquitto ]'
     # the floor's store tests start their own server from Debian's initdb and pg_ctl, in a
-    # temporary directory on a free port (tests/postgres.py); they never use a cluster of the
-    # machine's
-    if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "dev.sh: installing postgresql (the floor's tests start their own server)" >&2
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    else
-        echo "dev.sh: the tests need PostgreSQL's initdb: sudo apt-get install postgresql" >&2
-        exit 1
-    fi
-}
-
-need_chromium() {
+    # temporary directory on a free port (tests/postgres.py), never a cluster of the machine's
+    need "the floor's store tests start their own server" postgresql \
+        sh -c 'ls /usr/lib/postgresql/*/bin/initdb'
     # the floor's browser tests drive Debian's chromium through Playwright (no browser download)
-    if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "dev.sh: installing chromium (the floor's browser tests drive it headless)" >&2
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    else
-        echo "dev.sh: the browser tests need chromium: sudo apt-get install chromium" >&2
-        exit 1
-    fi
+    need "the floor's browser tests drive it headless" chromium \
+        sh -c 'command -v chromium || [ -x /usr/bin/chromium ]'
 }
 
 command="${1:-}"
@@ -75,9 +61,7 @@ case "$command" in
         exec .venv/bin/tableside demo --rounds 10 "$@"
         ;;
     test)
-        need_mosquitto
-        need_postgresql
-        need_chromium
+        need_tools
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy -p tableside
