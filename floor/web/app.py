@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import html
 import json
 import secrets
 import ssl
@@ -142,33 +144,35 @@ class WebApp:
 
     def message(self, topic: str, payload: bytes) -> None:
         """One message from the floor's subscription: into the view, out to every browser."""
-        now = self.clock()
-        table = self.view.apply(topic, payload, now=now)
-        if table is None:
-            return
-        if topic.endswith("/command_result"):
+        table = self._take(topic, payload)
+        if table is not None:
+            self.publish_table(table)
+
+    def _take(self, topic: str, payload: bytes) -> str | None:
+        """Into the view (and a table's answer to the waiting request); the table it changed."""
+        table = self.view.apply(topic, payload, now=self.clock())
+        if table is not None and topic.endswith("/command_result"):
             with contextlib.suppress(ValueError):
                 self.commander.result(json.loads(payload))
-        self.publish_table(table)
+        return table
 
     async def stored(self, batch: list[Message]) -> None:
-        """A batch the floor service stored (``Floor.on_stored``): into the view, then each
-        table's completeness from the store. Replays are old records filling a gap: they go to
-        the store, not the view, which shows the table as it is now."""
-        for m in batch:
-            if not m.replayed:
-                self.message(m.topic, m.payload)
-        if self.store is None:
-            return
-        for table in sorted({m.table for m in batch}):
-            state = await self.store.state(table)
-            if state is not None:
-                self.view.set_completeness(table, completeness(state))
-                self.publish_table(table)
+        """A batch the floor service stored (``Floor.on_stored``): into the view, each table's
+        completeness from the store, then one update per table it changed. Replays are old
+        records filling a gap: they go to the store, not the view, which shows the table as it
+        is now."""
+        taken = (self._take(m.topic, m.payload) for m in batch if not m.replayed)
+        for table in sorted({t for t in taken if t is not None}):
+            if self.store is not None:
+                state = await self.store.state(table)
+                if state is not None:
+                    self.view.set_completeness(table, completeness(state))
+            self.publish_table(table)
 
     def publish_table(self, table: str) -> None:
         now = self.clock()
-        update = {"tile": self.view.tile(table, now), "rulings": self.view.floor(now)["rulings"]}
+        rulings = [r.public(now) for r in self.view.open_rulings()]
+        update = {"tile": self.view.tile(table, now), "rulings": rulings}
         for queue in list(self._listeners):
             try:
                 queue.put_nowait(("table", update))
@@ -379,13 +383,12 @@ async def _sse(response: web.StreamResponse, event: str, data: dict[str, Any]) -
     await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
 
+@functools.cache
 def _static(name: str) -> str:
     return (resources.files("tableside.floor.web") / "static" / name).read_text(encoding="utf-8")
 
 
 def _page(name: str, status: int = 200, **values: str) -> web.Response:
-    import html
-
     text = _static(name)
     for key, value in values.items():
         text = text.replace("{{" + key + "}}", html.escape(value))
