@@ -298,3 +298,17 @@ def assert_every_seq_once(messages: list[Received], first: int, last: int) -> di
         "broker_dup": sum(m.dup for m in live_ones),
         "seqs": len(seen),
     }
+
+
+async def ask(
+    table: SimulatedTable, port: int, role: str, command: str, rid: str, *,
+    device: str = "table", **args: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Send a request to the simulated table as ``role`` and wait for its command result."""
+    body = {"command": command, "device": device, "args": args, "request_id": rid}
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
+    found = await table.subscriber.wait_for(
+        lambda m: m.kind == "command_result" and m.payload["request_id"] == rid
+    )
+    return dict(found[0].payload)

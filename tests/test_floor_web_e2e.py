@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import aiomqtt
 from playwright.async_api import Page, expect
@@ -26,21 +24,10 @@ from tableside.floor.web.view import FloorView
 
 from .browser import chromium
 from .conftest import Mosquitto
-from .hil import SimulatedTable, simulated_table, simulator
+from .hil import ask, simulated_table, simulator
 from .test_shoe import shoe
 
 PASSWORD = "correct horse battery"
-
-
-async def _ask(table: SimulatedTable, port: int, role: str, command: str, rid: str,
-               device: str, **args: Any) -> dict[str, Any]:  # fmt: skip
-    body = {"command": command, "device": device, "args": args, "request_id": rid}
-    async with aiomqtt.Client("127.0.0.1", port) as client:
-        await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
-    found = await table.subscriber.wait_for(
-        lambda m: m.kind == "command_result" and m.payload["request_id"] == rid
-    )
-    return dict(found[0].payload)
 
 
 async def _shoot(page: Page, name: str) -> None:
@@ -77,12 +64,12 @@ async def test_a_floorperson_acknowledges_and_resolves_a_ruling_in_the_browser(
             await page.click("button[type=submit]")
             tile = page.locator("article[data-table='hil-1']")
             await expect(tile).to_contain_text("online")
-            assert (await _ask(table, port, "floorperson", "open_table", "o", "table"))["ok"]
+            assert (await ask(table, port, "floorperson", "open_table", "o"))["ok"]
             await expect(tile).to_contain_text("open")
 
             # the miscount: its ruling joins the queue, halting dealing
             await page.click("a[href='/rulings']")
-            assert (await _ask(table, port, "dealer", "start_shuffle", "s", "shuffler"))["ok"]
+            assert (await ask(table, port, "dealer", "start_shuffle", "s", device="shuffler"))["ok"]
             (ruling,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
             seq = ruling.payload["seq"]
             row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
@@ -100,7 +87,7 @@ async def test_a_floorperson_acknowledges_and_resolves_a_ruling_in_the_browser(
                 lambda m: m.kind == "ruling_state" and m.payload["state"] == "acknowledged"
             )
             assert (ack.payload["ruling"], ack.payload["by"]) == (seq, "bob")
-            refused = await _ask(table, port, "dealer", "deal_round", "d1", "shoe",
+            refused = await ask(table, port, "dealer", "deal_round", "d1", device="shoe",
                                  positions=[1, 2])  # fmt: skip
             assert not refused["ok"] and "halted" in refused["error"]
 

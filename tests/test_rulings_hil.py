@@ -6,17 +6,14 @@ dealer's resolve is refused; the deal is refused until the resolution, and allow
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
-
-import aiomqtt
 
 from tableside.daemon.config import Config, RulingsConfig
 from tableside.daemon.journal import export_records
 
 from .conftest import Mosquitto
-from .hil import SimulatedTable, event, simulated_table, simulator
+from .hil import ask, event, simulated_table, simulator
 from .test_shoe import shoe
 
 ESCALATE_AFTER_S = 1.5
@@ -24,19 +21,6 @@ ESCALATE_AFTER_S = 1.5
 
 def _quick_escalation(config: Config) -> Config:
     return config.model_copy(update={"rulings": RulingsConfig(escalate_after_s=ESCALATE_AFTER_S)})
-
-
-async def _ask(
-    table: SimulatedTable, port: int, role: str, command: str, rid: str, *,
-    device: str = "table", **args: Any,
-) -> dict[str, Any]:  # fmt: skip
-    body = {"command": command, "device": device, "args": args, "request_id": rid}
-    async with aiomqtt.Client("127.0.0.1", port) as client:
-        await client.publish(f"tableside/hil-1/command/{role}", json.dumps(body), qos=1)
-    found = await table.subscriber.wait_for(
-        lambda m: m.kind == "command_result" and m.payload["request_id"] == rid
-    )
-    return dict(found[0].payload)
 
 
 def _lifecycle(ruling: int, state: str) -> Any:
@@ -56,8 +40,8 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
     ) as table:  # fmt: skip
         sub = table.subscriber
         await table.daemon.publisher.connected.wait()
-        assert (await _ask(table, port, "floorperson", "open_table", "o"))["ok"]
-        shuffled = await _ask(table, port, "dealer", "start_shuffle", "sh", device="shuffler")
+        assert (await ask(table, port, "floorperson", "open_table", "o"))["ok"]
+        shuffled = await ask(table, port, "dealer", "start_shuffle", "sh", device="shuffler")
         assert shuffled["ok"], shuffled
         (ruling,) = await sub.wait_for(lambda m: m.kind == "ruling")
         rid = ruling.payload["seq"]
@@ -71,7 +55,7 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
         assert escalated.payload["halts"] and escalated.payload["by"] is None
 
         # While it is unresolved the deal is refused, naming it.
-        refused = await _ask(table, port, "dealer", "deal_round", "d1", device="shoe",
+        refused = await ask(table, port, "dealer", "deal_round", "d1", device="shoe",
                              positions=[1, 2])  # fmt: skip
         assert not refused["ok"]
         assert refused["error"].startswith(
@@ -81,27 +65,27 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
         assert table.daemon.table_state.round == 0, "nothing was dealt"
 
         # Who may: a dealer neither acknowledges nor resolves; nothing is resolved unacknowledged.
-        by_dealer = await _ask(table, port, "dealer", "acknowledge_ruling", "a0", ruling=rid,
+        by_dealer = await ask(table, port, "dealer", "acknowledge_ruling", "a0", ruling=rid,
                                by="dee")  # fmt: skip
         assert by_dealer["error"] == (
             "a dealer may not give 'acknowledge_ruling' (it needs: floorperson)"
         )
-        early = await _ask(table, port, "floorperson", "resolve_ruling", "r0", ruling=rid,
+        early = await ask(table, port, "floorperson", "resolve_ruling", "r0", ruling=rid,
                            action="remove_deck", by="ann")  # fmt: skip
         assert (
             "is escalated: a floorperson acknowledges it (acknowledge_ruling) before"
             in (early["error"])
         )
-        unknown = await _ask(table, port, "floorperson", "acknowledge_ruling", "a9",
+        unknown = await ask(table, port, "floorperson", "acknowledge_ruling", "a9",
                              ruling=rid + 1000, by="ann")  # fmt: skip
         assert f"no ruling {rid + 1000} at this table (unresolved: {rid})" in unknown["error"]
-        acked = await _ask(table, port, "floorperson", "acknowledge_ruling", "a1", ruling=rid,
+        acked = await ask(table, port, "floorperson", "acknowledge_ruling", "a1", ruling=rid,
                            by="ann")  # fmt: skip
         assert acked["ok"], acked
         (ack,) = await sub.wait_for(_lifecycle(rid, "acknowledged"))
         assert ack.payload["by"] == "ann" and ack.payload["halts"] is True
         assert ack.payload["seq"] < acked["seq"], "the change comes before the request's result"
-        still = await _ask(table, port, "dealer", "deal_round", "d2", device="shoe",
+        still = await ask(table, port, "dealer", "deal_round", "d2", device="shoe",
                            positions=[1, 2])  # fmt: skip
         assert f"ruling {rid} is acknowledged" in still["error"], "acknowledging lifts no halt"
     first_run = list(table.subscriber.messages)
@@ -115,19 +99,19 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
         await table.daemon.publisher.connected.wait()
         (restored,) = [r for r in table.daemon.table_state.rulings if r.id == rid]
         assert (restored.state.value, restored.acknowledged_by) == ("acknowledged", "ann")
-        refused = await _ask(table, port, "floorperson", "deal_round", "d3", device="shoe",
+        refused = await ask(table, port, "floorperson", "deal_round", "d3", device="shoe",
                              positions=[1, 2])  # fmt: skip
         assert f"ruling {rid} is acknowledged" in refused["error"]
 
-        by_dealer = await _ask(table, port, "dealer", "resolve_ruling", "r1", ruling=rid,
+        by_dealer = await ask(table, port, "dealer", "resolve_ruling", "r1", ruling=rid,
                                action="remove_deck", by="dee")  # fmt: skip
         assert by_dealer["error"] == (
             "a dealer may not give 'resolve_ruling' (it needs: floorperson)"
         )
-        wrong = await _ask(table, port, "floorperson", "resolve_ruling", "r2", ruling=rid,
+        wrong = await ask(table, port, "floorperson", "resolve_ruling", "r2", ruling=rid,
                            action="reshuffle", by="ann")  # fmt: skip
         assert "requires remove_deck; 'reshuffle' is none of them" in wrong["error"]
-        resolved = await _ask(table, port, "floorperson", "resolve_ruling", "r3", ruling=rid,
+        resolved = await ask(table, port, "floorperson", "resolve_ruling", "r3", ruling=rid,
                               action="remove_deck", note="deck 4411 out, new deck in",
                               by="ann")  # fmt: skip
         assert resolved["ok"], resolved
@@ -135,12 +119,12 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
         assert (done.payload["action"], done.payload["note"], done.payload["by"]) == (
             "remove_deck", "deck 4411 out, new deck in", "ann")  # fmt: skip
         assert done.payload["halts"] is False
-        again = await _ask(table, port, "floorperson", "resolve_ruling", "r4", ruling=rid,
+        again = await ask(table, port, "floorperson", "resolve_ruling", "r4", ruling=rid,
                            action="remove_deck", by="bob")  # fmt: skip
         assert "is already resolved, by ann (remove_deck)" in again["error"]
 
         # Resolved: the table deals again.
-        dealt = await _ask(table, port, "dealer", "deal_round", "d4", device="shoe",
+        dealt = await ask(table, port, "dealer", "deal_round", "d4", device="shoe",
                            positions=[1, 2])  # fmt: skip
         assert dealt["ok"], dealt
         await sub.wait_for(event("deal_complete"))
@@ -195,17 +179,17 @@ async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
                                            {"device_class": "card_reader"}),
                                           ("technician", "device_installed", "di",
                                            {"device_class": "card_reader"})):  # fmt: skip
-            assert (await _ask(table, port, role, command, name, **args))["ok"], name
+            assert (await ask(table, port, role, command, name, **args))["ok"], name
         assert table.daemon.table_state.halted_by is None, "the reader is back"
-        refused = await _ask(table, port, "dealer", "start_round", "s1")
+        refused = await ask(table, port, "dealer", "start_round", "s1")
         assert f"ruling {rid} is open (58 Pa. Code § 551.16(m)" in refused["error"]
         assert "551.2(e)" not in refused["error"], "inspected today"
-        assert (await _ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=rid,
+        assert (await ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=rid,
                            by="fl"))["ok"]  # fmt: skip
-        resolved = await _ask(table, port, "floorperson", "resolve_ruling", "r", ruling=rid,
+        resolved = await ask(table, port, "floorperson", "resolve_ruling", "r", ruling=rid,
                               action="halt_dealing", note="reader replaced", by="fl")  # fmt: skip
         assert resolved["ok"], resolved
-        dealt = await _ask(table, port, "dealer", "start_round", "s2")
+        dealt = await ask(table, port, "dealer", "start_round", "s2")
         assert dealt["ok"], dealt
 
 
@@ -227,11 +211,11 @@ async def test_a_ruling_left_open_across_a_restart_escalates_when_its_time_is_pa
     ) as table:  # fmt: skip
         await table.daemon.publisher.connected.wait()
         for n in (1, 2):
-            assert (await _ask(table, port, "dealer", "start_shuffle", f"s{n}",
+            assert (await ask(table, port, "dealer", "start_shuffle", f"s{n}",
                                device="shuffler"))["ok"]  # fmt: skip
             await table.subscriber.wait_for(lambda m: m.kind == "ruling", count=n)
         first, second = (r.id for r in table.daemon.table_state.rulings)
-        assert (await _ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=second,
+        assert (await ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=second,
                            by="fl"))["ok"]  # fmt: skip
         assert not table.subscriber.matching(lambda m: m.kind == "ruling_state"
                                              and m.payload["state"] == "escalated")  # fmt: skip
