@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import ssl
 import sys
 import time
 from collections.abc import Coroutine, Iterator
@@ -157,16 +158,38 @@ def _role_logins(texts: list[str]) -> dict[str, Any]:
     return logins
 
 
+def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """The web view's TLS context from ``--tls-cert`` and ``--tls-key`` (both or neither)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise ValueError(f"{given} needs {missing} too")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as exc:  # missing, unreadable, or not a certificate with its key
+        why = exc.strerror or getattr(exc, "reason", None) or str(exc)
+        raise ValueError(f"--tls-cert {cert} --tls-key {key}: cannot serve TLS with these "
+                         f"({why})") from exc  # fmt: skip
+    return context
+
+
 def command(args: argparse.Namespace, run_async: Any) -> int:
     """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner."""
     if args.floor_command == "user":
         return _user(args)
+    if args.floor_command == "run" and (args.tls_cert or args.tls_key) and not args.http:
+        print("tableside floor run: --tls-cert and --tls-key serve the web view: give --http too",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.floor_command == "run" and args.http:
         try:
             args.web_logins = _role_logins(args.role_login)
             from tableside.floor.web.users import Users
 
             args.web_users = Users(args.users)
+            args.web_tls = _tls(args.tls_cert, args.tls_key)
         except (ValueError, OSError) as exc:
             print(f"tableside floor run: {exc}", file=sys.stderr)
             return 2
@@ -240,16 +263,12 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
 
 async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> int:
     import contextlib
-    import ssl
     from urllib.parse import urlsplit
 
     from tableside.floor.web.app import Commander, WebApp, mqtt_sender, serving
     from tableside.floor.web.view import FloorView
 
-    tls = None
-    if args.tls_cert:
-        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    tls: ssl.SSLContext | None = args.web_tls
     url = urlsplit(args.broker)
     send = mqtt_sender(url.hostname or "127.0.0.1", url.port or 1883, args.prefix,
                        args.web_logins)  # fmt: skip

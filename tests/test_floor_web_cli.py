@@ -101,3 +101,97 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
         floor.terminate()
         await floor.wait()
     await drain
+
+
+def _self_signed(where: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as a site's own CA would issue one."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pit terminal test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = where / "web.pem", where / "web.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return cert_path, key_path
+
+
+def test_tls_options_are_refused_clearly(tmp_path: Path) -> None:
+    users = str(tmp_path / "users.json")
+    _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
+               "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
+    cert, key = _self_signed(tmp_path)
+    run = ("floor", "run", "--store", f"sqlite:///{tmp_path}/f.db", "--users", users)
+    no_key = _tableside(*run, "--http", "127.0.0.1:0", "--tls-cert", str(cert))
+    assert no_key.returncode == 2 and "--tls-cert needs --tls-key" in no_key.stderr
+    no_http = _tableside(*run, "--tls-cert", str(cert), "--tls-key", str(key))
+    assert no_http.returncode == 2 and "give --http" in no_http.stderr
+    swapped = _tableside(*run, "--http", "127.0.0.1:0", "--tls-cert", str(key),
+                         "--tls-key", str(cert))  # fmt: skip
+    assert swapped.returncode == 2 and f"--tls-cert {key}" in swapped.stderr
+    assert "Traceback" not in swapped.stderr
+    missing = _tableside(*run, "--http", "127.0.0.1:0", "--tls-cert", str(tmp_path / "none.pem"),
+                         "--tls-key", str(key))  # fmt: skip
+    assert missing.returncode == 2 and "No such file" in missing.stderr
+
+
+async def test_over_tls_the_session_cookie_is_secure_and_plain_http_gets_nothing(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    import ssl
+
+    users = str(tmp_path / "users.json")
+    _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
+               "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    floor = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tableside", "floor", "run", "--broker", mosquitto.url,
+        "--store", f"sqlite:///{tmp_path}/floor.db", "--http", f"127.0.0.1:{port}",
+        "--users", users, "--tls-cert", str(cert), "--tls-key", str(key),
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert floor.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while not re.search(rf"web view at https://127\.0\.0\.1:{port}/",
+                                (await floor.stderr.readline()).decode()):  # fmt: skip
+                pass
+        drain = asyncio.create_task(floor.stderr.read(), name="drain")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            form = {"username": "bob", "password": PASSWORD}
+            async with http.post(f"https://127.0.0.1:{port}/login", data=form, ssl=trusted,
+                                 allow_redirects=False) as logged:  # fmt: skip
+                assert logged.status == 303
+                cookies = logged.headers.getall("Set-Cookie")
+            assert cookies and all("Secure" in c and "HttpOnly" in c for c in cookies)
+            async with http.get(f"https://127.0.0.1:{port}/api/floor", ssl=trusted) as floor_api:
+                assert floor_api.status == 200
+            # the same port spoken to in plain HTTP answers nothing a browser would show
+            try:
+                async with http.get(f"http://127.0.0.1:{port}/api/floor") as plain:
+                    assert plain.status == 400 and "tables" not in await plain.text()
+            except aiohttp.ClientError:
+                pass
+    finally:
+        floor.terminate()
+        await floor.wait()
+    await drain
