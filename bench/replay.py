@@ -138,20 +138,37 @@ async def replay(work: Path, count: int) -> dict[str, Any]:
     mosquitto = subprocess.Popen(  # noqa: ASYNC220  # started once, not awaited
         [shutil.which("mosquitto") or "/usr/sbin/mosquitto", "-c", str(conf)]
     )
-    received = 0
-    first_seen: float | None = None
+    try:
+        return await _replayed(publisher, journal, pub_task, topic, port, count)
+    finally:  # a run that fails or times out leaves no broker behind
+        mosquitto.terminate()
+        mosquitto.wait(10)
+
+
+async def _replayed(
+    publisher: Publisher,
+    journal: Journal,
+    pub_task: asyncio.Task[None],
+    topic: str,
+    port: int,
+    count: int,
+) -> dict[str, Any]:
+    seen: set[int] = set()
     done = asyncio.Event()
 
     async def subscribe(ready: asyncio.Event) -> None:
-        nonlocal received, first_seen
+        # a kept session (clean_session False): a reconnect under load misses nothing, where a
+        # clean one lost what came meanwhile and the run then waited out its timeout
         while True:
             try:
-                async with aiomqtt.Client("127.0.0.1", port, identifier="replay-sub") as client:
+                async with aiomqtt.Client("127.0.0.1", port, identifier="replay-sub",
+                                          clean_session=False) as client:  # fmt: skip
                     await client.subscribe(topic, qos=1)
                     ready.set()
-                    async for _ in client.messages:
-                        received += 1
-                        if received >= count:
+                    async for message in client.messages:
+                        assert isinstance(message.payload, bytes)
+                        seen.add(json.loads(message.payload)["seq"])
+                        if len(seen) >= count:
                             done.set()
             except aiomqtt.MqttError:
                 await asyncio.sleep(0.01)
@@ -173,8 +190,6 @@ async def replay(work: Path, count: int) -> dict[str, Any]:
         task.cancel()
     await asyncio.gather(pub_task, sub_task, return_exceptions=True)
     journal.close()
-    mosquitto.terminate()
-    mosquitto.wait(10)
     return {
         "records": count,
         "waited_for_reconnect_s": round(connected - started, 2),
