@@ -543,9 +543,7 @@ async def run_daemon(
         table=TableConfig(id=table_id, game=GAME, state_dir=state_dir),
         broker=BrokerConfig(url=broker, username=table_id if password else None, password=password),
         devices={
-            "shuffler": DeviceConfig(
-                driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5, counts_cards=True
-            )
+            "shuffler": DeviceConfig(driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5)
         },
     )
     daemon = TableDaemon(config)

@@ -124,6 +124,18 @@ class DeviceRuntime:
         return before != (self.device_state, self.fault)
 
 
+def _counts_cards(driver: Driver) -> bool:
+    """A shuffler's ``counts_cards`` option (drivers/shuffler ``ShufflerOptions``; a plug-in
+    shuffler's options subclass it); true for any other device, as the rules have it."""
+    if driver.device_class != "shuffler":
+        return True
+    # imported here: a shuffler is configured, so its driver module is loaded anyway
+    from tableside.drivers.shuffler.driver import ShufflerOptions
+
+    options = driver.options
+    return options.counts_cards if isinstance(options, ShufflerOptions) else True
+
+
 def _bonus_pays(config: Config) -> dict[str, float] | None:
     table = config.pay_tables.get("let_it_ride_bonus")
     return dict(table) if isinstance(table, dict) else None
@@ -188,29 +200,21 @@ class TableDaemon:
                 budget=FrameBudget(
                     per_s=device.max_frames_per_s, burst=max(1, math.ceil(device.max_frames_per_s))
                 ),
-                options={
-                    "reveals_hole_card": device.reveals_hole_card,
-                    "seats": device.seats,
-                    "echo": device.echo,
-                    "poll_interval_s": device.poll_interval_s,
-                    "reply_timeout_s": device.reply_timeout_s,
-                },
+                options=device.options,
                 settle=self._settle,
             )
+            driver = driver_cls(name, settings, self._sink(name))
             facts = TableFacts(
                 game=config.table.game,
-                shuffler_counts=device.counts_cards,
+                shuffler_counts=_counts_cards(driver),
                 decks=config.table.decks,
             )
-            runtime = DeviceRuntime(
-                name, device, driver_cls(name, settings, self._sink(name)), facts
-            )
-            self.devices[name] = runtime
-        shufflers = [d for d in config.devices.values()
-                     if get_driver(d.driver).device_class == "shuffler"]  # fmt: skip
+            self.devices[name] = DeviceRuntime(name, device, driver, facts)
+        shufflers = [rt.driver for rt in self.devices.values()
+                     if rt.driver.device_class == "shuffler"]  # fmt: skip
         self.table_facts = TableFacts(
             game=config.table.game,
-            shuffler_counts=any(d.counts_cards for d in shufflers),
+            shuffler_counts=any(_counts_cards(d) for d in shufflers),
             decks=config.table.decks,
             progressive=config.progressive.pay_table() if config.progressive else None,
             bonus_pays=_bonus_pays(config),

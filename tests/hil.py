@@ -18,6 +18,8 @@ import aiomqtt
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.drivers.base import DriverOptions
+from tableside.drivers.shuffler.driver import ShufflerOptions
 from tableside.rules.model import Game
 from tableside.simulators.base import FramedSimulator
 from tableside.simulators.faults import parse_fault
@@ -183,7 +185,10 @@ def make_config(
                 url=url,
                 heartbeat_timeout_s=heartbeat_timeout,
                 ack_timeout_s=0.2,
-                counts_cards=counts_cards,
+                # the shuffler's own option
+                options=ShufflerOptions(counts_cards=counts_cards)
+                if name == "shuffler"
+                else DriverOptions(),
             )
             for name, url in (
                 {"shuffler": device_url} if isinstance(device_url, str) else device_url
