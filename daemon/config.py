@@ -320,12 +320,14 @@ class DeviceConfig(_Strict):
         the drivers a config names only); a key it does not take is refused by name. The
         errors are the option's own (``devices.<name>.options.<key>``), so each names its
         line."""
-        if isinstance(options, DriverOptions):
-            return options
         name = info.data.get("driver")
         if name is None:  # an unknown driver, or one that cannot be loaded: said on its line
             return DriverOptions()
         model = get_driver(name).Options  # loaded by _known_driver
+        if isinstance(options, DriverOptions):  # given as a model (in Python, not in a file)
+            if not isinstance(options, model):
+                raise ValueError(f"{name} takes {model.__name__}, not {type(options).__name__}")
+            return options
         if not isinstance(options, dict):
             return model.model_validate(options)
         fields = model.model_fields

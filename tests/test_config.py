@@ -379,3 +379,20 @@ def test_each_driver_checks_its_own_options(
             "t.toml",
             use_env=False,
         )
+
+
+def test_options_given_in_python_are_the_drivers_own_model() -> None:
+    """A DeviceConfig built in code takes the driver's Options model, or its keys; another
+    driver's model is refused before a driver is made."""
+    from pydantic import ValidationError
+
+    from tableside.daemon.config import DeviceConfig
+    from tableside.drivers.card_reader.driver import CardReaderOptions
+    from tableside.drivers.shuffler.driver import ShufflerOptions
+
+    made = DeviceConfig(driver="tableside.card_reader", url="/dev/x",
+                        options=CardReaderOptions(reveals_hole_card=False))  # fmt: skip
+    assert made.options == CardReaderOptions(reveals_hole_card=False)
+    with pytest.raises(ValidationError, match=r"tableside\.card_reader takes CardReaderOptions, "
+                       r"not ShufflerOptions"):  # fmt: skip
+        DeviceConfig(driver="tableside.card_reader", url="/dev/x", options=ShufflerOptions())
