@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from tableside.drivers.catalog import event_type
 from tableside.rules.model import FactRef, FieldRef, Observation, Rule, Ruling, TableFacts
 from tableside.rules.rows import RULES
 
@@ -39,6 +38,8 @@ def row_problems(rules: Iterable[Rule] = RULES) -> list[str]:
     type (drivers/catalog.py): the trigger is an event a device reports, and every field the
     row reads is one of its fields. A field renamed in a driver's event, or misspelt in a row,
     is named here (tests/test_rules.py asserts there is none)."""
+    from tableside.drivers.catalog import event_type  # the check's, not the engine's
+
     problems = []
     for rule in rules:
         if rule.trigger.startswith("table."):
