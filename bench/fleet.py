@@ -86,7 +86,8 @@ from tableside.daemon.payloads import (
 )
 from tableside.daemon.publisher import Topics
 from tableside.drivers.backoff import Backoff
-from tableside.drivers.events import ConnectionState
+from tableside.drivers.catalog import event_type
+from tableside.drivers.events import ConnectionState, DeviceEvent
 from tableside.rules import Observation, TableFacts, evaluate
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
@@ -267,11 +268,13 @@ class SimulatedTable:
                 ),
             )
 
-    def _step(self, kind: str, data: Mapping[str, Any]) -> None:
+    def _step(self, kind: str, data: Mapping[str, Any], device: DeviceEvent | None = None) -> None:
         """The table moves (as TableDaemon._table_step): its state when it changed, and the
         rulings of what it saw."""
         before = self.state
-        self.state, seen = step(self.facts, before, TableEvent(kind, time.time(), dict(data)))
+        self.state, seen = step(
+            self.facts, before, TableEvent(kind, time.time(), dict(data), device)
+        )
         if self.state.to_dict() == before.to_dict() and not seen:
             return
         seq = self.table_state(kind)
@@ -301,7 +304,9 @@ class SimulatedTable:
         )
         observation = Observation(kind=f"{device}.{kind}", device=device, data=data)
         self._rulings(observation, SourceEvent(device=device, event=kind, seq=seq, data=data))
-        self._step(observation.kind, data)
+        event_cls = event_type(observation.kind)
+        assert event_cls is not None, observation.kind
+        self._step(observation.kind, {}, event_cls(device=device, **data))
 
     def command(self, role: str, command: str, args: dict[str, Any] | None = None) -> None:
         """A person's command to the table (as TableDaemon._table_command)."""
@@ -543,9 +548,7 @@ async def run_daemon(
         table=TableConfig(id=table_id, game=GAME, state_dir=state_dir),
         broker=BrokerConfig(url=broker, username=table_id if password else None, password=password),
         devices={
-            "shuffler": DeviceConfig(
-                driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5, counts_cards=True
-            )
+            "shuffler": DeviceConfig(driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5)
         },
     )
     daemon = TableDaemon(config)

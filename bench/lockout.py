@@ -38,6 +38,7 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
+from tableside.drivers.cctalk.driver import AcceptorBusOptions
 from tableside.rules.model import Game
 from tableside.simulators.listen import serve_socket
 from tableside.simulators.progressive import progressive_table
@@ -80,8 +81,9 @@ async def run(
             "progressive": DeviceConfig(
                 driver="tableside.progressive_controller", url=controller_url
             ),
-            "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=seat_map,
-                                      poll_interval_s=poll_interval),
+            "acceptors": DeviceConfig(
+                driver="tableside.acceptors", url=bus_url,
+                options=AcceptorBusOptions(seats=seat_map, poll_interval_s=poll_interval)),
         },
     )  # fmt: skip
     skipped = 0

@@ -55,9 +55,18 @@ from tableside.daemon.payloads import (
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.drivers.base import Driver, DriverSettings, EventSink
+from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.errors import TablesideDriverError
-from tableside.drivers.events import ConnectionEvent, ConnectionState, DeviceEvent, IdentityEvent
+from tableside.drivers.events import (
+    ConnectionEvent,
+    ConnectionState,
+    DeviceEvent,
+    FaultReport,
+    IdentityEvent,
+    StatusReport,
+)
 from tableside.drivers.link import ArqPolicy, FrameBudget
+from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.registry import get_driver
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import Args, Command, Refused, Replay, Role, admit
@@ -98,30 +107,48 @@ class DeviceRuntime:
     #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def apply(self, event: DeviceEvent, data: Mapping[str, Any], ts: str) -> bool:
-        """Update from an event (and its fields, ``data``); True when the state changed."""
+    def apply(self, event: DeviceEvent, ts: str) -> bool:
+        """Update from an event; True when the state changed."""
+        before = (self.device_state, self.fault)
         match event:
             case ConnectionEvent():
                 self.connection, self.connection_detail, self.since = event.state, event.detail, ts
                 return True
             case IdentityEvent():
-                identity = DeviceIdentity(**data)
+                identity = DeviceIdentity(
+                    vendor=event.vendor,
+                    model=event.model,
+                    serial=event.serial,
+                    firmware_version=event.firmware_version,
+                    firmware_sha256=event.firmware_sha256,
+                )
                 changed = identity != self.identity
                 self.identity = identity
                 return changed
-        if event.kind == "acceptor_identity":
-            part = {k: v for k, v in data.items() if k != "seat"}
-            changed = self.parts.get(f"seat{data['seat']}") != part
-            self.parts[f"seat{data['seat']}"] = part
-            return changed
-        # Every device class reports itself with a "status" event (state, fault) and its
-        # faults with a "fault" event (fault).
-        before = (self.device_state, self.fault)
-        if event.kind == "status":
-            self.device_state, self.fault = data.get("state"), data.get("fault")
-        elif event.kind == "fault":
-            self.fault = data.get("fault")
+            case AcceptorIdentity(seat=seat):
+                part = {k: v for k, v in event.data().items() if k != "seat"}
+                changed = self.parts.get(f"seat{seat}") != part
+                self.parts[f"seat{seat}"] = part
+                return changed
+            # Every device class reports itself with a status event and its faults with a
+            # fault event (drivers/events.py StatusReport, FaultReport).
+            case StatusReport():
+                self.device_state, self.fault = event.state, event.fault
+            case FaultReport():
+                self.fault = event.fault
         return before != (self.device_state, self.fault)
+
+
+def _counts_cards(driver: Driver) -> bool:
+    """A shuffler's ``counts_cards`` option (drivers/shuffler ``ShufflerOptions``; a plug-in
+    shuffler's options subclass it); true for any other device, as the rules have it."""
+    if driver.device_class != "shuffler":
+        return True
+    # imported here: a shuffler is configured, so its driver module is loaded anyway
+    from tableside.drivers.shuffler.driver import ShufflerOptions
+
+    options = driver.options
+    return options.counts_cards if isinstance(options, ShufflerOptions) else True
 
 
 def _bonus_pays(config: Config) -> dict[str, float] | None:
@@ -188,29 +215,21 @@ class TableDaemon:
                 budget=FrameBudget(
                     per_s=device.max_frames_per_s, burst=max(1, math.ceil(device.max_frames_per_s))
                 ),
-                options={
-                    "reveals_hole_card": device.reveals_hole_card,
-                    "seats": device.seats,
-                    "echo": device.echo,
-                    "poll_interval_s": device.poll_interval_s,
-                    "reply_timeout_s": device.reply_timeout_s,
-                },
+                options=device.options,
                 settle=self._settle,
             )
+            driver = driver_cls(name, settings, self._sink(name))
             facts = TableFacts(
                 game=config.table.game,
-                shuffler_counts=device.counts_cards,
+                shuffler_counts=_counts_cards(driver),
                 decks=config.table.decks,
             )
-            runtime = DeviceRuntime(
-                name, device, driver_cls(name, settings, self._sink(name)), facts
-            )
-            self.devices[name] = runtime
-        shufflers = [d for d in config.devices.values()
-                     if get_driver(d.driver).device_class == "shuffler"]  # fmt: skip
+            self.devices[name] = DeviceRuntime(name, device, driver, facts)
+        shufflers = [rt.driver for rt in self.devices.values()
+                     if rt.driver.device_class == "shuffler"]  # fmt: skip
         self.table_facts = TableFacts(
             game=config.table.game,
-            shuffler_counts=any(d.counts_cards for d in shufflers),
+            shuffler_counts=any(_counts_cards(d) for d in shufflers),
             decks=config.table.decks,
             progressive=config.progressive.pay_table() if config.progressive else None,
             bonus_pays=_bonus_pays(config),
@@ -462,15 +481,15 @@ class TableDaemon:
             ),
             key=f"{topic}#{event.kind}",
         )
-        if rt.apply(event, full, ts):
+        if rt.apply(event, ts):
             self._publish_state(rt, ts)
-        changed = self._firmware_change(rt, event, full)
+        changed = self._firmware_change(rt, event)
         if changed is not None:
             log.warning("firmware_changed", device=rt.name, part=changed.part,
                         previous=changed.previous, current=changed.current)  # fmt: skip
             self._handle(rt, changed)
-        if event.kind == "button":
-            self._on_button(str(full.get("button")))
+        if isinstance(event, ButtonPressed):
+            self._on_button(event.button)
         observation = Observation(
             kind=f"{rt.driver.device_class}.{event.kind}",
             device=rt.name,
@@ -484,8 +503,9 @@ class TableDaemon:
             halts = halts or Action.HALT_DEALING in ruling.rule.actions
         self._open_rulings(given, ts)
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
-        # buttons, …) and leaves the rest; a device that halts dealing stops the table.
-        self._table_step(observation.kind, full, ts)
+        # buttons, …), typed as the driver reported it, and leaves the rest; a device that
+        # halts dealing stops the table.
+        self._table_step(observation.kind, {}, ts, device=event)
         if halts:
             self._table_step("halt", {"device_class": rt.driver.device_class}, ts)
 
@@ -581,13 +601,15 @@ class TableDaemon:
 
     # -- the table: phase, round, and what the rules count ----------------------------------
 
-    def _table_step(self, kind: str, data: Mapping[str, Any], ts: str) -> None:
-        """Move the table (raises ValueError for a person's event it cannot take); publish its
-        state when it changed, and the rulings its rows give."""
+    def _table_step(
+        self, kind: str, data: Mapping[str, Any], ts: str, *, device: DeviceEvent | None = None
+    ) -> None:
+        """Move the table by a person's (or the daemon's) ``kind`` with its ``data``, or by a
+        ``device``'s typed event (raises ValueError for a person's event it cannot take);
+        publish its state when it changed, and the rulings its rows give."""
         before = self.table_state
-        self.table_state, seen = step(
-            self.table_facts, before, TableEvent(kind, self.journal.clock.now(), dict(data))
-        )
+        event = TableEvent(kind, self.journal.clock.now(), dict(data), device)
+        self.table_state, seen = step(self.table_facts, before, event)
         # Published when what is published changed (a coup's cards change the state, unseen).
         shown = self.table_state != before and self.table_state.to_dict() != before.to_dict()
         if not shown and not seen:
@@ -624,13 +646,12 @@ class TableDaemon:
         )
         return seq
 
-    def _firmware_change(
-        self, rt: DeviceRuntime, event: DeviceEvent, data: Mapping[str, Any]
-    ) -> FirmwareChanged | None:
-        if isinstance(event, IdentityEvent):
-            return self.firmware.check(rt.name, "", event.firmware_sha256)
-        if event.kind == "acceptor_identity":
-            return self.firmware.check(rt.name, f"seat{data['seat']}", str(data["rom_checksum"]))
+    def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
+        match event:
+            case IdentityEvent():
+                return self.firmware.check(rt.name, "", event.firmware_sha256)
+            case AcceptorIdentity():
+                return self.firmware.check(rt.name, f"seat{event.seat}", event.rom_checksum)
         return None
 
     # -- the progressive system: "no more bets" locks every acceptor out --------------------

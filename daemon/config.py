@@ -21,15 +21,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SkipValidation,
     Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tableside.daemon.clock import LabClock
-from tableside.drivers.registry import available_drivers
+from tableside.drivers.base import DriverOptions
+from tableside.drivers.registry import UnknownDriver, available_drivers, get_driver
 from tableside.rules import paytables
 from tableside.rules.model import Game, GamingDay
 from tableside.rules.progressive import PayTable
@@ -276,7 +279,16 @@ _PAY_TABLES = {
 }
 
 
+_UNKNOWN_OPTION = (
+    "{driver} takes no option '{key}' (its options: {takes}; every device has: {common})"
+)
+
+
 class DeviceConfig(_Strict):
+    """``[devices.<name>]``: the keys every device has; the rest of its table are its driver's
+    own options, checked against the driver's ``Options`` model (drivers/base.py
+    ``DriverOptions``; docs/drivers.md). Only the drivers a config names are imported."""
+
     #: driver name from the registry (tableside.shuffler, or an installed plug-in)
     driver: str
     #: /dev/ttyUSB0, socket://host:port, rfc2217://host:port or usb://VID:PID[?serial=S]
@@ -288,31 +300,56 @@ class DeviceConfig(_Strict):
     #: frames a second the table takes from this device (a second's worth at once) before
     #: slowing it and reporting it ``flooding`` (docs/drivers.md, "Flooding")
     max_frames_per_s: Annotated[float, Field(gt=0, le=100_000)] = 100
-    #: shufflers: whether the device counts the cards after each shuffle (555.5(b))
-    counts_cards: bool = True
-    #: card readers: whether this model could let a player learn the hole card (551.16(l));
-    #: unset: what the reader itself reports
-    reveals_hole_card: bool | None = None
-    #: ccTalk acceptor bus: betting position → ccTalk address (2..255)
-    seats: (
-        dict[Annotated[int, Strict(False), Field(ge=1, le=7)], Annotated[int, Field(ge=2, le=255)]]
-        | None
-    ) = None
-    #: ccTalk: the host hears its own bytes (single-wire bus)
-    echo: bool = True
-    #: ccTalk: seconds between polls of the acceptors (unset: as the acceptors ask, header 249)
-    poll_interval_s: Annotated[float, Field(gt=0, le=10)] | None = None
-    #: ccTalk: how long an acceptor may take to start its reply
-    reply_timeout_s: Annotated[float, Field(gt=0, le=5)] = 0.1
+    #: the driver's own keys, validated by its ``Options`` model; in the file they sit beside
+    #: the keys above (``seats = {…}``, not ``options.seats``)
+    options: Annotated[DriverOptions, SkipValidation] = DriverOptions()
 
-    @model_validator(mode="after")
-    def _acceptors_need_seats(self) -> DeviceConfig:
-        if self.driver == "tableside.acceptors":
-            if not self.seats:
-                raise ValueError("an acceptor bus needs seats = {1 = ADDRESS, …}")
-            if len(set(self.seats.values())) != len(self.seats):
-                raise ValueError("two seats share one ccTalk address")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _driver_keys_to_options(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "options" in data:
+            return data
+        common = cls.model_fields.keys()
+        options = {k: v for k, v in data.items() if k not in common}
+        return {**{k: v for k, v in data.items() if k in common}, "options": options}
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _driver_options(cls, options: Any, info: ValidationInfo) -> DriverOptions:
+        """The driver's own model checks its keys (the driver's module is imported here, for
+        the drivers a config names only); a key it does not take is refused by name. The
+        errors are the option's own (``devices.<name>.options.<key>``), so each names its
+        line."""
+        name = info.data.get("driver")
+        if name is None:  # an unknown driver, or one that cannot be loaded: said on its line
+            return DriverOptions()
+        model = get_driver(name).Options  # loaded by _known_driver
+        if isinstance(options, DriverOptions):  # given as a model (in Python, not in a file)
+            if not isinstance(options, model):
+                raise ValueError(f"{name} takes {model.__name__}, not {type(options).__name__}")
+            return options
+        if not isinstance(options, dict):
+            return model.model_validate(options)
+        fields = model.model_fields
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError("unknown_option", _UNKNOWN_OPTION, {
+                    "driver": name, "key": key, "takes": ", ".join(fields) or "none",
+                    "common": ", ".join(k for k in cls.model_fields if k != "options")}),
+                loc=(key,),
+                input=value,
+            )
+            for key, value in options.items()
+            if key not in fields
+        ]  # fmt: skip
+        try:
+            valid = model.model_validate({k: v for k, v in options.items() if k in fields})
+        except ValidationError as exc:
+            errors += [InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"],
+                                        ctx=e.get("ctx", {})) for e in exc.errors()]  # fmt: skip
+        if errors:
+            raise ValidationError.from_exception_data(model.__name__, errors)
+        return valid
 
     @field_validator("driver")
     @classmethod
@@ -320,6 +357,10 @@ class DeviceConfig(_Strict):
         known = available_drivers()
         if name not in known:
             raise ValueError(f"no driver named {name!r} (available: {', '.join(sorted(known))})")
+        try:
+            get_driver(name)  # imported now: its Options check the device's other keys
+        except (UnknownDriver, ImportError) as exc:  # a plug-in that cannot be loaded
+            raise ValueError(f"driver {name!r} cannot be loaded: {exc}") from None
         return name
 
     @field_validator("url")
@@ -570,6 +611,8 @@ def validate_config(
     except ValidationError as exc:
         for err in exc.errors():
             loc = [str(x) for x in err["loc"]]
+            if loc[:1] == ["devices"] and loc[2:3] == ["options"]:
+                del loc[2]  # a driver's option sits beside the common keys in the file
             line = _find_line(text, loc)
             where = f"{source}:{line}" if line else source
             problems.append(Problem(where, ".".join(loc), _message(err)))

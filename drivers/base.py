@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
 
 import structlog
+from pydantic import BaseModel, ConfigDict
 
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.common import (
@@ -56,11 +57,22 @@ from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.tasks import first_to_end
 from tableside.drivers.transport import DEFAULT_BAUDRATE, open_transport
 
-__all__ = ["Driver", "DriverSettings", "EventSink", "FramedDriver"]
+__all__ = ["Driver", "DriverOptions", "DriverSettings", "EventSink", "FramedDriver"]
 
 log = structlog.get_logger("tableside.driver")
 
 EventSink = Callable[[DeviceEvent], None]
+
+
+class DriverOptions(BaseModel):
+    """A driver's own keys in its ``[devices.<name>]`` table, besides the ones every device has
+    (``driver``, ``url``, ``baudrate``, …: daemon/config.py ``DeviceConfig``). A driver that
+    takes any declares a subclass as its ``Options``; the config is checked against it, so a
+    misspelt or mistyped key is refused with its file, line and device (docs/drivers.md).
+
+    Strict, like the rest of the config: ``"30"`` is no number and ``"yes"`` no bool."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +89,9 @@ class DriverSettings:
     budget: FrameBudget | None = field(default_factory=FrameBudget)
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
-    #: driver-specific settings from the config (e.g. ccTalk addresses per seat)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    #: the driver's own options from the config (its ``Options`` model; e.g. ccTalk addresses
+    #: per seat); left out: the model's defaults
+    options: DriverOptions | None = None
     #: awaited before a device's frame is acknowledged: the daemon's "everything reported so
     #: far is in the journal", so a device never deletes an event the table could still lose
     settle: Callable[[], Awaitable[None]] | None = None
@@ -91,10 +104,18 @@ class Driver(abc.ABC):
     device_class: ClassVar[str]
     #: commands ``command()`` accepts, for error messages and docs
     commands: ClassVar[frozenset[str]] = frozenset()
+    #: the options this driver takes in its ``[devices.<name>]`` table (none by default)
+    Options: ClassVar[type[DriverOptions]] = DriverOptions
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         self.name = name
         self.settings = settings
+        given = settings.options
+        if given is not None and not isinstance(given, self.Options):
+            raise TypeError(f"{name}: options of {type(self).__name__} are "
+                            f"{self.Options.__name__}, not {type(given).__name__}")  # fmt: skip
+        #: this driver's options (its ``Options``), the defaults where the config has none
+        self.options: DriverOptions = given if given is not None else self.Options()
         self._sink = sink
         self.state = ConnectionState.DISCONNECTED
         self.connects = 0

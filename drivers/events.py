@@ -10,10 +10,12 @@ __all__ = [
     "ConnectionEvent",
     "ConnectionState",
     "DeviceEvent",
+    "FaultReport",
     "FloodingEvent",
     "IdentityEvent",
     "LineNoiseEvent",
     "ProtocolErrorEvent",
+    "StatusReport",
 ]
 
 
@@ -42,6 +44,23 @@ class DeviceEvent:
             value = getattr(self, f.name)
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
+
+
+class StatusReport:
+    """Mixed into a device class's ``status`` event: what the device says of itself, shown in
+    its retained state (``device_state``, ``fault``). Declares the fields, adds none (the
+    event's own dataclass fields keep their order on the wire)."""
+
+    __slots__ = ()
+    state: str
+    fault: str | None
+
+
+class FaultReport:
+    """Mixed into a device class's ``fault`` event: the fault its retained state shows."""
+
+    __slots__ = ()
+    fault: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

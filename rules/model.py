@@ -139,7 +139,10 @@ class TableFacts:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """Something the table saw: ``kind`` is ``<device class>.<event kind>``."""
+    """Something the table saw, for the rows to judge: a device's event (``kind``
+    ``<device class>.<event kind>``, ``data`` its typed event's fields, card identities
+    included; drivers/catalog.py names the type and ``engine.row_problems`` checks the rows'
+    field names against it) or the table's own (``table.<what>``, from rules/table.py)."""
 
     kind: str
     device: str

@@ -25,6 +25,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus
+from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
+from tableside.drivers.events import DeviceEvent
+from tableside.drivers.progressive.events import ButtonPressed, LightsChanged
+from tableside.drivers.shoe.events import (
+    CardDrawn,
+    CardsLoaded,
+    DealCompleted,
+    DealStarted,
+    FirstCardBurned,
+    StackDispensed,
+)
+from tableside.drivers.shuffler.events import ShuffleCompleted
 from tableside.rules.hands import (
     FiveCard,
     baccarat_point,
@@ -189,12 +202,20 @@ class TableState:
 
 @dataclass(frozen=True, slots=True)
 class TableEvent:
-    """Something that moves the table: from a device (``shoe.deal_started``…) or a person
-    (``open_table``…). ``at`` is Unix time; ``data`` the event's fields."""
+    """Something that moves the table: a person's request (``open_table``…) or the daemon's
+    own word (``rulings_opened``…) by name with its arguments in ``data``; or a device's event,
+    ``device``, typed as its driver reported it (``kind`` then names it
+    ``<device class>.<kind>``, for the published state's ``cause``). ``at`` is Unix time."""
 
     kind: str
     at: float
     data: Mapping[str, Any] = field(default_factory=dict)
+    device: DeviceEvent | None = None
+
+    @classmethod
+    def of(cls, device_class: str, event: DeviceEvent, at: float) -> TableEvent:
+        """A device's event, as the table takes it."""
+        return cls(f"{device_class}.{event.kind}", at, device=event)
 
 
 #: records what the rows must judge: ``observe("round", shuffled=False, …)``
@@ -228,60 +249,73 @@ def step(
     def observe(what: str, **fields: Any) -> None:
         seen.append(Observation(f"table.{what}", "table", {"round": new.round, **fields}))
 
+    # A device's event, typed as its driver reported it (drivers/*/events.py).
+    match event.device:
+        case None:
+            pass  # a person's request or the daemon's own word: below, by name
+        case ButtonPressed(button="no_more_bets" | "bets_open" as button):
+            return step(facts, state, TableEvent(button, at))
+        case DealStarted(plan=plan):
+            new = _round_begins(state)
+            observe("round", **_round_facts(facts, state, at))
+            misfit = plan_misfit(facts.game, plan)
+            if misfit is not None:
+                observe("deal_plan", reason=misfit)
+        case DealCompleted():
+            new = dataclasses.replace(state, phase=Phase.DECISIONS)
+        case ShuffleCompleted(deck=deck):
+            new = _shuffled(state, deck, observe)
+        case CardsLoaded() if facts.game in _BACCARAT:
+            # a baccarat shoe says so when a new shoe starts: its burn comes first
+            new = dataclasses.replace(state, burn_due=True, coups_in_shoe=0)
+        case WagerAccepted():
+            new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
+            if facts.progressive is not None:
+                added = _meter(facts, state) + facts.progressive.contribution_millicents()
+                new = dataclasses.replace(new, meter_millicents=added)
+        case EventsLost(lost=None):  # a reset: how many is unknown
+            new = dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
+        case EventsLost(lost=int(lost)):
+            new = dataclasses.replace(state, events_unaccounted=state.events_unaccounted + lost)
+        case LightsChanged(lit=lit):
+            claims = tuple(dataclasses.replace(c, lit=c.seat in lit) for c in state.claims)
+            new = dataclasses.replace(state, claims=claims)
+        case ReaderStatus(reveals_hole_card=reveals):
+            new = dataclasses.replace(state, reader_reveals=reveals)
+        case HoleCardChecked():
+            new = dataclasses.replace(state, hole_card_checked=True)
+            observe("hole_card_checked", up_card=state.up_card,
+                    gate=state.up_card in _READER_GATE if state.up_card else None,
+                    reveals=state.reader_reveals)  # fmt: skip
+        case FirstCardBurned(card=first, burned=burned):
+            # the shoe's own report: the first card's value against the cards it burned
+            value = _baccarat_burn("first_card", {"rank": first[:-1]})
+            new = dataclasses.replace(state, burn_due=False)
+            observe("shoe_burn", burn=value, burned=burned)
+        case CardDrawn(round=coup_round):
+            if coup_round != state.coup_round:
+                state = _coup_begins(state, observe)
+            new = _card_drawn(state, event.device, observe)
+        case StackDispensed():
+            new = _read_hand(facts, state, event.device)
+    if event.device is not None:
+        return new, seen
+
     match kind:
         case "open_table":
             since = state.cards_in_play_since or at
             new = dataclasses.replace(state, phase=Phase.OPEN, cards_in_play_since=since)
         case "close_table":
             new = dataclasses.replace(state, phase=Phase.CLOSED)
-        case "progressive_controller.button":
-            button = data.get("button")
-            if button in ("no_more_bets", "bets_open"):
-                return step(facts, state, TableEvent(str(button), at))
         case "bets_open":
             new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0,
                                       events_unaccounted=0, resets_unaccounted=0)  # fmt: skip
         case "no_more_bets":
             new = dataclasses.replace(state, phase=Phase.NO_MORE_BETS)
-        case "start_round" | "shoe.deal_started":
-            new = dataclasses.replace(
-                state,
-                phase=Phase.DEALING,
-                round=state.round + 1,
-                shuffled_since_last_round=False,
-                rounds_since_stub_count=state.rounds_since_stub_count + 1,
-                deck_last_dealt=state.deck_ready or state.deck_last_dealt,
-                claims=(),
-                up_card=None,
-                hole_card_checked=False,
-                face_up_found=0,
-                tens_found=0,
-            )
-            plan = data.get("plan")
-            misfit = (plan_misfit(facts.game, plan)
-                      if kind == "shoe.deal_started" and isinstance(plan, list | tuple)
-                      else None)  # fmt: skip
-            two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
-            observe(
-                "round",
-                shuffled=state.shuffled_since_last_round,
-                deck_age_h=state.deck_age_h(at),
-                dealing=state.dealing.value,
-                by_hand=state.dealing is DealingMethod.HAND,
-                from_shoe=state.dealing in _SHOES,
-                shuffler_on_table="shuffler" in state.devices,
-                counting_shuffler=facts.shuffler_counts and "shuffler" in state.devices,
-                stub_count_overdue=state.rounds_since_stub_count >= 5,
-                same_deck=two_decks and state.deck_ready == state.deck_last_dealt,
-                halted_by=state.halted_by,
-                reader_inspected_today=state.reader_inspected_on == facts.gaming_day.of(at),
-                game=facts.game.value,
-                past_last_hand=state.cover_card_round is not None
-                and state.round + 1 > state.cover_card_round + 1,
-            )
-            if misfit is not None:
-                observe("deal_plan", reason=misfit)
-        case "deal_done" | "shoe.deal_complete":
+        case "start_round":
+            new = _round_begins(state)
+            observe("round", **_round_facts(facts, state, at))
+        case "deal_done":
             new = dataclasses.replace(state, phase=Phase.DECISIONS)
         case "reveal":
             new = dataclasses.replace(state, phase=Phase.SETTLEMENT)
@@ -293,14 +327,8 @@ def step(
             # whether it is a ruling), the same as a declared manual shuffle; not the round's
             # shuffle the rules ask for.
             observe("other_method", method="manual_shuffle", device_class="shuffler")
-        case "shuffled" | "shuffler.shuffle_complete":
-            deck = data.get("deck")
-            ready = deck if deck in ("A", "B") else state.deck_ready
-            new = dataclasses.replace(state, shuffled_since_last_round=True, deck_ready=ready)
-            # two decks: the one shuffled now must not be the one in play this round
-            in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
-            if deck in ("A", "B") and in_play and deck == state.deck_last_dealt:
-                observe("deck_in_both", deck=deck)
+        case "shuffled":
+            new = _shuffled(state, data.get("deck"), observe)
         case "stub_count":
             count, misdealt = data.get("count"), data.get("misdealt", False)
             if not _is_int(count) or not isinstance(misdealt, bool):
@@ -338,22 +366,8 @@ def step(
                                       deck_last_dealt=None, cover_card_round=None,
                                       burn_due=facts.game in _BACCARAT,
                                       coups_in_shoe=0)  # fmt: skip
-        case "shoe.cards_loaded" if facts.game in _BACCARAT:
-            # a baccarat shoe says so when a new shoe starts: its burn comes first
-            new = dataclasses.replace(state, burn_due=True, coups_in_shoe=0)
         case "reader_inspected":
             new = dataclasses.replace(state, reader_inspected_on=facts.gaming_day.of(at))
-        case "acceptors.wager_accepted":
-            new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
-            if facts.progressive is not None:
-                added = _meter(facts, state) + facts.progressive.contribution_millicents()
-                new = dataclasses.replace(new, meter_millicents=added)
-        case "acceptors.events_lost":
-            lost = data.get("lost")
-            if isinstance(lost, int):
-                new = dataclasses.replace(state, events_unaccounted=state.events_unaccounted + lost)
-            else:  # a reset: how many is unknown
-                new = dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
         case "chips_collected":
             chips = data.get("count")
             if not _is_int(chips) or chips < 0:
@@ -381,14 +395,6 @@ def step(
                     "count (the cards it got); expected when the game has no rule"
                 )
             observe("misdeal", target=target, count=count, expected=expected)  # fmt: skip
-        case "progressive_controller.lights":
-            lit = set(data.get("lit") or ())
-            claims = tuple(dataclasses.replace(c, lit=c.seat in lit) for c in state.claims)
-            new = dataclasses.replace(state, claims=claims)
-        case "card_reader.status":
-            reveals = data.get("reveals_hole_card")
-            if isinstance(reveals, bool):
-                new = dataclasses.replace(state, reader_reveals=reveals)
         case "up_card":
             rank = str(data.get("rank", "")).upper()
             if rank not in _RANKS:
@@ -401,11 +407,6 @@ def step(
                 observe("ten_found", found=found, up_card=True)
             else:
                 new = dataclasses.replace(state, up_card=rank)
-        case "card_reader.hole_card_checked":
-            new = dataclasses.replace(state, hole_card_checked=True)
-            observe("hole_card_checked", up_card=state.up_card,
-                    gate=state.up_card in _READER_GATE if state.up_card else None,
-                    reveals=state.reader_reveals)  # fmt: skip
         case "more_cards" | "insurance_placed" | "insurance_collected" | "match_the_dealer_settled":
             observe(kind, up_card=state.up_card,
                     gate=state.up_card in _READER_GATE if state.up_card else None,
@@ -427,12 +428,6 @@ def step(
             if kind == "first_card":
                 new = dataclasses.replace(state, burn_due=False)
             observe(kind, burn=value)
-        case "shoe.first_card_burned":
-            # the shoe's own report: the first card's value against the cards it burned
-            card = str(data.get("card", ""))
-            value = _baccarat_burn("first_card", {"rank": card[:-1]})
-            new = dataclasses.replace(state, burn_due=False)
-            observe("shoe_burn", burn=value, burned=data.get("burned"))
         case "cover_card":
             new = dataclasses.replace(state, cover_card_round=state.round)
             observe(kind)
@@ -444,14 +439,8 @@ def step(
         case "coup":
             new = _coup_begins(state, observe)
             observe(kind, **_coup(data))
-        case "shoe.card_drawn":
-            if data.get("round") != state.coup_round:
-                state = _coup_begins(state, observe)
-            new = _card_drawn(state, data, observe)
         case "progressive_hand" | "validate_payout" | "pay_progressive":
             new = _progressive(facts, state, kind, data, observe)
-        case "shoe.stack_dispensed":
-            new = _read_hand(facts, state, data)
         case "pay_bonus":
             observe("bonus_paid", **_bonus(facts, data))
         # -- rulings: given (by the daemon, as it publishes them), acknowledged, resolved,
@@ -473,6 +462,56 @@ def step(
     return new, seen
 
 
+def _round_begins(state: TableState) -> TableState:
+    """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``)."""
+    return dataclasses.replace(
+        state,
+        phase=Phase.DEALING,
+        round=state.round + 1,
+        shuffled_since_last_round=False,
+        rounds_since_stub_count=state.rounds_since_stub_count + 1,
+        deck_last_dealt=state.deck_ready or state.deck_last_dealt,
+        claims=(),
+        up_card=None,
+        hole_card_checked=False,
+        face_up_found=0,
+        tens_found=0,
+    )
+
+
+def _round_facts(facts: TableFacts, state: TableState, at: float) -> dict[str, Any]:
+    """What the ``table.round`` rows judge as a round starts, from the table before it."""
+    two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
+    return {
+        "shuffled": state.shuffled_since_last_round,
+        "deck_age_h": state.deck_age_h(at),
+        "dealing": state.dealing.value,
+        "by_hand": state.dealing is DealingMethod.HAND,
+        "from_shoe": state.dealing in _SHOES,
+        "shuffler_on_table": "shuffler" in state.devices,
+        "counting_shuffler": facts.shuffler_counts and "shuffler" in state.devices,
+        "stub_count_overdue": state.rounds_since_stub_count >= 5,
+        "same_deck": two_decks and state.deck_ready == state.deck_last_dealt,
+        "halted_by": state.halted_by,
+        "reader_inspected_today": state.reader_inspected_on == facts.gaming_day.of(at),
+        "game": facts.game.value,
+        "past_last_hand": state.cover_card_round is not None
+        and state.round + 1 > state.cover_card_round + 1,
+    }
+
+
+def _shuffled(state: TableState, deck: object, observe: Observe) -> TableState:
+    """The cards were shuffled (the shuffler's ``shuffle_complete``, or the dealer's word):
+    with two decks, the one shuffled now must not be the one in play this round."""
+    ready = deck if deck in ("A", "B") else state.deck_ready
+    in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
+    if deck in ("A", "B") and in_play and deck == state.deck_last_dealt:
+        observe("deck_in_both", deck=deck)
+    return dataclasses.replace(
+        state, shuffled_since_last_round=True, deck_ready=ready if ready is None else str(ready)
+    )
+
+
 def _bonus(facts: TableFacts, data: Mapping[str, Any]) -> dict[str, Any]:
     """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
     559.14(d) or the casino's higher one; three of a kind or better wins."""
@@ -487,11 +526,11 @@ def _bonus(facts: TableFacts, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"seat": seat, "hand": hand, "dollars": table[hand]}
 
 
-def _read_hand(facts: TableFacts, state: TableState, data: Mapping[str, Any]) -> TableState:
+def _read_hand(facts: TableFacts, state: TableState, stack: StackDispensed) -> TableState:
     """A shoe that reads cards shows a player's five-card hand: a progressive payout hand is
     recorded at once (555.12(b)(1), "verify that the hand is a winning hand"), ranked as 555.6
     ranks it. The cards stay on the table; only the hand's name is kept."""
-    target, cards = str(data.get("target", "")), data.get("cards") or ()
+    target, cards = stack.target, stack.cards
     if facts.progressive is None or not target.startswith("seat") or len(cards) != 5:
         return state
     try:
@@ -594,16 +633,16 @@ def _coup_begins(state: TableState, observe: Observe) -> TableState:
     return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1)
 
 
-def _card_drawn(state: TableState, data: Mapping[str, Any], observe: Observe) -> TableState:
+def _card_drawn(state: TableState, drawn: CardDrawn, observe: Observe) -> TableState:
     """A baccarat shoe that reads cards reports each card drawn: the table deals them to the
     Player's and Banker's Hands in order (543.9(c), 543.10) and judges the coup against the
     drawing rules as soon as it is complete, has a card too many, or (when the next coup
     starts) stayed short."""
     try:
-        rank = _card(str(data.get("card")))[0]
+        rank = _card(drawn.card)[0]
     except ValueError:
         return state  # an unreadable card: the dealer reports the coup instead
-    coup_round = data.get("round")
+    coup_round = drawn.round
     if coup_round != state.coup_round:
         if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
             observe("coup", **_coup(_split(state.coup)))

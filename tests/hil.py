@@ -18,6 +18,9 @@ import aiomqtt
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.drivers.base import DriverOptions
+from tableside.drivers.registry import get_driver
+from tableside.drivers.shuffler.driver import ShufflerOptions
 from tableside.rules.model import Game
 from tableside.simulators.base import FramedSimulator
 from tableside.simulators.faults import parse_fault
@@ -156,6 +159,14 @@ class SimulatedTable:
     tasks: dict[str, asyncio.Task[Any]]
 
 
+def _options(device_class: str, *, counts_cards: bool) -> DriverOptions:
+    """The built-in driver's options, as a config without its own keys gives them; the
+    shuffler's ``counts_cards`` as the test asks."""
+    if device_class == "shuffler":
+        return ShufflerOptions(counts_cards=counts_cards)
+    return get_driver(f"tableside.{device_class}").Options()
+
+
 def make_config(
     broker_url: str,
     device_url: str | Mapping[str, str],
@@ -183,7 +194,7 @@ def make_config(
                 url=url,
                 heartbeat_timeout_s=heartbeat_timeout,
                 ack_timeout_s=0.2,
-                counts_cards=counts_cards,
+                options=_options(name, counts_cards=counts_cards),
             )
             for name, url in (
                 {"shuffler": device_url} if isinstance(device_url, str) else device_url

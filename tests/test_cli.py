@@ -227,11 +227,17 @@ def test_run_refuses_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_schemas_in_docs_are_current(tmp_path: Path) -> None:
     assert main(["schemas", str(tmp_path)]) == 0
-    generated = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
-    shipped = {
-        p.name: json.loads(p.read_text()) for p in (ROOT / "docs" / "schemas").glob("*.json")
-    }
+    shipped_dir = ROOT / "docs" / "schemas"
+    generated = {str(p.relative_to(tmp_path)): json.loads(p.read_text())
+                 for p in tmp_path.rglob("*.json")}  # fmt: skip
+    shipped = {str(p.relative_to(shipped_dir)): json.loads(p.read_text())
+               for p in shipped_dir.rglob("*.json")}  # fmt: skip
     assert generated == shipped, "run: tableside schemas docs/schemas"
+    # one per device event, from its type (drivers/catalog.py)
+    stack = generated["events/shoe.stack_dispensed.schema.json"]
+    assert stack["required"] == ["round", "index", "target", "count", "expected"]
+    assert stack["additionalProperties"] is False and "cards" in stack["properties"]
+    assert "events/any_device.connection.schema.json" in generated
 
 
 def test_rules_page_is_current(tmp_path: Path) -> None:

@@ -31,6 +31,16 @@ def test_drivers_know_nothing_above_them(path: Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+@pytest.mark.parametrize("path", files("rules"), ids=lambda p: p.name)
+def test_the_rules_take_the_drivers_event_types_only(path: Path) -> None:
+    """Events stay typed to the rules (rules/table.py matches the drivers' event classes), but
+    the rules import no driver: only the event modules and drivers/catalog.py."""
+    allowed = ("tableside.drivers.catalog", "tableside.drivers.events")
+    bad = {m for m in imports(path) if m.startswith("tableside.drivers")
+           and m not in allowed and not m.endswith(".events")}  # fmt: skip
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
 SANS_IO = [
     ROOT / "drivers" / "crc.py",
     ROOT / "drivers" / "framing.py",

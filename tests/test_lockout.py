@@ -88,8 +88,10 @@ async def acceptor_table(
     config = Config(
         table=TableConfig(id=table_id, game=game, state_dir=tmp_path),
         broker=BrokerConfig(url=mosquitto.url),
-        devices={"acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url,
-                                           seats=seats, poll_interval_s=0.05, **device)},
+        devices={"acceptors": DeviceConfig.model_validate(
+            # as a config file has it: the driver's options beside the common keys
+            {"driver": "tableside.acceptors", "url": bus_url, "seats": seats,
+             "poll_interval_s": 0.05, **device})},
     )  # fmt: skip
     sub = Subscriber(mosquitto.url, f"tableside/{table_id}/#")
     sub_task = asyncio.create_task(sub.run())

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
+from tableside.drivers.cctalk.driver import AcceptorBusOptions
 from tableside.drivers.cctalk.protocol import (
     BadChecksum,
     CcTalkDecoder,
@@ -127,8 +128,9 @@ async def test_progressive_system_end_to_end(mosquitto: Mosquitto, tmp_path: Pat
             "progressive": DeviceConfig(
                 driver="tableside.progressive_controller", url=controller_url, heartbeat_timeout_s=1
             ),
-            "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
-                                      poll_interval_s=0.05, retries=2),
+            "acceptors": DeviceConfig(
+                driver="tableside.acceptors", url=bus_url, retries=2,
+                options=AcceptorBusOptions(seats=SEATS, poll_interval_s=0.05)),
         },
     )  # fmt: skip
     sub = Subscriber(mosquitto.url, "tableside/prog-1/#")
@@ -213,7 +215,9 @@ async def test_a_lockout_that_cannot_happen_is_said(mosquitto: Mosquitto, tmp_pa
             ),
             # nothing listens here: the acceptor bus is down
             "acceptors": DeviceConfig(
-                driver="tableside.acceptors", url=f"socket://127.0.0.1:{free_port()}", seats=SEATS
+                driver="tableside.acceptors",
+                url=f"socket://127.0.0.1:{free_port()}",
+                options=AcceptorBusOptions(seats=SEATS),
             ),
         },
     )
@@ -242,8 +246,9 @@ async def test_what_an_acceptor_held_before_we_connected_is_said(
     config = Config(
         table=TableConfig(id="prog-3", game=Game.LET_IT_RIDE, state_dir=tmp_path),
         broker=BrokerConfig(url=mosquitto.url),
-        devices={"acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
-                                           poll_interval_s=0.05)},
+        devices={"acceptors": DeviceConfig(
+            driver="tableside.acceptors", url=bus_url,
+            options=AcceptorBusOptions(seats=SEATS, poll_interval_s=0.05))},
     )  # fmt: skip
     sub = Subscriber(mosquitto.url, "tableside/prog-3/#")
     sub_task = asyncio.create_task(sub.run())
@@ -279,8 +284,9 @@ async def test_progressive_meter_and_payout_through_the_daemon(
         devices={
             "progressive": DeviceConfig(driver="tableside.progressive_controller",
                                         url=controller_url, heartbeat_timeout_s=1),
-            "acceptors": DeviceConfig(driver="tableside.acceptors", url=bus_url, seats=SEATS,
-                                      poll_interval_s=0.05),
+            "acceptors": DeviceConfig(
+                driver="tableside.acceptors", url=bus_url,
+                options=AcceptorBusOptions(seats=SEATS, poll_interval_s=0.05)),
         },
     )  # fmt: skip
     sub = Subscriber(mosquitto.url, "tableside/prog-2/#")

@@ -13,6 +13,7 @@ from tableside.rules import Game, TableFacts
 from tableside.rules.progressive import PayTable
 from tableside.rules.table import TableEvent, TableState, step
 
+from .events import table_event
 from .test_roles import refusal
 
 TABLE = PayTable(rate_percent=72.5, initial_cents=10_000_00, reset_cents=10_000_00,
@@ -26,7 +27,7 @@ class Table:
         self.paid: list[dict[str, Any]] = []
 
     def __call__(self, kind: str, **data: Any) -> None:
-        self.state, seen = step(self.facts, self.state, TableEvent(kind, 0.0, data))
+        self.state, seen = step(self.facts, self.state, table_event(kind, 0.0, data))
         self.paid += [dict(o.data) for o in seen if o.kind == "table.progressive_paid"]
 
     def meter(self) -> int | None:

@@ -30,6 +30,7 @@ from tableside.daemon.config import (
     TableConfig,
 )
 from tableside.daemon.journal import JournalCorrupt, verify_file
+from tableside.drivers.cctalk.driver import AcceptorBusOptions
 from tableside.rules.model import Game
 from tableside.simulators.progressive import progressive_table
 
@@ -262,8 +263,9 @@ def _progressive_config(state_dir: Path, broker: str, urls: dict[str, str]) -> C
         devices={
             "progressive": DeviceConfig(driver="tableside.progressive_controller",
                                         url=urls["progressive"], heartbeat_timeout_s=1),
-            "acceptors": DeviceConfig(driver="tableside.acceptors", url=urls["acceptors"],
-                                      seats=SEATS, poll_interval_s=0.05),
+            "acceptors": DeviceConfig(
+                driver="tableside.acceptors", url=urls["acceptors"],
+                options=AcceptorBusOptions(seats=SEATS, poll_interval_s=0.05)),
         },
     )  # fmt: skip
 

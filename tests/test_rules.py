@@ -252,3 +252,26 @@ def test_rules_indexed_by_trigger_rule_as_every_row_tried(rule: object) -> None:
         indexed = evaluate(facts, observation)
         assert rule in [r.rule for r in indexed]
         assert indexed == evaluate(facts, observation, list(RULES))
+
+
+def test_every_row_reads_fields_its_device_event_has() -> None:
+    """A row triggered by a device event reads that event's fields by name: each name is a
+    field of the event's type (drivers/catalog.py); a misspelt row, or a field renamed in a
+    driver's event, is named."""
+    import dataclasses
+
+    from tableside.rules.engine import row_problems
+    from tableside.rules.model import FieldRef, Rule, When
+
+    assert row_problems() == []
+    stack = next(r for r in RULES if r.trigger == "shoe.stack_dispensed")
+    assert isinstance(stack, Rule)
+    misspelt = dataclasses.replace(stack, when=(When("cuont", "!=", FieldRef("expeted")),))
+    elsewhere = dataclasses.replace(stack, trigger="shoe.stack_dropped")
+    assert row_problems([misspelt, elsewhere]) == [
+        f"{stack.id}: StackDispensed (shoe.stack_dispensed) has no field 'cuont'",
+        f"{stack.id}: StackDispensed (shoe.stack_dispensed) has no field 'expeted'",
+        f"{stack.id}: no device reports 'shoe.stack_dispensed'".replace(
+            "stack_dispensed", "stack_dropped"
+        ),
+    ]

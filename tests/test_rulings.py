@@ -23,7 +23,9 @@ from tableside.rules.rulings import (
     due,
     halting,
 )
-from tableside.rules.table import Phase, TableEvent, TableState, step
+from tableside.rules.table import Phase, TableState, step
+
+from .events import table_event
 
 T0 = 1_764_400_000.0
 FACTS = TableFacts(Game.CARIBBEAN_STUD)
@@ -40,7 +42,7 @@ class Table:
         self.state = TableState()
 
     def __call__(self, kind: str, at: float = T0, **data: Any) -> TableState:
-        self.state, seen = step(FACTS, self.state, TableEvent(kind, at, data))
+        self.state, seen = step(FACTS, self.state, table_event(kind, at, data))
         assert seen == [], "the lifecycle gives no observations of its own"
         return self.state
 

@@ -14,6 +14,7 @@ from tableside.drivers.framing import Frame, FrameDecoder
 from tableside.drivers.messages import Message
 from tableside.drivers.shoe import protocol as p
 from tableside.drivers.shoe.driver import parse_plan
+from tableside.drivers.shoe.events import CardDrawn
 from tableside.drivers.wire import MalformedPayload
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
@@ -297,7 +298,8 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
     facts, state, found = TableFacts(Game.BACCARAT), TableState(), []
     reported = [(1, m.index, card_name(m.card)) for m in drawn] + [(2, 0, "AS")]  # then coup 2
     for coup, index, card in reported:
-        event = TableEvent("shoe.card_drawn", 0.0, {"round": coup, "index": index, "card": card})
+        drawn_event = CardDrawn(device="shoe", round=coup, index=index, card=card)
+        event = TableEvent.of("shoe", drawn_event, 0.0)
         state, seen = step(facts, state, event)
         found += [r.rule.citation for o in seen for r in evaluate(facts, o)]
     assert found == ["58 Pa. Code § 545.11(c)"]

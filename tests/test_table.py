@@ -9,10 +9,21 @@ import pytest
 
 from tableside.rules import Game, TableFacts, evaluate
 from tableside.rules.model import Action
+from tableside.rules.patterns import dispense_pattern
 from tableside.rules.table import Phase, TableEvent, TableState, step
+
+from .events import table_event
 
 T0 = 1_764_400_000.0  # a Unix time; each test moves its own clock
 HOUR = 3600.0
+
+
+def _fitting_plan(game: Game) -> tuple[dict[str, Any], ...]:
+    """The game's own dealing procedure for one seat (none for a game without one)."""
+    try:
+        return tuple(dispense_pattern(game, [1]))
+    except ValueError:
+        return ()
 
 
 class Table:
@@ -26,7 +37,9 @@ class Table:
         self.rulings: list[tuple[str, tuple[Action, ...]]] = []
 
     def __call__(self, kind: str, **data: Any) -> list[str]:
-        self.state, seen = step(self.facts, self.state, TableEvent(kind, self.now, data))
+        if kind == "shoe.deal_started" and "plan" not in data:
+            data["plan"] = _fitting_plan(self.facts.game)  # a shoe always announces one
+        self.state, seen = step(self.facts, self.state, table_event(kind, self.now, data))
         found = [r for o in seen for r in evaluate(self.facts, o)]
         self.rulings += [(r.rule.citation, r.rule.actions) for r in found]
         return [r.rule.citation.removeprefix("58 Pa. Code § ") for r in found]

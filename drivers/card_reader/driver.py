@@ -6,13 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from tableside.drivers.base import FramedDriver
+from tableside.drivers.base import DriverOptions, FramedDriver
 from tableside.drivers.card_reader import events as ev
 from tableside.drivers.card_reader import protocol as p
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 
-__all__ = ["CardReaderDriver"]
+__all__ = ["CardReaderDriver", "CardReaderOptions"]
+
+
+class CardReaderOptions(DriverOptions):
+    """``tableside.card_reader``."""
+
+    #: whether this model could let a player learn the hole card (551.16(l)); unset: what the
+    #: reader itself reports
+    reveals_hole_card: bool | None = None
 
 
 class CardReaderDriver(FramedDriver):
@@ -23,19 +31,21 @@ class CardReaderDriver(FramedDriver):
         "self_test": p.RunSelfTest,
     }
     commands: ClassVar[frozenset[str]] = frozenset({"self_test", "query_status", "query_identity"})
+    Options: ClassVar[type[DriverOptions]] = CardReaderOptions
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name
         match message:
             case p.ReaderStatus():
-                configured = self.settings.options.get("reveals_hole_card")
+                assert isinstance(self.options, CardReaderOptions)  # Driver.__init__ checked it
+                configured = self.options.reveals_hole_card
                 return ev.ReaderStatus(
                     device=d,
                     state=message.state.name.lower(),
                     fault=None if message.fault is None else message.fault.name.lower(),
                     reveals_hole_card=message.reveals_hole_card
                     if configured is None
-                    else bool(configured),
+                    else configured,
                     reveals_source="device" if configured is None else "config",
                     checks=message.checks,
                 )

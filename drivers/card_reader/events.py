@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
 __all__ = ["HoleCardChecked", "ReaderFault", "ReaderStatus", "SelfTestResult"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReaderStatus(DeviceEvent):
+class ReaderStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
     state: str  # ready | reading | fault | self_test
     fault: str | None
@@ -36,7 +36,7 @@ class HoleCardChecked(DeviceEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReaderFault(DeviceEvent):
+class ReaderFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
     fault: str  # malfunction | tamper | door_open
     detail: str

@@ -27,11 +27,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import structlog
+from pydantic import Field, Strict, field_validator
 
-from tableside.drivers.base import Driver, DriverSettings, EventSink
+from tableside.drivers.base import Driver, DriverOptions, DriverSettings, EventSink
 from tableside.drivers.cctalk import events as ev
 from tableside.drivers.cctalk.protocol import (
     BROADCAST,
@@ -57,7 +58,7 @@ from tableside.drivers.events import (
     ProtocolErrorEvent,
 )
 
-__all__ = ["AcceptorBusy", "CcTalkAcceptorsDriver", "NoReply"]
+__all__ = ["AcceptorBusOptions", "AcceptorBusy", "CcTalkAcceptorsDriver", "NoReply"]
 
 log = structlog.get_logger("tableside.cctalk")
 
@@ -284,22 +285,45 @@ class _Bus:
         return reply
 
 
+class AcceptorBusOptions(DriverOptions):
+    """``tableside.acceptors``: the ccTalk bus of the seat acceptors."""
+
+    #: betting position → ccTalk address (2..255; 0 is the broadcast, 1 the host)
+    seats: dict[
+        Annotated[int, Strict(False), Field(ge=1, le=7)],  # a TOML table's keys are strings
+        Annotated[int, Field(ge=2, le=255)],
+    ]
+    #: the host hears its own bytes (single-wire bus)
+    echo: bool = True
+    #: seconds between polls of the acceptors (unset: as the acceptors ask, header 249)
+    poll_interval_s: Annotated[float, Field(gt=0, le=10)] | None = None
+    #: how long an acceptor may take to start its reply
+    reply_timeout_s: Annotated[float, Field(gt=0, le=5)] = 0.1
+
+    @field_validator("seats")
+    @classmethod
+    def _one_address_a_seat(cls, seats: dict[int, int]) -> dict[int, int]:
+        if not seats:
+            raise ValueError("an acceptor bus needs seats = {1 = ADDRESS, …}")
+        if len(set(seats.values())) != len(seats):
+            raise ValueError("two seats share one ccTalk address")
+        return seats
+
+
 class CcTalkAcceptorsDriver(Driver):
     device_class: ClassVar[str] = "acceptors"
     commands: ClassVar[frozenset[str]] = frozenset({"lock_out", "release", "query_status"})
+    Options: ClassVar[type[DriverOptions]] = AcceptorBusOptions
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         super().__init__(name, settings, sink)
-        options = settings.options
-        raw_seats = options.get("seats")
-        if not isinstance(raw_seats, Mapping) or not raw_seats:
-            raise ValueError(f"{name}: option seats must map seat numbers to ccTalk addresses")
-        self.seats = {int(seat): int(addr) for seat, addr in raw_seats.items()}
-        self.echo = bool(options.get("echo", True))
-        self.reply_timeout = float(options.get("reply_timeout_s", 0.1))
-        configured = options.get("poll_interval_s")
+        options = self.options
+        assert isinstance(options, AcceptorBusOptions)  # Driver.__init__ checked it
+        self.seats = dict(options.seats)
+        self.echo = options.echo
+        self.reply_timeout = options.reply_timeout_s
         #: None: poll at the interval the acceptors ask for (header 249), 0.2 s if they do not say
-        self.configured_poll_interval = None if configured is None else float(configured)
+        self.configured_poll_interval = options.poll_interval_s
         self.poll_interval = self.configured_poll_interval or DEFAULT_POLL_INTERVAL
         self._noise_reported = (0, 0)
         self._noise_at = 0.0

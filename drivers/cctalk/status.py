@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.events import DeviceEvent, StatusReport
 
 __all__ = ["AcceptorBusStatus"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AcceptorBusStatus(DeviceEvent):
+class AcceptorBusStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
     state: str  # accepting | locked_out
     fault: str | None  # lockout_unconfirmed, acceptor_offline when any seat does not answer

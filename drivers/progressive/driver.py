@@ -3,60 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.progressive import protocol as p
+from tableside.drivers.progressive.events import (
+    ButtonPressed,
+    ControllerStatus,
+    DoorChanged,
+    KeySwitchMoved,
+    LightMismatch,
+    LightsChanged,
+)
 
 __all__ = ["ProgressiveControllerDriver"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerStatus(DeviceEvent):
-    kind: ClassVar[str] = "status"
-    state: str  # betting_open | locked_out
-    fault: str | None  # door_open
-    lights: tuple[int, ...]
-    key_reset: bool
-    meter_cents: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ButtonPressed(DeviceEvent):
-    kind: ClassVar[str] = "button"
-    button: str  # no_more_bets | bets_open
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LightsChanged(DeviceEvent):
-    kind: ClassVar[str] = "lights"
-    lit: tuple[int, ...]
-    commanded: tuple[int, ...] | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LightMismatch(DeviceEvent):
-    """A light is not as commanded (a stuck or dead lamp): 555.12(b) cannot be checked."""
-
-    kind: ClassVar[str] = "light_mismatch"
-    seats: tuple[int, ...]
-    commanded: tuple[int, ...]
-    lit: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KeySwitchMoved(DeviceEvent):
-    kind: ClassVar[str] = "key_switch"
-    reset: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DoorChanged(DeviceEvent):
-    kind: ClassVar[str] = "door"
-    open: bool
 
 
 class ProgressiveControllerDriver(FramedDriver):

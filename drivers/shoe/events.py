@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
 __all__ = [
     "CardDrawn",
@@ -22,7 +22,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ShoeStatus(DeviceEvent):
+class ShoeStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
     state: str  # idle | dealing | fault | empty
     fault: str | None
@@ -87,7 +87,7 @@ class FirstCardBurned(DeviceEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ShoeFault(DeviceEvent):
+class ShoeFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
     round: int
     fault: str  # jam | stopped | short_deal | door_open

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from tableside.drivers.base import FramedDriver
+from tableside.drivers.base import DriverOptions, FramedDriver
 from tableside.drivers.cards import card_name
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
@@ -17,7 +17,16 @@ from tableside.drivers.shuffler.events import (
     ShuffleStarted,
 )
 
-__all__ = ["ShufflerDriver"]
+__all__ = ["ShufflerDriver", "ShufflerOptions"]
+
+
+class ShufflerOptions(DriverOptions):
+    """``tableside.shuffler`` (and a plug-in shuffler's options, subclassing it)."""
+
+    #: whether the device counts the cards after each shuffle (555.5(b)): the rules that need
+    #: a counting shuffler apply only when it does
+    counts_cards: bool = True
+
 
 _DECK_NAMES = {p.Deck.SINGLE: "single", p.Deck.A: "A", p.Deck.B: "B"}
 
@@ -32,6 +41,7 @@ class ShufflerDriver(FramedDriver):
     commands: ClassVar[frozenset[str]] = frozenset(
         {"start_shuffle", "query_status", "query_identity"}
     )
+    Options: ClassVar[type[DriverOptions]] = ShufflerOptions
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name

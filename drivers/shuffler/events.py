@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
 __all__ = ["ShuffleCompleted", "ShuffleStarted", "ShufflerFault", "ShufflerStatus"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ShufflerStatus(DeviceEvent):
+class ShufflerStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
     state: str  # idle | shuffling | fault | door_open
     fault: str | None
@@ -40,7 +40,7 @@ class ShuffleCompleted(DeviceEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ShufflerFault(DeviceEvent):
+class ShufflerFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
     shuffle_id: int
     fault: str  # jam | stopped | incomplete | door_open

@@ -685,6 +685,20 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     schemas = {name: model.model_json_schema() for name, model in PAYLOAD_MODELS.items()}
     # one branch per declared command, with its args, in the request's envelope
     schemas["command"] = request_schema(schemas["command"])
+    # each device event's data, from its type: <device class>.<kind>, any_device.<kind>
+    from tableside.daemon.app import TableActionFailed
+    from tableside.daemon.firmware import FirmwareChanged
+    from tableside.drivers.catalog import ANY_DEVICE, EVENTS, event_schema
+    from tableside.drivers.events import DeviceEvent
+
+    events = {f"{device_class}.{cls.kind}": cls
+              for device_class, own in EVENTS.items() for cls in own}  # fmt: skip
+    anywhere: tuple[type[DeviceEvent], ...] = (*ANY_DEVICE, FirmwareChanged, TableActionFailed)
+    for cls in anywhere:
+        events[f"any_device.{cls.kind}"] = cls
+    (args.directory / "events").mkdir(exist_ok=True)
+    for name, cls in sorted(events.items()):
+        schemas[f"events/{name}"] = event_schema(name, cls)
     for name, schema in schemas.items():
         path = args.directory / f"{name}.schema.json"
         path.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

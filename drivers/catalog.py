@@ -1,0 +1,103 @@
+"""Every event type the built-in drivers report, by the name the rules and the wire give it:
+``<device class>.<kind>`` (``shoe.stack_dispensed`` → ``StackDispensed``).
+
+This is where a rule row's trigger meets a type: the rows name the fields of the event they
+read, and tests/test_rules.py checks each name against this table; ``tableside schemas`` writes
+a JSON Schema for each event from it (docs/schemas/events/). Importing it imports the event
+modules only (frozen dataclasses, no I/O), never a driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+from pydantic import ConfigDict, Field, create_model
+
+from tableside.drivers.card_reader import events as card_reader
+from tableside.drivers.cctalk import events as acceptors
+from tableside.drivers.cctalk import status as acceptor_status
+from tableside.drivers.events import (
+    ConnectionEvent,
+    DeviceEvent,
+    FloodingEvent,
+    IdentityEvent,
+    LineNoiseEvent,
+    ProtocolErrorEvent,
+)
+from tableside.drivers.progressive import events as progressive
+from tableside.drivers.shoe import events as shoe
+from tableside.drivers.shuffler import events as shuffler
+
+__all__ = ["ANY_DEVICE", "EVENTS", "event_schema", "event_type"]
+
+#: events every driver may report (drivers/base.py): the link's, not the device class's own
+ANY_DEVICE: tuple[type[DeviceEvent], ...] = (
+    ConnectionEvent,
+    IdentityEvent,
+    LineNoiseEvent,
+    FloodingEvent,
+    ProtocolErrorEvent,
+)
+
+
+def _declared(*modules: ModuleType) -> tuple[type[DeviceEvent], ...]:
+    found: Iterable[object] = (getattr(m, name) for m in modules for name in m.__all__)
+    return tuple(c for c in found if isinstance(c, type) and issubclass(c, DeviceEvent))
+
+
+#: device class → the events of its own that its built-in driver reports
+EVENTS: Mapping[str, tuple[type[DeviceEvent], ...]] = {
+    "shuffler": _declared(shuffler),
+    "shoe": _declared(shoe),
+    "card_reader": _declared(card_reader),
+    "progressive_controller": _declared(progressive),
+    "acceptors": _declared(acceptor_status, acceptors),
+}
+
+_BY_NAME: dict[str, type[DeviceEvent]] = {
+    f"{device_class}.{cls.kind}": cls
+    for device_class, own in EVENTS.items()
+    for cls in (*ANY_DEVICE, *own)
+}
+
+
+def event_type(name: str) -> type[DeviceEvent] | None:
+    """The event type of ``<device class>.<kind>`` (None: no built-in device reports it)."""
+    return _BY_NAME.get(name)
+
+
+_CARDS = ("a card identity: sent only by a table whose config allows it ([table] "
+          "publish_card_identities); left out otherwise")  # fmt: skip
+
+
+def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, Any]:
+    """The JSON Schema of the ``data`` of a device-event message (docs/mqtt.md) whose event is
+    ``cls``: its fields but ``device`` (the message's own), card identities optional."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "device":
+            continue
+        if f.name in cls.card_fields:  # never required: a table may leave it out
+            default = None if f.default is dataclasses.MISSING else f.default
+            fields[f.name] = (hints[f.name], Field(default=default, description=_CARDS))
+        elif f.default is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], f.default)
+        else:
+            fields[f.name] = (hints[f.name], ...)
+    doc = cls.__doc__ or ""
+    model = create_model(
+        cls.__name__,
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=None if doc.startswith(f"{cls.__name__}(") else doc,  # not dataclass's own
+        **fields,
+    )
+    schema: dict[str, Any] = model.model_json_schema()
+    for f in dataclasses.fields(cls):  # a card field the event always has: no default shown
+        if f.name in cls.card_fields and f.default is dataclasses.MISSING:
+            schema["properties"][f.name].pop("default", None)
+    return {"$comment": f"data of a device event {name!r}", **schema}

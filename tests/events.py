@@ -1,0 +1,46 @@
+"""A device's typed event for a test that names only the fields it cares about."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tableside.drivers.catalog import event_type
+from tableside.drivers.events import DeviceEvent
+from tableside.rules.table import TableEvent
+
+
+def _blank(annotation: str) -> Any:
+    """A neutral value for a field the test leaves out (None where the type allows it)."""
+    if "None" in annotation:
+        return None
+    for prefix, value in (("tuple", ()), ("int", 0), ("float", 0.0), ("bool", False),
+                          ("str", "")):  # fmt: skip
+        if annotation.startswith(prefix):
+            return value
+    raise TypeError(f"no blank value for {annotation}")
+
+
+def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
+    """``device_event("shoe.deal_started", plan=…)``: the catalog's type for ``<class>.<kind>``
+    (drivers/catalog.py), the fields not given blank. An unknown field is a TypeError."""
+    cls = event_type(name)
+    if cls is None:
+        raise LookupError(f"no device event {name!r} in drivers/catalog.py")
+    given = {
+        f.name: fields[f.name] if f.name in fields else _blank(str(f.type))
+        for f in dataclasses.fields(cls)
+        if f.name != "device" and (f.name in fields or f.default is dataclasses.MISSING)
+    }
+    unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+    return cls(device=device, **given)
+
+
+def table_event(kind: str, at: float, data: dict[str, Any] | None = None) -> TableEvent:
+    """A person's request by name, or (``<class>.<kind>``) a device's typed event."""
+    if "." in kind:
+        device_class = kind.partition(".")[0]
+        return TableEvent.of(device_class, device_event(kind, **(data or {})), at)
+    return TableEvent(kind, at, data or {})
