@@ -66,7 +66,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from pydantic import Field
 
 from tableside import __version__
 from tableside.daemon import proof
@@ -74,6 +73,7 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
 from tableside.daemon.payloads import (
+    CheckpointPayload,
     CommandResult,
     DeviceEventPayload,
     DeviceStatePayload,
@@ -99,17 +99,6 @@ GAME = Game.CARIBBEAN_STUD
 SEATS = (1, 2, 3, 4, 5)
 #: a real daemon's shuffler faults, repeating: each gives a ruling
 DAEMON_FAULTS = ("count=51@3", "jam@6", "count=51@9", "incomplete@12", "count=51@15")
-
-
-class CheckpointPayload(Envelope):
-    """``<prefix>/<table>/checkpoint``, as docs/floor.md gives it (the same fields as the
-    daemon's CheckpointPayload on the table-proof branch, which this bench will import once
-    merged)."""
-
-    upto_seq: int = Field(ge=0)
-    head: str = Field(pattern=r"^[0-9a-f]{64}$")
-    key: str = Field(pattern=r"^[0-9a-f]{64}$")
-    signature: str = Field(pattern=r"^[0-9a-f]{128}$")
 
 
 @dataclass(slots=True)
