@@ -20,7 +20,11 @@ Each simulated table is what a table's daemon is on the wire, built from the dae
   key, to enrol on the floor;
 * after a lost connection it connects again (backing off, at most 5 s apart), sends again the
   message whose acknowledgement never came, marked ``"redelivered": true`` (``proof.marked``:
-  its chain entry still holds), and journals a new ``online``, as the daemon does.
+  its chain entry still holds), and journals a new ``online``, as the daemon does;
+* it answers the floor's ``replay`` (``<prefix>/<table>/command/auditor``, docs/floor.md) from
+  its journal, kept in memory: each record asked for, again, on ``<prefix>/<table>/replay``
+  (``ReplayPayload``, QoS 1), as the daemon sends them. Unlike the daemon it journals no
+  ``command_result`` for it (its journal is never pruned: there is no ``pruned_before`` to say).
 
 ``--rate`` is messages per second per table, on average over a round (a round is ~20
 messages: most spread evenly, the end-of-round burst at once). Tables start spread over the
@@ -78,6 +82,7 @@ from tableside.daemon.payloads import (
     DeviceEventPayload,
     DeviceStatePayload,
     Envelope,
+    ReplayPayload,
     RulingPayload,
     SourceEvent,
     StatusPayload,
@@ -120,6 +125,8 @@ class SimulatedJournal:
     def __init__(self) -> None:
         self.next_seq = 0
         self.head = proof.GENESIS
+        #: every record, by seq (what a replay is answered from)
+        self.records: list[Record] = []
 
     def append(self, topic: str, payload: Envelope, retain: bool) -> Record:
         if payload.seq != self.next_seq:
@@ -130,7 +137,12 @@ class SimulatedJournal:
         record = Record(payload.seq, topic, data, retain, proof.Chain(self.head, digest, ts))
         self.head = digest
         self.next_seq += 1
+        self.records.append(record)
         return record
+
+    def replay(self, first: int, last: int) -> list[Record]:
+        """The records ``first``..``last`` (as many of them as are journaled)."""
+        return self.records[max(0, first) : max(0, last + 1)]
 
 
 @dataclass
@@ -139,6 +151,9 @@ class TableStats:
     messages: int = 0
     redelivered: int = 0
     connections: int = 0
+    #: replay requests answered, records sent again for them
+    replay_requests: int = 0
+    replayed: int = 0
     rulings: int = 0
     checkpoints: int = 0
     #: (when a send was due, loop time; how far behind it the send began, s)
@@ -408,6 +423,7 @@ class Link:
         self.table, self.host, self.port, self.password = table, host, port, password
         self.client: aiomqtt.Client | None = None
         self.backoff = Backoff(initial=0.2, maximum=5.0)
+        self._serving: asyncio.Task[None] | None = None
 
     async def _connect(self) -> aiomqtt.Client:
         while True:
@@ -431,12 +447,48 @@ class Link:
                 continue
             self.backoff.reset()
             self.table.stats.connections += 1
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.subscribe(f"{self.table.topics.base}/command/auditor", qos=1)
+            self._serving = asyncio.create_task(
+                self._serve(client), name=f"replays.{self.table.table}"
+            )
             # "online" takes its place behind what is queued, as the daemon's does
             self.table.status("online")
             return client
 
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        """Answer the auditor's ``replay`` requests on this connection, from the journal."""
+        table = self.table
+        with contextlib.suppress(aiomqtt.MqttError):
+            async for message in client.messages:
+                try:
+                    body = json.loads(bytes(message.payload))
+                    args = body["args"]
+                    first, last = int(args["from_seq"]), int(args["to_seq"])
+                except (ValueError, TypeError, KeyError):
+                    continue
+                if body.get("command") != "replay" or last < first:
+                    continue
+                table.stats.replay_requests += 1
+                for record in table.journal.replay(first, min(last, first + 4_999)):
+                    replay = ReplayPayload(
+                        table=table.table, seq=record.seq, topic=record.topic,
+                        retain=record.retain, ts=record.chain.ts,
+                        prev=record.chain.prev.hex(), hash=record.chain.hash.hex(),
+                        payload=record.payload.decode(),
+                    )  # fmt: skip
+                    await client.publish(
+                        table.topics.replay, replay.model_dump_json(), qos=1, retain=False
+                    )
+                    table.stats.replayed += 1
+
     async def _drop(self) -> None:
         client, self.client = self.client, None
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
