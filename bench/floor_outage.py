@@ -83,7 +83,7 @@ class Relay:
         self.target_port = target_port
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._pipes: set[asyncio.Task[None]] = set()
+        self._open: set[asyncio.StreamWriter] = set()
 
     async def start(self, port: int = 0) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
@@ -95,9 +95,7 @@ class Relay:
         except OSError:
             writer.close()
             return
-        task = asyncio.current_task()
-        assert task is not None
-        self._pipes.add(task)
+        self._open |= {writer, up_w}
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(_pipe(reader, up_w))
@@ -105,8 +103,8 @@ class Relay:
         except* OSError:
             pass
         finally:
-            self._pipes.discard(task)
             for w in (writer, up_w):
+                self._open.discard(w)
                 w.close()
 
     async def cut(self) -> None:
@@ -114,9 +112,8 @@ class Relay:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for task in list(self._pipes):
-            task.cancel()
-        await asyncio.gather(*self._pipes, return_exceptions=True)
+        for writer in list(self._open):  # both ends see the link go at once
+            writer.transport.abort()
 
     async def mend(self) -> None:
         await self.start(self.port)
@@ -132,12 +129,22 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 # -- the brokers, the floor, the store ------------------------------------------------------------
 
 
-def brokers(directory: Path, users: list[str], relay_port: int) -> tuple[Mosquitto, Mosquitto]:
-    """The pit and the floor broker as shipped; the pit's bridge (as shipped) to the relay."""
+def brokers(
+    directory: Path, users: list[str], relay_port: int, max_queued: int
+) -> tuple[Mosquitto, Mosquitto]:
+    """The pit and the floor broker as shipped (``max_queued``: another queue limit); the pit's
+    bridge (as shipped) to the relay."""
     (directory / "floor").mkdir()
     (directory / "pit").mkdir()
     floor = Mosquitto.shipped(directory / "floor", users, PASSWORD)
     pit = Mosquitto.shipped(directory / "pit", users, PASSWORD)
+    if max_queued:
+        for broker in (floor, pit):
+            limited, n = re.subn(r"^max_queued_messages \d+$", f"max_queued_messages {max_queued}",
+                                 broker.conf.read_text(encoding="utf-8"), flags=re.M)  # fmt: skip
+            if n != 1:
+                raise SystemExit("the shipped broker config no longer sets max_queued_messages")
+            broker.conf.write_text(limited, encoding="utf-8")
     text = (SYSTEMD / "mosquitto-bridge.conf").read_text(encoding="utf-8")
     for pattern, replacement in (
         (r"^address floor-broker\.casino\.internal:1883$", f"address 127.0.0.1:{relay_port}"),
@@ -323,7 +330,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     users = [*names, *daemon_names, BRIDGE, FLOOR_USER]
     relay = Relay(0)
     await relay.start()
-    pit, floor_broker = brokers(work, users, relay.port)
+    pit, floor_broker = brokers(work, users, relay.port, args.max_queued)
     relay.target_port = floor_broker.port
     pg: Postgres | None = None
     floor: FloorProcess | None = None
@@ -455,6 +462,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "tables": args.tables,
             "daemons": args.daemons,
             "rate_per_table": args.rate,
+            "max_queued_messages": args.max_queued or "as shipped (1000)",
             "load_average_at_start": [round(x, 2) for x in load_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "scenarios": results,
@@ -501,6 +509,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--settle", type=float, default=600, help="s to wait for the store, at most")
     ap.add_argument("--ramp", type=float, default=5, help="tables start over this many s")
     ap.add_argument("--checkpoint-interval", type=float, default=10)
+    ap.add_argument(
+        "--max-queued", type=int, default=0,
+        help="max_queued_messages on both brokers (default: as shipped, 1000)",
+    )  # fmt: skip
     ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     ap.add_argument("--name", default=f"out{os.getpid()}")
     ap.add_argument("--out", type=Path)
