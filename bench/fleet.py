@@ -23,7 +23,8 @@ Each simulated table is what a table's daemon is on the wire, built from the dae
   its chain entry still holds), and journals a new ``online``, as the daemon does;
 * it answers the floor's ``replay`` (``<prefix>/<table>/command/auditor``, docs/floor.md) from
   its journal, kept in memory: each record asked for, again, on ``<prefix>/<table>/replay``
-  (``ReplayPayload``, QoS 1), as the daemon sends them. Unlike the daemon it journals no
+  (``ReplayPayload``, QoS 1), as the daemon sends them, and refuses what the daemon refuses
+  (more than 5,000, or beyond its newest record). Unlike the daemon it journals no
   ``command_result`` for it (its journal is never pruned: there is no ``pruned_before`` to say).
 
 ``--rate`` is messages per second per table, on average over a round (a round is ~20
@@ -467,10 +468,12 @@ class Link:
                     first, last = int(args["from_seq"]), int(args["to_seq"])
                 except (ValueError, TypeError, KeyError):
                     continue
-                if body.get("command") != "replay" or last < first:
+                if body.get("command") != "replay" or not 0 <= first <= last < first + 5_000:
                     continue
+                if last >= table.journal.next_seq:
+                    continue  # the daemon refuses a range beyond its newest record, too
                 table.stats.replay_requests += 1
-                for record in table.journal.replay(first, min(last, first + 4_999)):
+                for record in table.journal.replay(first, last):
                     replay = ReplayPayload(
                         table=table.table, seq=record.seq, topic=record.topic,
                         retain=record.retain, ts=record.chain.ts,
