@@ -18,7 +18,8 @@ The outages, in order, each after the store has caught up with the last:
 (a) ``bridge``: the relay closes the bridge's connection and refuses new ones for ``--cut-s``;
 (b) ``floor-down``: the floor stopped (SIGTERM) for ``--down-s``, then started again;
 (c) ``floor-kill``: the floor SIGKILLed, started again ``--kill-gap-s`` later;
-(d) ``broker-restart``: the floor broker stopped and started again (its persistence on).
+(d) ``broker-restart``: the floor broker stopped (SIGTERM: it saves its sessions) and started
+    again ``--broker-down-s`` later.
 
 For each: the messages the tables had published (acknowledged by the pit broker) from the
 outage's start to its end; how many of those the store first got from a replay (their live copy
@@ -423,6 +424,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await floor.start()
             elif scenario == "broker-restart":
                 await asyncio.to_thread(floor_broker.stop)
+                await asyncio.sleep(args.broker_down_s)
                 await asyncio.to_thread(floor_broker.start)
             outage_s = round(time.time() - t_start, 1)
             after = published()
@@ -504,6 +506,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cut-s", type=float, default=60, help="(a) the bridge cut this long")
     ap.add_argument("--down-s", type=float, default=300, help="(b) the floor down this long")
     ap.add_argument("--kill-gap-s", type=float, default=2, help="(c) SIGKILL to restart")
+    ap.add_argument("--broker-down-s", type=float, default=10, help="(d) the broker down")
     ap.add_argument("--warmup", type=float, default=10, help="s of traffic before the first")
     ap.add_argument("--between", type=float, default=5, help="s between outages")
     ap.add_argument("--settle", type=float, default=600, help="s to wait for the store, at most")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[1]
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 async def test_no_seq_is_lost_across_four_outages(store: str, tmp_path: Path) -> None:
     out = tmp_path / "outage.json"
@@ -26,11 +28,17 @@ async def test_no_seq_is_lost_across_four_outages(store: str, tmp_path: Path) ->
         sys.executable, str(ROOT / "bench" / "floor_outage.py"), "--store", store,
         "--tables", "4", "--daemons", "1", "--rate", "10", "--cut-s", "4", "--down-s", "4",
         "--warmup", "3", "--between", "1", "--settle", "120", "--max-queued", "20",
+        "--broker-down-s", "2",
         "--name", f"t{store[:2]}", "--out", str(out),
         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(proc.communicate(), 600)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 840)
+    finally:
+        if proc.returncode is None:  # its brokers and floor stopped as it ends
+            proc.send_signal(signal.SIGINT)
+            await proc.wait()
     assert proc.returncode == 0, err.decode()[-3000:]
     report = json.loads(out.read_text())
     scenarios = {s["scenario"]: s for s in report["scenarios"]}
