@@ -20,7 +20,12 @@ Each simulated table is what a table's daemon is on the wire, built from the dae
   key, to enrol on the floor;
 * after a lost connection it connects again (backing off, at most 5 s apart), sends again the
   message whose acknowledgement never came, marked ``"redelivered": true`` (``proof.marked``:
-  its chain entry still holds), and journals a new ``online``, as the daemon does.
+  its chain entry still holds), and journals a new ``online``, as the daemon does;
+* it answers the floor's ``replay`` (``<prefix>/<table>/command/auditor``, docs/floor.md) from
+  its journal, kept in memory: each record asked for, again, on ``<prefix>/<table>/replay``
+  (``ReplayPayload``, QoS 1), as the daemon sends them, and refuses what the daemon refuses
+  (more than 5,000, or beyond its newest record). Unlike the daemon it journals no
+  ``command_result`` for it (its journal is never pruned: there is no ``pruned_before`` to say).
 
 ``--rate`` is messages per second per table, on average over a round (a round is ~20
 messages: most spread evenly, the end-of-round burst at once). Tables start spread over the
@@ -66,7 +71,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from pydantic import Field
 
 from tableside import __version__
 from tableside.daemon import proof
@@ -74,10 +78,12 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
 from tableside.daemon.payloads import (
+    CheckpointPayload,
     CommandResult,
     DeviceEventPayload,
     DeviceStatePayload,
     Envelope,
+    ReplayPayload,
     RulingPayload,
     SourceEvent,
     StatusPayload,
@@ -102,17 +108,6 @@ SEATS = (1, 2, 3, 4, 5)
 DAEMON_FAULTS = ("count=51@3", "jam@6", "count=51@9", "incomplete@12", "count=51@15")
 
 
-class CheckpointPayload(Envelope):
-    """``<prefix>/<table>/checkpoint``, as docs/floor.md gives it (the same fields as the
-    daemon's CheckpointPayload on the table-proof branch, which this bench will import once
-    merged)."""
-
-    upto_seq: int = Field(ge=0)
-    head: str = Field(pattern=r"^[0-9a-f]{64}$")
-    key: str = Field(pattern=r"^[0-9a-f]{64}$")
-    signature: str = Field(pattern=r"^[0-9a-f]{128}$")
-
-
 @dataclass(slots=True)
 class Record:
     """One journal record of a simulated table: what goes on the wire, with its chain entry."""
@@ -132,6 +127,8 @@ class SimulatedJournal:
     def __init__(self) -> None:
         self.next_seq = 0
         self.head = proof.GENESIS
+        #: every record, by seq (what a replay is answered from)
+        self.records: list[Record] = []
 
     def append(self, topic: str, payload: Envelope, retain: bool) -> Record:
         if payload.seq != self.next_seq:
@@ -142,7 +139,12 @@ class SimulatedJournal:
         record = Record(payload.seq, topic, data, retain, proof.Chain(self.head, digest, ts))
         self.head = digest
         self.next_seq += 1
+        self.records.append(record)
         return record
+
+    def replay(self, first: int, last: int) -> list[Record]:
+        """The records ``first``..``last`` (as many of them as are journaled)."""
+        return self.records[max(0, first) : max(0, last + 1)]
 
 
 @dataclass
@@ -151,6 +153,9 @@ class TableStats:
     messages: int = 0
     redelivered: int = 0
     connections: int = 0
+    #: replay requests answered, records sent again for them
+    replay_requests: int = 0
+    replayed: int = 0
     rulings: int = 0
     checkpoints: int = 0
     #: (when a send was due, loop time; how far behind it the send began, s)
@@ -424,6 +429,7 @@ class Link:
         self.table, self.host, self.port, self.password = table, host, port, password
         self.client: aiomqtt.Client | None = None
         self.backoff = Backoff(initial=0.2, maximum=5.0)
+        self._serving: asyncio.Task[None] | None = None
 
     async def _connect(self) -> aiomqtt.Client:
         while True:
@@ -447,12 +453,50 @@ class Link:
                 continue
             self.backoff.reset()
             self.table.stats.connections += 1
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.subscribe(f"{self.table.topics.base}/command/auditor", qos=1)
+            self._serving = asyncio.create_task(
+                self._serve(client), name=f"replays.{self.table.table}"
+            )
             # "online" takes its place behind what is queued, as the daemon's does
             self.table.status("online")
             return client
 
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        """Answer the auditor's ``replay`` requests on this connection, from the journal."""
+        table = self.table
+        with contextlib.suppress(aiomqtt.MqttError):
+            async for message in client.messages:
+                try:
+                    body = json.loads(bytes(message.payload))
+                    args = body["args"]
+                    first, last = int(args["from_seq"]), int(args["to_seq"])
+                except (ValueError, TypeError, KeyError):
+                    continue
+                if body.get("command") != "replay" or not 0 <= first <= last < first + 5_000:
+                    continue
+                if last >= table.journal.next_seq:
+                    continue  # the daemon refuses a range beyond its newest record, too
+                table.stats.replay_requests += 1
+                for record in table.journal.replay(first, last):
+                    replay = ReplayPayload(
+                        table=table.table, seq=record.seq, topic=record.topic,
+                        retain=record.retain, ts=record.chain.ts,
+                        prev=record.chain.prev.hex(), hash=record.chain.hash.hex(),
+                        payload=record.payload.decode(),
+                    )  # fmt: skip
+                    await client.publish(
+                        table.topics.replay, replay.model_dump_json(), qos=1, retain=False
+                    )
+                    table.stats.replayed += 1
+
     async def _drop(self) -> None:
         client, self.client = self.client, None
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)

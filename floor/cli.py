@@ -297,6 +297,17 @@ def _ranges(gaps: list[tuple[int, int]]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in gaps) or "none"
 
 
+def _runs(seqs: list[int]) -> list[tuple[int, int]]:
+    """Sorted seqs as ranges of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for seq in sorted(seqs):
+        if runs and runs[-1][1] + 1 == seq:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    return runs
+
+
 def describe(state: TableState) -> str:
     """``floor gaps``'s lines for one table."""
     p = state.progress
@@ -387,6 +398,12 @@ async def _verify(store: Store, args: argparse.Namespace) -> int:
         findings.append(f"missing: {_ranges(state.gaps)}")
     conflicts = await store.messages(args.table, kind="conflict", limit=1000)
     findings.extend(f"seq {m.seq}: {m.reason}" for m in conflicts)
+    flagged = [m for m in stored if m.flagged is not None]
+    if flagged:  # a checkpoint's signature failed: nothing stored after it is the table's, sure
+        findings.append(
+            f"{len(flagged)} record(s) stored while the table was flagged, seq "
+            f"{_ranges(_runs([m.seq or 0 for m in flagged]))}: {flagged[0].flagged}"
+        )
     if args.journal_export is not None:
         by_seq = {m.seq: m for m in stored if m.seq is not None}
         findings.extend(against_export(by_seq, args.journal_lines))

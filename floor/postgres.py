@@ -9,7 +9,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from tableside.floor.store import _COLUMNS, Message, Store, StoreError, _row, schema
+from tableside.floor.store import (
+    _COLUMNS,
+    ADDED_COLUMNS,
+    Message,
+    Store,
+    StoreError,
+    _row,
+    schema,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -48,6 +56,10 @@ class PostgresStore(Store):
                 await self._conn.execute("SELECT pg_advisory_xact_lock(7411)")
                 for statement in schema(id="BIGSERIAL PRIMARY KEY", blob="BYTEA"):
                     await self._conn.execute(statement)
+                for column, sql in ADDED_COLUMNS:  # a store made before the column was
+                    await self._conn.execute(
+                        f"ALTER TABLE messages ADD COLUMN IF NOT EXISTS {column} {sql}"
+                    )
             await self._conn.execute(_STAGING)
         except psycopg.Error as exc:
             raise StoreError(f"{self.url}: {exc}") from exc

@@ -41,6 +41,7 @@ from tableside.daemon import proof
 from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.metrics import FloorMetrics
+from tableside.floor.order import SeqOrder
 from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
 from tableside.floor.verify import walk
 
@@ -120,6 +121,8 @@ class Floor:
     _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
     _requests: int = 0
     _rate: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the highest seq heard live from each table (a seq going backwards: floor/order.py)
+    _order: SeqOrder = field(default_factory=SeqOrder)
 
     @property
     def session_expiry_s(self) -> int:
@@ -219,10 +222,8 @@ class Floor:
     async def _stored(self, written: Written, batch: list[Message]) -> None:
         """After a batch: metrics, flags, replay results, the chain walk."""
         self._count(batch, written)
-        for m in batch:
-            if m.kind == "record" and m.verdict in ("forged", "not-enrolled"):
-                await self.store.set_flag(m.table, m.reason)
-            elif m.kind == "record" and m.topic.endswith("/command_result"):
+        for m in batch:  # (a forged or unenrolled checkpoint: the store has flagged the table)
+            if m.kind == "record" and m.topic.endswith("/command_result"):
                 await self._answered(m)
         for table, seqs in sorted(_by_table(written.stored).items()):
             known = self._walked.get(table)
@@ -239,7 +240,9 @@ class Floor:
 
     async def _store(self, batch: list[Message]) -> Written:
         """The batch stored; while the store fails (a database restarting, a disk full), tried
-        again and again, the broker's queue and this floor's holding what comes meanwhile."""
+        again and again, the broker's queue and this floor's holding what comes meanwhile.
+        A live record whose seq went backwards is marked so first (floor/order.py)."""
+        batch[:] = self._order.mark(batch)
         backoff = Backoff(initial=0.2, maximum=10.0)
         while True:
             try:

@@ -12,7 +12,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tableside.floor.store import _COLUMNS, Message, Store, StoreError, _row, schema
+from tableside.floor.store import (
+    _COLUMNS,
+    ADDED_COLUMNS,
+    N_COLUMNS,
+    Message,
+    Store,
+    StoreError,
+    _row,
+    schema,
+)
 
 __all__ = ["SqliteStore"]
 
@@ -20,7 +29,7 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 30.0
 
-_INSERT = f"INSERT INTO messages ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_INSERT = f"INSERT INTO messages ({_COLUMNS}) VALUES ({', '.join('?' * N_COLUMNS)})"
 
 
 class SqliteStore(Store):
@@ -49,6 +58,10 @@ class SqliteStore(Store):
             conn.execute("BEGIN IMMEDIATE")
             for statement in schema(id="INTEGER PRIMARY KEY", blob="BLOB"):
                 conn.execute(statement)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+            for column, sql in ADDED_COLUMNS:  # a store made before the column was
+                if column not in columns:
+                    conn.execute(f"ALTER TABLE messages ADD COLUMN {column} {sql}")
             conn.execute("COMMIT")
             return conn
 

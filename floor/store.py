@@ -5,7 +5,10 @@ the default, nothing to set up) and PostgreSQL (``postgresql://…``, production
 A journal record (a table message with a seq) is stored once per (table, seq): a second copy with
 the same content (a redelivery, a republished retained state, a replay of one already here) is
 counted as a duplicate, and one with other content is stored beside it as a ``conflict`` and
-flagged. Everything else (wills, requests to a table, rejected input) is stored as it came.
+flagged. A live record whose seq went backwards (floor/order.py) is a duplicate if it is the
+stored record, and is otherwise stored as ``rejected``. Everything else (wills, requests to a
+table, rejected input) is stored as it came. Every message of a flagged table (a forged or
+unenrolled checkpoint, until a key is enrolled) is stored carrying the flag.
 
 Both engines share the SQL below (``?`` placeholders; the PostgreSQL engine rewrites them) and
 differ in how a batch reaches the disk: SQLite in one transaction on its own thread, PostgreSQL
@@ -20,7 +23,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = [
+    "ADDED_COLUMNS",
     "FAILED",
+    "N_COLUMNS",
+    "UNTRUSTED",
     "Kind",
     "Message",
     "Problem",
@@ -47,6 +53,9 @@ Verdict = Literal[
 ]
 #: the verdicts that are a problem with the table's stream
 FAILED = frozenset({"altered", "forged", "not-enrolled", "break", "conflict", "rejected"})
+#: a checkpoint's signature not trusted: the table is flagged, and every message stored from it
+#: carries the flag, until a key is enrolled
+UNTRUSTED = frozenset({"forged", "not-enrolled"})
 
 
 class StoreError(RuntimeError):
@@ -78,6 +87,12 @@ class Message:
     chain_ts: float | None = None
     #: the envelope's ``ts`` (UTC text), when it had one
     ts: str | None = None
+    #: the table's flag (a forged or unenrolled checkpoint) when this was stored: every message
+    #: of a flagged table carries it, until a key is enrolled (``Store.enrol``)
+    flagged: str | None = None
+    #: a live record with a seq below this one, the highest this floor had heard live from the
+    #: table (floor/order.py); not stored: the store keeps it, if it is not a repeat, as rejected
+    behind: int | None = None
     #: the store's row id (None until stored)
     id: int | None = None
 
@@ -150,8 +165,10 @@ class Written:
 
 _COLUMNS = (
     "table_id, topic, kind, seq, record_seq, payload, retain, republished, redelivered, will, "
-    "replayed, arrival, ts, chain_prev, chain_hash, chain_ts, verdict, reason"
+    "replayed, arrival, ts, chain_prev, chain_hash, chain_ts, verdict, reason, flagged"
 )
+#: how many columns a stored message has (``_row``)
+N_COLUMNS = len(_COLUMNS.split(","))
 _SELECT = f"SELECT id, {_COLUMNS} FROM messages"
 
 
@@ -165,18 +182,20 @@ def _row(m: Message, record: bool) -> tuple[Any, ...]:
         _clean(m.table), _clean(m.topic), m.kind, m.seq, m.seq if record else None, m.payload,
         int(m.retain), int(m.republished), int(m.redelivered), int(m.will), int(m.replayed),
         m.arrival, _clean(m.ts), m.prev, m.hash, m.chain_ts, m.verdict, _clean(m.reason),
+        _clean(m.flagged),
     )  # fmt: skip
 
 
 def _message(row: Sequence[Any]) -> Message:
     (id_, table, topic, kind, seq, _, payload, retain, republished, redelivered, will, replayed,
-     arrival, ts, prev, digest, chain_ts, verdict, reason) = row  # fmt: skip
+     arrival, ts, prev, digest, chain_ts, verdict, reason, flagged) = row  # fmt: skip
     return Message(
         table=table, topic=topic, kind=kind, seq=seq, payload=bytes(payload),
         retain=bool(retain), arrival=arrival, verdict=verdict, reason=reason,
         republished=bool(republished), redelivered=bool(redelivered), will=bool(will),
         replayed=bool(replayed), prev=bytes(prev) if prev is not None else None,
-        hash=bytes(digest) if digest is not None else None, chain_ts=chain_ts, ts=ts, id=id_,
+        hash=bytes(digest) if digest is not None else None, chain_ts=chain_ts, ts=ts,
+        flagged=flagged, id=id_,
     )  # fmt: skip
 
 
@@ -188,6 +207,14 @@ def _same(stored: tuple[Any, Any], m: Message) -> bool:
     if digest is not None and m.hash is not None:
         return bytes(digest) == m.hash
     return unmarked(bytes(payload)) == unmarked(m.payload)
+
+
+def _backwards(m: Message) -> Message:
+    return replace(
+        m, kind="rejected", verdict="rejected", behind=None,
+        reason=f"seq {m.seq} after {m.behind} from this table (not a redelivery: not marked "
+        "redelivered or republished, not a replay, and not the record stored under that seq)",
+    )  # fmt: skip
 
 
 def _conflict(m: Message, stored: tuple[Any, Any]) -> Message:
@@ -244,17 +271,37 @@ class Store(abc.ABC):
     # -- writing --------------------------------------------------------------------------------
 
     async def write(self, batch: Sequence[Message]) -> Written:
-        """Store a batch; records once per (table, seq). The tables' counters move with it."""
+        """Store a batch; records once per (table, seq). The tables' counters move with it.
+
+        A record marked ``behind`` (its seq went backwards, floor/order.py) is a duplicate if
+        it is the record stored (or earlier in the batch) under its seq, and is otherwise kept
+        as rejected, never as the record. Each message of a flagged table (a forged or
+        unenrolled checkpoint, the batch's own included) is stored carrying the flag."""
+        batch = await self._flag_batch(batch)
         first: dict[tuple[str, int], Message] = {}
         others: list[Message] = []
         repeats: list[tuple[Message, tuple[Any, Any]]] = []
+        behind: list[Message] = []
         for m in batch:
             if m.kind != "record" or m.seq is None:
                 others.append(m)
+            elif m.behind is not None:
+                behind.append(m)
             elif (key := (m.table, m.seq)) in first:  # twice in one batch
                 repeats.append((m, (first[key].hash, first[key].payload)))
             else:
                 first[key] = m
+        if behind:
+            keys = [(m.table, m.seq or 0) for m in behind]
+            found = await self._stored_records([key for key in keys if key not in first])
+            found.update({key: (first[key].hash, first[key].payload) for key in keys
+                          if key in first})  # fmt: skip
+            for m in behind:
+                stored = found.get((m.table, m.seq or 0))
+                if stored is not None and _same(stored, m):
+                    repeats.append((m, stored))
+                else:
+                    others.append(_backwards(m))
         not_stored = await self._write(list(first.values()), others)
         repeats.extend(not_stored)
         written = Written(others=len(others))
@@ -272,6 +319,35 @@ class Store(abc.ABC):
         kept = [first[key] for key in written.stored]
         await self._count(batch, written, [*kept, *others, *conflicts])
         return written
+
+    async def _flag_batch(self, batch: Sequence[Message]) -> Sequence[Message]:
+        """The batch with each message of a flagged table carrying the flag: the tables
+        flagged in the store, and from a failed checkpoint in the batch on, its table."""
+        failing = {m.table for m in batch if m.kind == "record" and m.verdict in UNTRUSTED}
+        flags = await self.flags() if batch else {}
+        if not failing and not flags.keys() & {m.table for m in batch}:
+            return batch
+        out: list[Message] = []
+        for m in batch:
+            if m.kind == "record" and m.verdict in UNTRUSTED:
+                flags[m.table] = m.reason
+            flag = flags.get(m.table)
+            out.append(replace(m, flagged=flag) if flag is not None else m)
+        return out
+
+    async def _stored_records(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[Any, Any]]:
+        """The (chain hash, payload) stored for each (table, seq) that is stored."""
+        found: dict[tuple[str, int], tuple[Any, Any]] = {}
+        for table, seq in dict.fromkeys(keys):
+            rows = await self._query(
+                "SELECT chain_hash, payload FROM messages WHERE table_id = ? AND record_seq = ?",
+                (table, seq),
+            )
+            if rows:
+                found[(table, seq)] = (rows[0][0], rows[0][1])
+        return found
 
     async def _count(self, batch: Sequence[Message], written: Written, kept: list[Message]) -> None:
         """The tables' counters, and a problem for each message kept with a failed verdict."""
@@ -301,6 +377,12 @@ class Store(abc.ABC):
             self._problem_sql(m.table, m.seq, m.reason or m.verdict, m.arrival)
             for m in kept
             if m.verdict in FAILED
+        )
+        # a forged or unenrolled checkpoint flags its table (until a key is enrolled)
+        statements.extend(
+            ("UPDATE floor_tables SET flagged = ? WHERE table_id = ?", (m.reason, m.table))
+            for m in batch
+            if m.kind == "record" and m.verdict in UNTRUSTED
         )
         await self._execute(statements)
 
@@ -359,6 +441,13 @@ class Store(abc.ABC):
         )])  # fmt: skip
 
     # -- reading --------------------------------------------------------------------------------
+
+    async def flags(self) -> dict[str, str]:
+        """The flagged tables, each with its flag."""
+        rows = await self._query(
+            "SELECT table_id, flagged FROM floor_tables WHERE flagged IS NOT NULL"
+        )
+        return {table: flag for table, flag in rows}
 
     async def keys(self) -> dict[str, str]:
         rows = await self._query(
@@ -505,6 +594,7 @@ CREATE TABLE IF NOT EXISTS messages (
     chain_ts DOUBLE PRECISION,
     verdict TEXT NOT NULL,
     reason TEXT NOT NULL,
+    flagged TEXT,
     UNIQUE (table_id, record_seq)
 );
 CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (table_id, topic, id);
@@ -533,6 +623,10 @@ CREATE TABLE IF NOT EXISTS floor_problems (
     UNIQUE (table_id, seq, what)
 );
 """
+
+
+#: columns added since the first schema, for a store made before them: (name, type)
+ADDED_COLUMNS = (("flagged", "TEXT"),)
 
 
 def schema(*, id: str, blob: str) -> list[str]:

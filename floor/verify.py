@@ -19,10 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
 from tableside.floor.judge import _proof, table_of
-from tableside.floor.store import FAILED, Message, Progress, Verdict
-
-#: verdicts on a checkpoint's signature, not on the chain: the table is flagged, the chain goes on
-UNTRUSTED = frozenset({"forged", "not-enrolled"})
+from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict
 
 __all__ = ["Finding", "against_export", "export_line", "recheck", "walk"]
 
@@ -141,6 +138,7 @@ def export_line(r: Message) -> dict[str, Any]:
         "payload": body,
         "prev_hash": r.prev.hex() if r.prev is not None else None,
         "hash": r.hash.hex() if r.hash is not None else None,
+        **({"flagged": r.flagged} if r.flagged is not None else {}),
     }
 
 

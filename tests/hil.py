@@ -68,7 +68,7 @@ class Subscriber:
                     clean_session=self.client_id is None,
                 )
                 # before connecting: a persistent session's messages come straight after CONNACK
-                dups = _record_dup_flags(client)
+                dups = record_dup_flags(client)
                 async with client:
                     await client.subscribe(self.topic, qos=1)
                     self.connected.set()
@@ -109,7 +109,7 @@ class Subscriber:
         return [m for m in self.messages if live(m) and not m.payload.get("redelivered")]
 
 
-def _record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
+def record_dup_flags(client: aiomqtt.Client) -> collections.deque[bool]:
     """aiomqtt leaves out the DUP flag; paho has it. One flag per message, in arrival order."""
     paho = client._client
     deliver = paho.on_message

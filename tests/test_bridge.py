@@ -36,7 +36,7 @@ def pit_and_floor(directory: Path) -> tuple[Mosquitto, Mosquitto]:
     the floor's address and the bridge's password put in."""
     (directory / "floor").mkdir()
     (directory / "pit").mkdir()
-    users = (TABLE, "surveillance", "dealer-ann", BRIDGE)
+    users = (TABLE, "surveillance", "dealer-ann", "floor", BRIDGE)
     floor = Mosquitto.shipped(directory / "floor", users)
     pit = Mosquitto.shipped(directory / "pit", users)
     text = (SYSTEMD / "mosquitto-bridge.conf").read_text(encoding="utf-8")
@@ -220,3 +220,49 @@ async def test_what_waits_for_the_floor_survives_a_pit_broker_restart(tmp_path: 
         floor.stop()
     assert set(subscriber.seqs) == set(range(1, 152))
     assert all(subscriber.chains.values())
+
+
+async def test_the_floors_replay_requests_reach_the_table_in_the_pit(tmp_path: Path) -> None:
+    """The floor repairs a gap by asking the table (``command/auditor``, docs/floor.md): the
+    bridge carries that one kind of request into the pit, once, and not back out again; a
+    request of any other role sent on the floor broker stays there."""
+    pit, floor = pit_and_floor(tmp_path)
+    floor.start()
+    pit.start()
+    subscriber = FloorSubscriber(floor.port)
+    task = asyncio.create_task(subscriber.run(), name="floor.subscriber")
+    heard: list[str] = []
+    try:
+        await until(lambda: subscriber.bridge_state == "1", within=30)
+        async with table_on(pit) as table:
+            await table.subscribe(f"tableside/{TABLE}/command/+", qos=1)
+
+            async def listen() -> None:
+                async for m in table.messages:
+                    heard.append(str(m.topic))
+
+            listening = asyncio.create_task(listen(), name="table.listen")
+            try:
+                async with aiomqtt.Client(
+                    "127.0.0.1", floor.port, username="floor", password="pw",
+                    identifier="floor", protocol=aiomqtt.ProtocolVersion.V5,
+                ) as asker:  # fmt: skip
+                    await asker.publish(f"tableside/{TABLE}/command/auditor", b"{}", qos=1)
+                async with aiomqtt.Client(
+                    "127.0.0.1", floor.port, username="dealer-ann", password="pw",
+                    identifier="dealer-ann",
+                ) as dealer:  # fmt: skip
+                    await dealer.publish(f"tableside/{TABLE}/command/dealer", b"{}", qos=1)
+                await until(lambda: heard == [f"tableside/{TABLE}/command/auditor"], within=30)
+                stream = Stream()
+                await stream.send(table)  # a table's message after it, to know the bridge is done
+                await until(lambda: subscriber.seqs == [1], within=30)
+            finally:
+                await stop(listening)
+    finally:
+        await stop(task)
+        pit.stop()
+        floor.stop()
+    assert heard == [f"tableside/{TABLE}/command/auditor"]
+    requests = [f"tableside/{TABLE}/command/{role}" for role in ("auditor", "dealer")]
+    assert subscriber.topics == [*requests, TOPIC]  # the auditor's once: not echoed back

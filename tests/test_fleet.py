@@ -29,7 +29,7 @@ from tableside.daemon.payloads import (
 )
 
 from .conftest import Mosquitto
-from .hil import _record_dup_flags, stop
+from .hil import record_dup_flags, stop
 
 FLEET = Path(__file__).parents[1] / "bench" / "fleet.py"
 MODELS: dict[str, type[BaseModel]] = {
@@ -73,7 +73,7 @@ class Listener:
                 protocol=aiomqtt.ProtocolVersion.V5, clean_start=self.client_id is None,
                 properties=properties,
             )  # fmt: skip
-            dups = _record_dup_flags(client)
+            dups = record_dup_flags(client)
             try:
                 async with client:
                     self.connections += 1

@@ -173,10 +173,11 @@ async def test_forged_and_unenrolled_checkpoints_are_flagged(
         await peer.publish(client, peer.checkpoint(key=Ed25519PrivateKey.generate()))
         await stranger.publish(client, stranger.event())
         await stranger.publish(client, stranger.checkpoint())
+        await peer.publish(client, peer.event())  # after the forged checkpoint: flagged too
 
         async def both() -> bool:
             one, two = await store.records("cs-01"), await store.records("cs-02")
-            return len(one) == 2 and len(two) == 2
+            return len(one) == 3 and len(two) == 2
 
         await until_true(both)
         forged = (await store.records("cs-01", 1, 1))[0]
@@ -186,7 +187,10 @@ async def test_forged_and_unenrolled_checkpoints_are_flagged(
         one, two = await _state(store, "cs-01"), await _state(store, "cs-02")
         assert one.flagged is not None and "not the enrolled one" in one.flagged
         assert two.flagged is not None and "no key is enrolled" in two.flagged
-        assert one.progress.signed_upto is None and one.progress.verified_upto == 1
+        assert one.progress.signed_upto is None and one.progress.verified_upto == 2
+        first, *flagged = await store.records("cs-01")
+        assert first.flagged is None and [m.flagged for m in flagged] == [one.flagged] * 2
+        assert [m.flagged for m in await store.records("cs-02")] == [None, two.flagged]
         # enrolling the table's key clears the flag
         await store.enrol("cs-02", proof.public_key_hex(stranger.key))
         assert (await _state(store, "cs-02")).flagged is None
@@ -260,3 +264,32 @@ async def test_bad_input_is_kept_as_rejected_and_the_floor_goes_on(
         big = [m for m in await store.messages("cs-01", kind="rejected", limit=20)
                if "262144" in m.reason]  # fmt: skip
         assert len(big[0].payload) == 256 * 1024
+
+
+async def test_a_seq_going_backwards_is_rejected_and_a_resend_is_not(
+    mosquitto: Mosquitto, store: Store
+) -> None:
+    """The table's journal replaced (it numbers from 0 again) after seq 5: its new seq 2 is
+    rejected; the same record 3 again, unmarked (a broker's resend), is a duplicate."""
+    peer = PeerTable()
+    floor = Floor(store, mosquitto.url, client_id="floor-g", repair=FAST)
+    async with running(floor), table_on(mosquitto, peer) as client:
+        records = [peer.event() for _ in range(6)]
+        for record in records:
+            await peer.publish(client, record)
+        replaced = PeerTable()
+        reused = [replaced.event(9) for _ in range(3)]
+        await replaced.publish(client, reused[2])
+        await peer.publish(client, records[3])
+        await peer.publish(client, peer.event())  # seq 6
+
+        async def stored() -> bool:
+            s = await store.state("cs-01")
+            return s is not None and s.highest_seq == 6 and s.progress.contiguous_upto == 6
+
+        await until_true(stored)
+        (rejected,) = await store.messages("cs-01", kind="rejected")
+        assert rejected.seq == 2 and rejected.hash == reused[2].hash
+        assert rejected.reason.startswith("seq 2 after 5 from this table (not a redelivery")
+        state = await _state(store)
+        assert state.duplicates == 1 and state.conflicts == 0 and not state.progress.broken

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tableside.cli import main
 from tableside.daemon import proof
@@ -125,3 +126,30 @@ def test_gaps_and_enroll(
     assert state["key"] == proof.public_key_hex(peer.key) and state["gaps"] == [[7, 7]]
     assert main(["floor", "enroll", "--store", url, "--table", "cs-01", "--key", "nope"]) == 2
     assert "64 hex digits or a PEM" in capsys.readouterr().err
+
+
+def test_records_of_a_flagged_table_say_so_in_export_and_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/floor.db"
+    peer = PeerTable()
+    keys = {"cs-01": peer.public}
+
+    async def fill() -> None:
+        async with open_store(url) as store:
+            await store.enrol("cs-01", proof.public_key_hex(peer.key))
+            await store.write([peer.judged(peer.event(), keys)])
+            await store.write([
+                peer.judged(peer.checkpoint(key=Ed25519PrivateKey.generate()), keys),
+                peer.judged(peer.event(), keys), peer.judged(peer.event(), keys),
+            ])  # fmt: skip
+
+    asyncio.run(fill())
+    out = tmp_path / "floor.jsonl"
+    assert main(["floor", "export", "--store", url, "--table", "cs-01", "-o", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "flagged" not in lines[0]
+    assert all("not the enrolled one" in line["flagged"] for line in lines[1:])
+    assert main(["floor", "verify", "--store", url, "--table", "cs-01"]) == 1
+    said = capsys.readouterr().out
+    assert "3 record(s) stored while the table was flagged, seq 1..3: seq 1: checkpoint" in said

@@ -9,8 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tableside.daemon import proof
+from tableside.floor.judge import judge
+from tableside.floor.order import SeqOrder
 from tableside.floor.store import Progress, Store, StoreError, open_store
 from tableside.floor.verify import walk
 from tests.floorpeer import PeerTable
@@ -197,3 +200,78 @@ async def test_a_stopping_floor_stores_what_it_holds(tmp_path: Path) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         assert [m.seq for m in await store.records("cs-01")] == [0, 1, 2]
+
+
+async def test_a_seq_going_backwards_is_rejected_unless_it_is_a_repeat(store: Store) -> None:
+    """docs/floor.md, "A seq going backwards": a live record below the highest heard live is
+    a duplicate if it is the record stored under its seq, and rejected otherwise."""
+    order = SeqOrder()
+    peer = PeerTable()
+    records = [peer.event() for _ in range(41)]
+    await store.write(order.mark([peer.judged(r) for r in records if r.seq != 30]))
+    replaced = PeerTable()  # the table's journal replaced: it numbers from 0 again
+    reused = [replaced.event(7) for _ in range(13)]
+    forger = PeerTable(records={s: r for s, r in peer.records.items() if s < 30})
+    fake = forger.event(99)  # seq 30, the one the floor lacks, chained to the real 29
+    batch = [
+        peer.judged(records[12]),  # the same record again, unmarked (a bridge's resend)
+        replaced.judged(reused[12]),  # seq 12 again, another record
+        forger.judged(fake),  # seq 30, into the gap
+        peer.judged(records[13], redelivered=True),  # marked: no evidence of anything
+        peer.replayed(records[14]),  # asked for
+    ]
+    written = await store.write(order.mark(batch))
+    assert written.stored == [] and written.conflicts == []
+    assert written.duplicates == {"cs-01": 3}
+    rejected = {m.seq or 0: m for m in await store.messages("cs-01", kind="rejected")}
+    assert sorted(rejected) == [12, 30]
+    assert rejected[12].reason.startswith("seq 12 after 40 from this table (not a redelivery")
+    assert rejected[12].hash == reused[12].hash and rejected[30].hash == fake.hash
+    assert await store.gaps("cs-01") == [(30, 30)]  # the forger's seq 30 is not the record
+    (kept,) = await store.records("cs-01", 12, 12)
+    assert kept.hash == records[12].hash
+    problems = " | ".join(str(p) for p in await store.problems("cs-01"))
+    assert "seq 30: seq 30 after 40 from this table" in problems
+    # the table's own seq 30, replayed, fills the gap; the next live seq goes on from 40
+    written = await store.write(order.mark([peer.replayed(records[30])]))
+    assert written.stored == [("cs-01", 30)] and await store.gaps("cs-01") == []
+    written = await store.write(order.mark([peer.judged(peer.event())]))
+    assert written.stored == [("cs-01", 41)]
+
+
+async def test_every_message_of_a_flagged_table_carries_the_flag(store: Store) -> None:
+    peer = PeerTable()
+    await store.enrol("cs-01", proof.public_key_hex(peer.key))
+    keys = {"cs-01": peer.public}
+    before = peer.judged(peer.event(), keys)
+    forged = peer.judged(peer.checkpoint(key=Ed25519PrivateKey.generate()), keys)
+    assert forged.verdict == "forged"
+    after = peer.judged(peer.event(), keys)
+    await store.write([before, forged, after])
+    later = [peer.judged(peer.event(), keys), peer.judged(peer.checkpoint(), keys)]
+    await store.write([*later, judge("tableside", "tableside/cs-01/ruling", b"x", False, None,
+                                     1.0, keys)])  # fmt: skip
+    stored = {m.seq: m for m in await store.records("cs-01")}
+    assert stored[0].flagged is None
+    for seq in (1, 2, 3, 4):  # the forged checkpoint, and everything after it
+        assert "not the enrolled one" in (stored[seq].flagged or "")
+    assert stored[4].verdict == "ok"  # its own verdict is its own; the flag is the table's
+    (rejected,) = await store.messages("cs-01", kind="rejected")
+    assert rejected.flagged == stored[1].flagged
+    state = await store.state("cs-01")
+    assert state is not None and state.flagged == stored[1].flagged
+    await store.enrol("cs-01", proof.public_key_hex(peer.key))  # enrolled again: cleared
+    await store.write([peer.judged(peer.event(), keys)])
+    (fresh,) = await store.records("cs-01", 5, 5)
+    assert fresh.flagged is None
+    assert (await store.records("cs-01", 3, 3))[0].flagged is not None  # what was, stays
+
+
+async def test_a_store_made_before_the_flag_column_gains_it(store: Store) -> None:
+    peer = PeerTable()
+    await store.write([peer.judged(peer.event())])
+    await store._execute([("ALTER TABLE messages DROP COLUMN flagged", ())])
+    await store.close()
+    await store.open()
+    await store.write([peer.judged(peer.event())])
+    assert [m.flagged for m in await store.records("cs-01")] == [None, None]

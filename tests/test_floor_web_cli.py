@@ -17,6 +17,7 @@ import aiomqtt
 from tableside.daemon.broker import free_port
 
 from .conftest import Mosquitto
+from .floorpeer import PeerTable
 
 PASSWORD = "correct horse battery"
 
@@ -94,9 +95,29 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
                     if tables and tables[0]["completeness"]:
                         break
                     await asyncio.sleep(0.1)
-        assert tables[0]["table"] == "t-9" and tables[0]["status"] == "online"
+            # the floor is subscribed: a table whose checkpoint is signed by a key not enrolled
+            peer = PeerTable(table="t-8")
+            async with aiomqtt.Client(
+                "127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5
+            ) as client:
+                for record in (peer.event(), peer.checkpoint(), peer.event()):
+                    await peer.publish(client, record)
+            async with asyncio.timeout(20):  # t-8: flagged, and each record since says so
+                while True:
+                    async with http.get(base + "/api/table/t-8/export") as answer:
+                        lines = [json.loads(x) for x in (await answer.text()).splitlines()]
+                    async with http.get(base + "/api/floor") as answer:
+                        tiles = {t["table"]: t for t in (await answer.json())["tables"]}
+                    shown = tiles.get("t-8", {}).get("completeness", {})
+                    if len(lines) == 3 and shown.get("verified_upto") == 2:
+                        break
+                    await asyncio.sleep(0.1)
+        said = [line.get("flagged", "") for line in lines]
+        assert said[0] == "" and said[1] == said[2] and "no key is enrolled" in said[1]
+        assert "no key is enrolled" in tiles["t-8"]["completeness"]["flagged"]
+        assert tiles["t-9"]["status"] == "online"
         # stored, but it carried no chain entry: the tile says it is not verified
-        assert tables[0]["completeness"]["verified"] is False
+        assert tiles["t-9"]["completeness"]["verified"] is False
     finally:
         floor.terminate()
         await floor.wait()

@@ -160,8 +160,10 @@ class WebApp:
         """A batch the floor service stored (``Floor.on_stored``): into the view, each table's
         completeness from the store, then one update per table it changed. Replays are old
         records filling a gap: they go to the store, not the view, which shows the table as it
-        is now."""
-        taken = (self._take(m.topic, m.payload) for m in batch if not m.replayed)
+        is now; so do records whose seq went backwards (kept as rejected, floor/order.py)."""
+        taken = (
+            self._take(m.topic, m.payload) for m in batch if not m.replayed and m.behind is None
+        )
         for table in sorted({t for t in taken if t is not None}):
             if self.store is not None:
                 state = await self.store.state(table)
