@@ -298,8 +298,7 @@ class Daemon:
             broker=BrokerConfig(url=broker, username=name, password=PASSWORD),
             devices={
                 "shuffler": DeviceConfig(
-                    driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5,
-                    counts_cards=True,
+                    driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5
                 )
             },
         )  # fmt: skip
