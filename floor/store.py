@@ -15,6 +15,7 @@ by COPY into a staging table and one ``INSERT … ON CONFLICT DO NOTHING``.
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -280,6 +281,8 @@ class Store(abc.ABC):
             by_table.setdefault(m.table, []).append(m)
         statements: list[tuple[str, Sequence[Any]]] = []
         g = self._GREATEST
+        stored = Counter(t for t, _ in written.stored)  # not a scan of the batch per table
+        conflicted = Counter(t for t, _ in written.conflicts)
         for table, ms in by_table.items():
             seqs = [m.seq for m in ms if m.kind == "record" and m.seq is not None]
             statements.append((
@@ -292,9 +295,7 @@ class Store(abc.ABC):
                 "conflicts = floor_tables.conflicts + excluded.conflicts, "
                 f"last_heard = {g}(COALESCE(floor_tables.last_heard, 0), excluded.last_heard)",
                 (table, max(seqs) if seqs else None,
-                 sum(1 for t, _ in written.stored if t == table),
-                 written.duplicates.get(table, 0),
-                 sum(1 for t, _ in written.conflicts if t == table),
+                 stored[table], written.duplicates.get(table, 0), conflicted[table],
                  max(m.arrival for m in ms)),
             ))  # fmt: skip
         statements.extend(
