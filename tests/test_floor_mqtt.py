@@ -98,7 +98,7 @@ def test_packets_split_anyhow_arrive_whole_and_in_order(chunk: int) -> None:
             packet_id=p.packet_id,
             retain=p.retain,
             user_properties=p.user_properties,
-        )  # fmt: skip
+        )
         for p in sent
     )
     reader = mqtt.Reader()
