@@ -112,7 +112,7 @@ class Floor:
     #: the group's messages for as long as it is kept: repair fetches them from the tables)
     session_expiry: int | None = None
     #: the most messages stored in one transaction
-    batch_max: int = 2_000
+    batch_max: int = int(__import__("os").environ.get("FLOOR_BATCH", "20000"))
     #: called with each batch once it is stored and its chain walked (the web view's feed);
     #: what it raises is logged, never the floor's end
     on_stored: Callable[[list[Message]], Awaitable[None]] | None = None
@@ -246,13 +246,22 @@ class Floor:
                 await self.store.set_flag(m.table, m.reason)
             elif m.kind == "record" and m.topic.endswith("/command_result"):
                 await self._answered(m)
+        stored = set(written.stored)
+        fresh: dict[str, list[Message]] = {}
+        for m in batch:  # the records this batch stored: the walk need not read them back
+            if m.kind == "record" and (m.table, m.seq) in stored:
+                fresh.setdefault(m.table, []).append(m)
+        advanced: dict[str, Progress] = {}
         for table, seqs in sorted(_by_table(written.stored).items()):
             known = self._walked.get(table)
             cont = known[0].contiguous_upto if known else None
             if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
-                await self.walk(table, fresh=False)
+                records = sorted(fresh.get(table, ()), key=lambda m: m.seq or 0)
+                await self.walk(table, fresh=False, records=records, advanced=advanced)
             # else: it extends no chain this floor knows of; the repair loop's walk (of
             # the tables with gaps, from their state) takes it up
+        if advanced:  # every table's progress in one transaction, not one each
+            await self.store.advance_all(advanced)
         if self.on_stored is not None:
             try:
                 await self.on_stored(batch)
@@ -302,10 +311,20 @@ class Floor:
             await self.store.note_pruned(m.table, pruned)
             self._walked.pop(m.table, None)
 
-    async def walk(self, table: str, *, fresh: bool = True) -> None:
+    async def walk(
+        self,
+        table: str,
+        *,
+        fresh: bool = True,
+        records: list[Message] | None = None,
+        advanced: dict[str, Progress] | None = None,
+    ) -> None:
         """Check the table's chain from where the last walk stopped, as far as it is stored.
         ``fresh=False``: from where this floor's own last walk stopped (no read of the table's
-        state; another floor may have walked further, and this walk then repeats its work)."""
+        state; another floor may have walked further, and this walk then repeats its work).
+        ``records``: the table's records just stored, in seq order, walked first without
+        reading them back (if they start where the walk does); ``advanced``: the progress is
+        put there for the caller to save with others', not saved here."""
         known = None if fresh else self._walked.get(table)
         if known is None:
             state = await self.store.state(table, with_gaps=False)
@@ -316,7 +335,11 @@ class Floor:
         while True:
             cont = before.contiguous_upto
             first = cont + 1 if cont is not None else start
-            records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
+            from_batch = bool(records) and records is not None and records[0].seq == first
+            if records and from_batch:
+                records = [m for m in records if (m.seq or 0) < first + WALK_PAGE]
+            else:
+                records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
             if not records or records[0].seq != first:
                 break  # the next record (or the chain's start) is not stored yet
             progress, findings = walk(before, records, start)
@@ -328,10 +351,17 @@ class Floor:
                     await self.store.problem(table, finding.seq, finding.what)
             if progress == before:
                 break
-            await self.store.advance(table, progress)
+            if advanced is None:
+                await self.store.advance(table, progress)
+            else:
+                advanced[table] = progress
             before = progress
+            if from_batch and progress.contiguous_upto != records[-1].seq:
+                records = None  # a seq the batch lacks: the store may have it (stored before)
+                continue
             if progress.contiguous_upto != records[-1].seq or len(records) < WALK_PAGE:
                 break
+            records = None  # the next page, from the store
         self._walked[table] = (before, start)
 
     # -- repairing -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -331,13 +331,16 @@ class Store(abc.ABC):
 
     async def advance(self, table: str, progress: Progress) -> None:
         """Save how far the table's chain has been checked."""
-        p = progress
+        await self.advance_all({table: progress})
+
+    async def advance_all(self, progress: Mapping[str, Progress]) -> None:
+        """Save how far each table's chain has been checked, in one transaction."""
         await self._execute([(
             "UPDATE floor_tables SET contiguous_upto = ?, contiguous_hash = ?, verified_upto = ?, "
             "signed_upto = ?, broken = ? WHERE table_id = ?",
             (p.contiguous_upto, p.contiguous_hash, p.verified_upto, p.signed_upto,
              int(p.broken), table),
-        )])  # fmt: skip
+        ) for table, p in progress.items()])  # fmt: skip
 
     async def note_pruned(self, table: str, before: int) -> None:
         """The table's journal starts at ``before``: what precedes it cannot be replayed."""
