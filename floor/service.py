@@ -112,7 +112,7 @@ class Floor:
     #: the group's messages for as long as it is kept: repair fetches them from the tables)
     session_expiry: int | None = None
     #: the most messages stored in one transaction
-    batch_max: int = int(__import__("os").environ.get("FLOOR_BATCH", "20000"))
+    batch_max: int = 20_000
     #: called with each batch once it is stored and its chain walked (the web view's feed);
     #: what it raises is logged, never the floor's end
     on_stored: Callable[[list[Message]], Awaitable[None]] | None = None
