@@ -62,6 +62,8 @@ class _Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         self.waiting: dict[int, asyncio.Future[mqtt.PubAck | mqtt.SubAck]] = {}
         self.heard = loop.time()
+        #: not reading (the floor holds enough): the broker's silence is then this side's
+        self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -217,7 +219,9 @@ class Link:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(keepalive / 2)
-            if loop.time() - conn.heard > keepalive * 1.5:
+            if conn.paused:
+                conn.heard = loop.time()
+            elif loop.time() - conn.heard > keepalive * 1.5:
                 conn.fail(LinkError(f"the broker was silent for {keepalive * 1.5:.0f} s"))
                 return
             with contextlib.suppress(LinkError):
@@ -246,11 +250,13 @@ class Link:
         """Stop reading the socket (the floor holds enough); ``resume`` reads again."""
         conn = self._conn
         if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+            conn.paused = True
             conn.transport.pause_reading()
 
     def resume(self) -> None:
         conn = self._conn
         if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+            conn.paused = False
             conn.transport.resume_reading()
 
     async def publish(self, topic: str, payload: bytes, *, within_s: float = 10.0) -> None:

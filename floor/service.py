@@ -120,6 +120,8 @@ class Floor:
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     #: the broker may have this many messages out to this floor unacknowledged
     receive_maximum: int = RECEIVE_MAXIMUM
+    #: holding more than this (not stored yet), the floor stops reading until below half
+    hold_max: int = HOLD_MAX
     #: judged messages not stored yet, each with what acknowledges it (connection, packet id)
     _held: deque[tuple[Message, int, int | None]] = field(default_factory=deque)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -181,7 +183,7 @@ class Floor:
         for p in publishes:
             held.append((self._judge(p, now), connection, p.packet_id))
         self._arrived.set()
-        if len(held) > HOLD_MAX and self._link is not None:
+        if len(held) > self.hold_max and self._link is not None:
             self._link.pause()  # the writer resumes it
 
     def _judge(self, p: mqtt.Publish, now: float) -> Message:
@@ -205,7 +207,7 @@ class Floor:
                     await self._arrived.wait()
                 n = min(len(held), self.batch_max)
                 batch = [held.popleft() for _ in range(n)]
-                if self._link is not None and len(held) < HOLD_MAX // 2:
+                if self._link is not None and len(held) < self.hold_max // 2:
                     self._link.resume()
                 messages = [m for m, _, _ in batch]
                 written = await self._store(messages)

@@ -199,3 +199,63 @@ async def test_a_floor_killed_mid_stream_loses_nothing_without_repair(tmp_path: 
                 assert all(m.hash == peer.records[m.seq or 0].hash for m in records)
     finally:
         broker.stop()
+
+
+async def test_a_floor_whose_store_is_stuck_stops_reading_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """While the store takes nothing, the floor holds a bounded number of messages (it stops
+    reading its socket past ``hold_max``; the rest waits at the broker, unacknowledged), and
+    once the store is back every one is stored."""
+    from tableside.floor.service import Floor, RepairPolicy
+    from tableside.floor.store import Message, Written
+
+    broker = Mosquitto(tmp_path, "max_queued_messages 0\n")
+    broker.start()
+    peer = PeerTable()
+    lines = []
+    for n in range(5_000):
+        topic, payload, _, props = peer.wire(peer.event(n))
+        lines.append(json.dumps([topic, payload.decode(), props]))
+    try:
+        async with open_store(f"sqlite:///{tmp_path}/floor.db") as store:
+            back = asyncio.Event()
+            write = store.write
+
+            async def stuck(batch: list[Message]) -> Written:
+                await back.wait()
+                return await write(batch)
+
+            store.write = stuck  # type: ignore[method-assign]
+            floor = Floor(store, broker.url, client_id="floor-stuck", hold_max=200,
+                          repair=RepairPolicy(interval_s=3600, tail=False))  # fmt: skip
+            task = asyncio.create_task(floor.run(), name="test-floor")
+            try:
+                async with asyncio.timeout(10):
+                    await floor.subscribed.wait()
+                publishing = asyncio.create_task(publish_all(broker, lines), name="test-pub")
+
+                async def paused() -> bool:
+                    conn = floor._link._conn if floor._link else None
+                    return conn is not None and conn.paused
+
+                await until_true(paused, within=30)
+                await publishing  # every message is with the broker
+                # what it holds: past 200, at most one socket read more (256 KiB at most)
+                held = len(floor._held)
+                assert 200 < held < 200 + 256 * 1024 // len(lines[0]) + 1 < 5_000
+                back.set()
+
+                async def all_stored() -> bool:
+                    return await store.count() >= 5_000
+
+                await until_true(all_stored, within=60)
+                assert [m.seq for m in await store.records("cs-01", limit=10_000)] == list(
+                    range(5_000)
+                )
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
+        broker.stop()
