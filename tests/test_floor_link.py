@@ -10,7 +10,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import structlog
@@ -222,7 +222,7 @@ async def test_a_floor_whose_store_is_stuck_stops_reading_and_loses_nothing(
             back = asyncio.Event()
             write = store.write
 
-            async def stuck(batch: list[Message]) -> Written:
+            async def stuck(batch: Sequence[Message]) -> Written:
                 await back.wait()
                 return await write(batch)
 
