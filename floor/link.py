@@ -60,6 +60,8 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.connack: asyncio.Future[mqtt.ConnAck] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        # read by the session while it lasts; one that ended first must not log it as lost
+        self.closed.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.waiting: dict[int, asyncio.Future[mqtt.PubAck | mqtt.SubAck]] = {}
         self.heard = loop.time()
         #: not reading (the floor holds enough): the broker's silence is then this side's
