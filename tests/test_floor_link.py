@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import pytest
 import structlog
 
 from tableside.floor import mqtt
@@ -21,6 +22,7 @@ from tableside.floor.store import open_store
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import until_true
+from tests.test_security import pki  # noqa: F401  (a fixture: the test CA and certificates)
 
 RAWPUB = Path(__file__).parent.parent / "bench" / "rawpub.py"
 
@@ -257,5 +259,51 @@ async def test_a_floor_whose_store_is_stuck_stops_reading_and_loses_nothing(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+    finally:
+        broker.stop()
+
+
+async def test_mqtts_with_the_system_trust_store(
+    tmp_path: Path,
+    pki: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811  (the fixture)
+) -> None:
+    """``mqtts://``: TLS, the broker's certificate checked against the trusted CAs (here the
+    test's CA, named by ``SSL_CERT_FILE`` as an operator's system store would hold it) and its
+    address; a message goes out and comes back over it. A CA not trusted: no connection."""
+    broker = Mosquitto(
+        tmp_path,
+        f"cafile {pki / 'ca.crt'}\ncertfile {pki / 'server.crt'}\nkeyfile {pki / 'server.key'}\n",
+        scheme="mqtts",
+    )
+    broker.start()
+    try:
+        got: list[mqtt.Publish] = []
+        link = Link(broker.url, "tls", [Subscription("t/#")], lambda ps, _: got.extend(ps), 60)
+        with structlog.testing.capture_logs() as logs:
+            task = asyncio.create_task(link.run(), name="test-untrusted")
+
+            async def refused() -> bool:
+                return any(e["event"] == "floor_broker_lost" for e in logs)
+
+            try:
+                await until_true(refused, within=20)
+                assert not link.subscribed.is_set()
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        assert "CERTIFICATE_VERIFY_FAILED" in next(
+            e["error"] for e in logs if e["event"] == "floor_broker_lost"
+        )
+        monkeypatch.setenv("SSL_CERT_FILE", str(pki / "ca.crt"))
+        async with linked(link):
+            await link.publish("t/1", b"over tls")
+
+            async def back() -> bool:
+                return bool(got)
+
+            await until_true(back, within=20)
+        assert (got[0].topic, got[0].payload) == ("t/1", b"over tls")
     finally:
         broker.stop()
