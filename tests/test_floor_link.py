@@ -22,7 +22,7 @@ from tableside.floor.store import open_store
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import until_true
-from tests.test_security import pki  # noqa: F401  (a fixture: the test CA and certificates)
+from tests.test_security import pki  # noqa: F401  (registers the fixture: a test CA, certificates)
 
 RAWPUB = Path(__file__).parent.parent / "bench" / "rawpub.py"
 
@@ -264,16 +264,16 @@ async def test_a_floor_whose_store_is_stuck_stops_reading_and_loses_nothing(
 
 
 async def test_mqtts_with_the_system_trust_store(
-    tmp_path: Path,
-    pki: Path,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811  (the fixture)
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``mqtts://``: TLS, the broker's certificate checked against the trusted CAs (here the
     test's CA, named by ``SSL_CERT_FILE`` as an operator's system store would hold it) and its
     address; a message goes out and comes back over it. A CA not trusted: no connection."""
+    files: Path = request.getfixturevalue("pki")
     broker = Mosquitto(
         tmp_path,
-        f"cafile {pki / 'ca.crt'}\ncertfile {pki / 'server.crt'}\nkeyfile {pki / 'server.key'}\n",
+        f"cafile {files / 'ca.crt'}\ncertfile {files / 'server.crt'}\n"
+        f"keyfile {files / 'server.key'}\n",
         scheme="mqtts",
     )
     broker.start()
@@ -296,7 +296,7 @@ async def test_mqtts_with_the_system_trust_store(
         assert "CERTIFICATE_VERIFY_FAILED" in next(
             e["error"] for e in logs if e["event"] == "floor_broker_lost"
         )
-        monkeypatch.setenv("SSL_CERT_FILE", str(pki / "ca.crt"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(files / "ca.crt"))
         async with linked(link):
             await link.publish("t/1", b"over tls")
 
