@@ -1,15 +1,19 @@
-"""The floor's ingest rate: how many table messages a second one floor stores and verifies.
+"""The floor's ingest rate: how many table messages a second the floor stores and verifies.
 
 1. **Store**: judged, chained device-event records of ``--tables`` tables, written in batches of
    ``--batch`` straight into the store (no broker): the store's own rate, the chain walk after
    each batch included (as ``tableside floor run`` does).
-2. **End to end**: a publisher process sends the same records, with their chain entries, to a
-   Mosquitto as fast as the broker takes them (QoS 1); one floor stores them. Messages/s from
-   the first publish until the last is stored.
+2. **End to end**: ``--records`` records with their chain entries, encoded before the clock
+   starts, sent to a Mosquitto by bench/rawpub.py (QoS 1, as many in flight as the broker
+   allows: tens of thousands a second, so not what is measured); one ``tableside floor run``
+   process, or two sharing the subscription (``--share``), store them. Messages/s from the
+   first publish until the last is in the store; then every table's chain is checked whole.
 
-    PYTHONPATH=. .venv/bin/python bench/floor_ingest.py --records 50000 [--store sqlite|both]
+    PYTHONPATH=. .venv/bin/python bench/floor_ingest.py --records 100000 [--store sqlite|both]
+        [--floor-python /work/main/.venv/bin/python]   # the floor of another checkout: a baseline
 
-Starts its own Mosquitto (and PostgreSQL, tests/postgres.py) on free loopback ports.
+Starts its own Mosquitto (and PostgreSQL, tests/postgres.py, ``fsync=off``) on free loopback
+ports.
 """
 
 from __future__ import annotations
@@ -29,31 +33,20 @@ from pathlib import Path
 import structlog
 
 from tableside.daemon.logging import configure_logging
-from tableside.floor.service import Floor, RepairPolicy
+from tableside.floor.service import Floor
 from tableside.floor.store import Message, Store, open_store
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.postgres import Postgres
 
-_PUBLISHER = r"""
-import asyncio, json, sys
-import aiomqtt
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-port = int(sys.argv[1])
-async def main():
-    lines = [json.loads(l) for l in sys.stdin]
-    async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V5,
-                              max_inflight_messages=1000) as c:
-        print("ready", flush=True)
-        async def one(topic, payload, props):
-            p = Properties(PacketTypes.PUBLISH)
-            p.UserProperty = [tuple(x) for x in props]
-            await c.publish(topic, payload.encode(), qos=1, properties=p)
-        for i in range(0, len(lines), 500):  # 500 in flight: not one round trip each
-            await asyncio.gather(*(one(*line) for line in lines[i:i + 500]))
-asyncio.run(main())
-"""
+RAWPUB = Path(__file__).parent / "rawpub.py"
+
+
+def commit_of(python: str) -> str:
+    """The commit of the checkout whose ``.venv/bin/python`` this is."""
+    checkout = Path(python).absolute().parents[2]
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=checkout, check=False).stdout.strip()  # fmt: skip
 
 
 def machine() -> str:
@@ -91,41 +84,81 @@ async def check(store: Store, made: list[tuple[PeerTable, list[Message]]]) -> No
         assert state.progress.verified_upto == len(messages) - 1, (peer.table, state.progress)
 
 
-async def end_to_end(url: str, broker: Mosquitto, tables: int, records: int) -> float:
+async def floor_process(
+    python: str, broker: Mosquitto, url: str, name: str, share: str | None
+) -> asyncio.subprocess.Process:
+    """``tableside floor run``, started and subscribed (its log says so). Its session ends
+    with it, and a shared group is new each run: a session left from an earlier run would
+    take its share of this run's messages (docs/floor.md, gap repair)."""
+    proc = await asyncio.create_subprocess_exec(
+        python, "-m", "tableside", "floor", "run", "--broker", broker.url, "--store", url,
+        "--client-id", name, "--repair-interval", "3600", "--session-expiry", "0",
+        *(["--share", f"bench-{share}"] if share else []),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": ""},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    async with asyncio.timeout(30):
+        while b"floor_subscribed" not in (line := await proc.stdout.readline()):
+            if not line:
+                raise RuntimeError(f"{name} ended before it subscribed")
+    return proc
+
+
+async def end_to_end(
+    url: str, broker: Mosquitto, tables: int, records: int, floors: int, python: str
+) -> float:
     made = streams(tables, records)
+    by_table = {p.table: p for p, _ in made}
     lines = []
     for group in zip(*(ms for _, ms in made), strict=False):
         for m in group:
-            peer = next(p for p, _ in made if p.table == m.table)
-            record = peer.records[m.seq or 0]
-            topic, payload, _, props = peer.wire(record)
+            peer = by_table[m.table]
+            topic, payload, _, props = peer.wire(peer.records[m.seq or 0])
             lines.append(json.dumps([topic, payload.decode(), props]))
-    async with open_store(url) as store:
-        floor = Floor(store, broker.url, client_id="bench-floor",
-                      repair=RepairPolicy(interval_s=3600, tail=False))  # fmt: skip
-        task = asyncio.create_task(floor.run(), name="bench-floor")
-        await floor.subscribed.wait()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _PUBLISHER, str(broker.port), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("\n".join(lines).encode())
-        proc.stdin.close()
-        await proc.stdout.readline()
-        start = time.perf_counter()
-        total = len(lines)
-        # the store is another component's: polled
-        while await store.count() < total:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        elapsed = time.perf_counter() - start
-        await proc.wait()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        for peer, _ in made:  # the walk of the last batch
-            await floor.walk(peer.table)
-        await check(store, made)
+    async with open_store(url) as store:  # the schema, before the floors race for it
+        pass
+    run = time.monotonic_ns()
+    share = f"g{run}" if floors > 1 else None
+    procs = [
+        await floor_process(python, broker, url, f"bench-floor-{n}-{run}", share)
+        for n in range(floors)
+    ]
+    drains = [asyncio.create_task(_drain(p), name=f"drain-{n}") for n, p in enumerate(procs)]
+    try:
+        async with open_store(url) as store:
+            pub = await asyncio.create_subprocess_exec(
+                sys.executable, str(RAWPUB), str(broker.port), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )  # fmt: skip
+            assert pub.stdin is not None and pub.stdout is not None
+            pub.stdin.write("\n".join(lines).encode())
+            pub.stdin.close()
+            await pub.stdout.readline()  # ready: connected, every packet encoded
+            start = time.perf_counter()
+            total = len(lines)
+            # the store is other processes': polled
+            async with asyncio.timeout(300):
+                while await store.count() < total:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            elapsed = time.perf_counter() - start
+            await pub.wait()
+            floor = Floor(store, "mqtt://127.0.0.1:1")  # never connects: only its walk is used
+            for peer, _ in made:  # the walk of the last batch (and, shared, of both floors')
+                await floor.walk(peer.table)
+            await check(store, made)
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.terminate()
+            await p.wait()
+        await asyncio.gather(*drains)
     return total / elapsed
+
+
+async def _drain(proc: asyncio.subprocess.Process) -> None:
+    assert proc.stdout is not None
+    while await proc.stdout.readline():
+        pass
 
 
 async def main() -> None:
@@ -134,11 +167,23 @@ async def main() -> None:
     parser.add_argument("--tables", type=int, default=100)
     parser.add_argument("--batch", type=int, default=2_000)
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--floors", default="1,2", help="end to end with 1, 2 or both (1,2)")
+    parser.add_argument("--floor-python", default=sys.executable,
+                        help="the Python whose `tableside` runs the floor (another checkout's "
+                        "venv: a baseline)")  # fmt: skip
+    parser.add_argument("--no-store-rate", action="store_true", help="end to end only")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "floor_ingest.json"
+    )
     args = parser.parse_args()
     configure_logging("warning")
     structlog.get_logger().info("bench")
+    floors = [int(n) for n in args.floors.split(",")]
+    commit = await asyncio.to_thread(commit_of, args.floor_python)
     results: dict[str, object] = {"machine": machine(), "records": args.records,
-                                  "tables": args.tables}  # fmt: skip
+                                  "tables": args.tables, "floor_python": args.floor_python,
+                                  "floor_commit": commit,
+                                  "load_average_start": os.getloadavg()}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         pg = None
         urls: dict[str, Callable[[str], str]] = {}
@@ -153,19 +198,24 @@ async def main() -> None:
         broker.start()
         try:
             for name, url in urls.items():
-                rate = await store_rate(url("store"), args.tables, args.records, args.batch)
-                print(f"{name}: store {rate:,.0f} messages/s", flush=True)
-                results[f"{name}_store_per_s"] = round(rate)
-                rate = await end_to_end(url("e2e"), broker, args.tables, args.records)
-                print(f"{name}: end to end {rate:,.0f} messages/s", flush=True)
-                results[f"{name}_end_to_end_per_s"] = round(rate)
+                if not args.no_store_rate:
+                    rate = await store_rate(url("store"), args.tables, args.records, args.batch)
+                    print(f"{name}: store {rate:,.0f} messages/s", flush=True)
+                    results[f"{name}_store_per_s"] = round(rate)
+                for n in floors:
+                    rate = await end_to_end(url(f"e2e{n}"), broker, args.tables, args.records, n,
+                                            args.floor_python)  # fmt: skip
+                    load = os.getloadavg()[0]
+                    print(f"{name}: end to end, {n} floor(s): {rate:,.0f} messages/s "
+                          f"(load {load:.2f})", flush=True)  # fmt: skip
+                    results[f"{name}_end_to_end_{n}_floors_per_s"] = round(rate)
         finally:
             broker.stop()
             if pg is not None:
                 pg.stop()
-    out = Path(__file__).parent / "results" / "floor_ingest.json"
-    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(out)
+    results["load_average_end"] = os.getloadavg()
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(args.out)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@ stored, and ask the tables for what is missing (docs/floor.md).
 
 Named tasks in one TaskGroup:
 
-* ``floor-receive``: an MQTT v5 client with a persistent session (clean start off, the session
-  kept for a day) subscribed to ``<prefix>/+/#`` (or ``$share/<group>/<prefix>/+/#`` when several
-  floors share the load) with retain-as-published, so the retain flag a record's hash covers
-  arrives as the table set it. Each message is judged (floor/judge.py) and queued.
-* ``floor-write``: takes whatever has queued (a batch: one transaction), stores it, and walks
-  the chain of each table it touched (floor/verify.py) as far as its records are contiguous.
+* ``floor-receive``: the floor's own MQTT v5 client (floor/link.py) with a persistent session
+  (clean start off, the session kept for a day) subscribed to ``<prefix>/+/#`` (or
+  ``$share/<group>/<prefix>/+/#`` when several floors share the load) with retain-as-published,
+  so the retain flag a record's hash covers arrives as the table set it. Each message is judged
+  (floor/judge.py) as its socket read is parsed, and held, not yet acknowledged.
+* ``floor-write``: takes whatever is held (a batch: one transaction), stores it, acknowledges
+  it to the broker once committed (so a floor killed at any moment loses nothing the broker
+  delivered: the broker sends it again), and walks the chain of each table it touched
+  (floor/verify.py) as far as its records are contiguous.
 * ``floor-repair``: every ``interval_s`` looks for gaps in the store (the store, not this
   instance's own view: floors sharing a subscription each see part of every table) and asks the
   table for each missing range with the ``replay`` command as ``auditor``, at most ``rate_per_s``
@@ -26,20 +29,18 @@ import contextlib
 import json
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-import aiomqtt
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tableside.daemon import proof
 from tableside.drivers.backoff import Backoff
+from tableside.floor import mqtt
 from tableside.floor.judge import judge
+from tableside.floor.link import Link, LinkError, Subscription
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.order import SeqOrder
 from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
@@ -66,6 +67,11 @@ MAX_REPLAY = 5_000
 FLUSH_S = 5.0
 #: records read per step of the chain walk
 WALK_PAGE = 5_000
+#: the most QoS 1 messages the broker may have out to a floor, unacknowledged (MQTT v5 Receive
+#: Maximum): the floor acknowledges only what it has stored, so this is what it may hold
+RECEIVE_MAXIMUM = 50_000
+#: held beyond this (QoS 0 messages, which no Receive Maximum bounds), the floor stops reading
+HOLD_MAX = 60_000
 
 
 def default_client_id() -> str:
@@ -107,15 +113,21 @@ class Floor:
     #: the group's messages for as long as it is kept: repair fetches them from the tables)
     session_expiry: int | None = None
     #: the most messages stored in one transaction
-    batch_max: int = 2_000
+    batch_max: int = 20_000
     #: called with each batch once it is stored and its chain walked (the web view's feed);
     #: what it raises is logged, never the floor's end
     on_stored: Callable[[list[Message]], Awaitable[None]] | None = None
     #: set while subscribed
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
-    _queue: asyncio.Queue[Message] = field(default_factory=lambda: asyncio.Queue(50_000))
+    #: the broker may have this many messages out to this floor unacknowledged
+    receive_maximum: int = RECEIVE_MAXIMUM
+    #: holding more than this (not stored yet), the floor stops reading until below half
+    hold_max: int = HOLD_MAX
+    #: judged messages not stored yet, each with what acknowledges it (connection, packet id)
+    _held: deque[tuple[Message, int, int | None]] = field(default_factory=deque)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
-    _client: aiomqtt.Client | None = None
+    _link: Link | None = None
     _asks: dict[tuple[str, int, int], _Ask] = field(default_factory=dict)
     #: per table, where this floor's last chain walk stopped, and the chain's start
     _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
@@ -156,68 +168,80 @@ class Floor:
     # -- receiving -------------------------------------------------------------------------------
 
     async def _receive(self) -> None:
-        parts = urlsplit(self.url)
-        backoff = Backoff(initial=0.2, maximum=5.0)
-        properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-        properties.SessionExpiryInterval = self.session_expiry_s
-        tls = aiomqtt.TLSParameters() if parts.scheme == "mqtts" else None
-        while True:
-            try:
-                async with aiomqtt.Client(
-                    parts.hostname or "127.0.0.1",
-                    parts.port or (8883 if tls else 1883),
-                    username=self.username, password=self.password, tls_params=tls,
-                    identifier=self.client_id, protocol=aiomqtt.ProtocolVersion.V5,
-                    clean_start=False, properties=properties,
-                    max_queued_incoming_messages=100_000,
-                ) as client:  # fmt: skip
-                    backoff.reset()
-                    options = SubscribeOptions(qos=1, retainAsPublished=True)
-                    await client.subscribe(self.topic, options=options)
-                    if self.share:  # replays reach every floor, not one of the group
-                        await client.subscribe(f"{self.prefix}/+/replay", options=options)
-                    self._client = client
-                    self.subscribed.set()
-                    log.info("floor_subscribed", broker=self.url, topic=self.topic)
-                    async for message in client.messages:
-                        await self._queue.put(self._judge(message))
-            except aiomqtt.MqttError as exc:
-                log.warning("floor_broker_lost", broker=self.url, error=str(exc))
-            finally:
-                self._client = None
-                self.subscribed.clear()
-            await asyncio.sleep(backoff.next())
+        subscriptions = [Subscription(self.topic)]
+        if self.share:  # replays reach every floor, not one of the group
+            subscriptions.append(Subscription(f"{self.prefix}/+/replay"))
+        self._link = Link(
+            self.url, self.client_id, subscriptions, self._take, self.session_expiry_s,
+            username=self.username, password=self.password,
+            receive_maximum=self.receive_maximum, subscribed=self.subscribed,
+            on_subscribed=lambda: log.info("floor_subscribed", broker=self.url, topic=self.topic),
+        )  # fmt: skip
+        await self._link.run()
 
-    def _judge(self, message: aiomqtt.Message) -> Message:
-        pairs = getattr(message.properties, "UserProperty", None) if message.properties else None
-        raw = message.payload
-        payload = bytes(raw) if isinstance(raw, bytes | bytearray) else str(raw or "").encode()
-        return judge(self.prefix, str(message.topic), payload, bool(message.retain), pairs,
-                     time.time(), self._keys)  # fmt: skip
+    def _take(self, publishes: list[mqtt.Publish], connection: int) -> None:
+        """The messages of one socket read: judged now, held until stored and acknowledged."""
+        now = time.time()
+        held = self._held
+        for p in publishes:
+            held.append((self._judge(p, now), connection, p.packet_id))
+        self._arrived.set()
+        if len(held) > self.hold_max and self._link is not None:
+            self._link.pause()  # the writer resumes it
+
+    def _judge(self, p: mqtt.Publish, now: float) -> Message:
+        try:
+            return judge(self.prefix, p.topic, p.payload, p.retain, p.user_properties, now,
+                         self._keys)  # fmt: skip
+        except Exception as exc:  # a bug in judging must not lose the message: kept, flagged
+            log.exception("floor_judge_failed", topic=p.topic)
+            return Message("", p.topic, "rejected", None, p.payload, p.retain, now, "rejected",
+                           f"the floor could not judge it: {exc!r}")  # fmt: skip
 
     # -- storing ---------------------------------------------------------------------------------
 
     async def _write(self) -> None:
-        batch: list[Message] = []
+        held = self._held
+        batch: list[tuple[Message, int, int | None]] = []
         try:
             while True:
-                batch = [await self._queue.get()]
-                while len(batch) < self.batch_max and not self._queue.empty():
-                    batch.append(self._queue.get_nowait())
-                written = await self._store(batch)
-                done, batch = batch, []
-                await self._stored(written, done)
+                while not held:
+                    self._arrived.clear()
+                    await self._arrived.wait()
+                n = min(len(held), self.batch_max)
+                batch = [held.popleft() for _ in range(n)]
+                if self._link is not None and len(held) < self.hold_max // 2:
+                    self._link.resume()
+                messages = [m for m, _, _ in batch]
+                written = await self._store(messages)
+                self._ack(batch)
+                batch = []
+                await self._stored(written, messages)
         except asyncio.CancelledError:
-            # stopping: what this floor holds (its broker session has it acknowledged) is
-            # stored now if the store takes it within a few seconds; repair covers the rest
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            # stopping: what this floor holds is stored now if the store takes it within a few
+            # seconds (and acknowledged if the connection is still up); what is not, the broker
+            # sends again to this session, and repair covers the rest
+            batch.extend(held)
+            held.clear()
             if batch:
                 with contextlib.suppress(StoreError, TimeoutError):
                     async with asyncio.timeout(FLUSH_S):
-                        await self.store.write(batch)
+                        await self.store.write([m for m, _, _ in batch])
                         log.info("floor_flushed", messages=len(batch))
+                        self._ack(batch)
             raise
+
+    def _ack(self, batch: list[tuple[Message, int, int | None]]) -> None:
+        """PUBACK what a committed batch held, on the connection it came on (one gone: the
+        broker sends those again, and the store counts them as duplicates)."""
+        if self._link is None:
+            return
+        by_connection: dict[int, list[int]] = {}
+        for _, connection, packet_id in batch:
+            if packet_id is not None:
+                by_connection.setdefault(connection, []).append(packet_id)
+        for connection, ids in by_connection.items():
+            self._link.ack(connection, ids)
 
     async def _stored(self, written: Written, batch: list[Message]) -> None:
         """After a batch: metrics, flags, replay results, the chain walk."""
@@ -225,13 +249,22 @@ class Floor:
         for m in batch:  # (a forged or unenrolled checkpoint: the store has flagged the table)
             if m.kind == "record" and m.topic.endswith("/command_result"):
                 await self._answered(m)
+        stored = set(written.stored)
+        fresh: dict[str, list[Message]] = {}
+        for m in batch:  # the records this batch stored: the walk need not read them back
+            if m.kind == "record" and (m.table, m.seq) in stored:
+                fresh.setdefault(m.table, []).append(m)
+        advanced: dict[str, Progress] = {}
         for table, seqs in sorted(_by_table(written.stored).items()):
             known = self._walked.get(table)
             cont = known[0].contiguous_upto if known else None
             if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
-                await self.walk(table, fresh=False)
+                records = sorted(fresh.get(table, ()), key=lambda m: m.seq or 0)
+                await self.walk(table, fresh=False, records=records, advanced=advanced)
             # else: it extends no chain this floor knows of; the repair loop's walk (of
             # the tables with gaps, from their state) takes it up
+        if advanced:  # every table's progress in one transaction, not one each
+            await self.store.advance_all(advanced)
         if self.on_stored is not None:
             try:
                 await self.on_stored(batch)
@@ -283,10 +316,20 @@ class Floor:
             await self.store.note_pruned(m.table, pruned)
             self._walked.pop(m.table, None)
 
-    async def walk(self, table: str, *, fresh: bool = True) -> None:
+    async def walk(
+        self,
+        table: str,
+        *,
+        fresh: bool = True,
+        records: list[Message] | None = None,
+        advanced: dict[str, Progress] | None = None,
+    ) -> None:
         """Check the table's chain from where the last walk stopped, as far as it is stored.
         ``fresh=False``: from where this floor's own last walk stopped (no read of the table's
-        state; another floor may have walked further, and this walk then repeats its work)."""
+        state; another floor may have walked further, and this walk then repeats its work).
+        ``records``: the table's records just stored, in seq order, walked first without
+        reading them back (if they start where the walk does); ``advanced``: the progress is
+        put there for the caller to save with others', not saved here."""
         known = None if fresh else self._walked.get(table)
         if known is None:
             state = await self.store.state(table, with_gaps=False)
@@ -297,7 +340,11 @@ class Floor:
         while True:
             cont = before.contiguous_upto
             first = cont + 1 if cont is not None else start
-            records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
+            from_batch = bool(records) and records is not None and records[0].seq == first
+            if records and from_batch:
+                records = [m for m in records if (m.seq or 0) < first + WALK_PAGE]
+            else:
+                records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
             if not records or records[0].seq != first:
                 break  # the next record (or the chain's start) is not stored yet
             progress, findings = walk(before, records, start)
@@ -309,10 +356,17 @@ class Floor:
                     await self.store.problem(table, finding.seq, finding.what)
             if progress == before:
                 break
-            await self.store.advance(table, progress)
+            if advanced is None:
+                await self.store.advance(table, progress)
+            else:
+                advanced[table] = progress
             before = progress
+            if from_batch and progress.contiguous_upto != records[-1].seq:
+                records = None  # a seq the batch lacks: the store may have it (stored before)
+                continue
             if progress.contiguous_upto != records[-1].seq or len(records) < WALK_PAGE:
                 break
+            records = None  # the next page, from the store
         self._walked[table] = (before, start)
 
     # -- repairing -------------------------------------------------------------------------------
@@ -369,8 +423,8 @@ class Floor:
     async def _ask(self, table: str, first: int, last: int) -> bool:
         """Ask the table to send ``first..last`` again; False when there is no broker."""
         async with self._rate:  # one request at a time, the tail's and the repair's together
-            client = self._client
-            if client is None:
+            link = self._link
+            if link is None or not self.subscribed.is_set():
                 return False
             self._requests += 1
             body = {"command": "replay", "device": "table",
@@ -378,8 +432,8 @@ class Floor:
                     "request_id": f"floor-{self.client_id[:80]}-{self._requests}"}  # fmt: skip
             topic = f"{self.prefix}/{table}/command/auditor"
             try:
-                await client.publish(topic, json.dumps(body), qos=1)
-            except aiomqtt.MqttError:
+                await link.publish(topic, json.dumps(body).encode())
+            except LinkError:
                 return False
             self.metrics.replays_requested.inc()
             log.info("floor_replay_requested", table=table, first=first, last=last)

@@ -18,7 +18,8 @@ by COPY into a staging table and one ``INSERT … ON CONFLICT DO NOTHING``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -356,6 +357,8 @@ class Store(abc.ABC):
             by_table.setdefault(m.table, []).append(m)
         statements: list[tuple[str, Sequence[Any]]] = []
         g = self._GREATEST
+        stored = Counter(t for t, _ in written.stored)  # not a scan of the batch per table
+        conflicted = Counter(t for t, _ in written.conflicts)
         for table, ms in by_table.items():
             seqs = [m.seq for m in ms if m.kind == "record" and m.seq is not None]
             statements.append((
@@ -368,9 +371,7 @@ class Store(abc.ABC):
                 "conflicts = floor_tables.conflicts + excluded.conflicts, "
                 f"last_heard = {g}(COALESCE(floor_tables.last_heard, 0), excluded.last_heard)",
                 (table, max(seqs) if seqs else None,
-                 sum(1 for t, _ in written.stored if t == table),
-                 written.duplicates.get(table, 0),
-                 sum(1 for t, _ in written.conflicts if t == table),
+                 stored[table], written.duplicates.get(table, 0), conflicted[table],
                  max(m.arrival for m in ms)),
             ))  # fmt: skip
         statements.extend(
@@ -412,13 +413,16 @@ class Store(abc.ABC):
 
     async def advance(self, table: str, progress: Progress) -> None:
         """Save how far the table's chain has been checked."""
-        p = progress
+        await self.advance_all({table: progress})
+
+    async def advance_all(self, progress: Mapping[str, Progress]) -> None:
+        """Save how far each table's chain has been checked, in one transaction."""
         await self._execute([(
             "UPDATE floor_tables SET contiguous_upto = ?, contiguous_hash = ?, verified_upto = ?, "
             "signed_upto = ?, broken = ? WHERE table_id = ?",
             (p.contiguous_upto, p.contiguous_hash, p.verified_upto, p.signed_upto,
              int(p.broken), table),
-        )])  # fmt: skip
+        ) for table, p in progress.items()])  # fmt: skip
 
     async def note_pruned(self, table: str, before: int) -> None:
         """The table's journal starts at ``before``: what precedes it cannot be replayed."""

@@ -195,7 +195,8 @@ async def test_a_stopping_floor_stores_what_it_holds(tmp_path: Path) -> None:
             while not any(t.get_name() == "floor-write" for t in asyncio.all_tasks()):
                 await asyncio.sleep(0.01)
         for _ in range(3):  # handed over, and the stop comes before the writer takes them
-            floor._queue.put_nowait(peer.judged(peer.event()))
+            floor._held.append((peer.judged(peer.event()), 0, None))
+            floor._arrived.set()
         task.cancel()  # as the command's SIGTERM does
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -1,0 +1,507 @@
+"""The MQTT v5 packets the floor's receiving client speaks (floor/link.py), as bytes: no I/O.
+
+Only what a subscriber that also publishes a few QoS 1 requests needs: CONNECT, CONNACK,
+SUBSCRIBE, SUBACK, PUBLISH (both ways), PUBACK (both ways), PINGREQ, PINGRESP, DISCONNECT
+(both ways). Section numbers are the MQTT 5.0 OASIS standard's.
+
+Every packet is::
+
+    byte 0      type << 4 | flags                       (2.1.2)
+    bytes 1..4  remaining length, a variable byte int    (1.5.5)
+    …           variable header and payload, ``remaining length`` bytes
+
+``Reader.feed`` takes whatever the socket gave (any number of packets, or part of one) and
+returns the whole packets in it; a malformed one raises ``MalformedPacket`` naming what and
+where, and the connection is to be closed (4.13: a malformed packet is a protocol error).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "CONNACK",
+    "DISCONNECT",
+    "MAX_PACKET",
+    "PINGRESP",
+    "PUBACK",
+    "PUBLISH",
+    "SUBACK",
+    "ConnAck",
+    "Disconnect",
+    "MalformedPacket",
+    "Other",
+    "Packet",
+    "PubAck",
+    "Publish",
+    "Reader",
+    "SubAck",
+    "connect",
+    "disconnect",
+    "pingreq",
+    "puback",
+    "pubacks",
+    "publish",
+    "subscribe",
+]
+
+CONNECT: Final = 1
+CONNACK: Final = 2
+PUBLISH: Final = 3
+PUBACK: Final = 4
+SUBSCRIBE: Final = 8
+SUBACK: Final = 9
+PINGREQ: Final = 12
+PINGRESP: Final = 13
+DISCONNECT: Final = 14
+
+#: the largest packet this client takes (sent as Maximum Packet Size in CONNECT, 3.1.2.11.4, so
+#: a broker does not send larger); a length field beyond it is a malformed packet here
+MAX_PACKET: Final = 16 * 1024 * 1024
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+# property identifier → its type (2.2.2.2): how many bytes to skip, or how to read it
+_BYTE, _U16T, _U32T, _VARINT, _UTF8, _BINARY, _PAIR = range(7)
+_PROPERTY_TYPES: Final[dict[int, int]] = {
+    0x01: _BYTE, 0x02: _U32T, 0x03: _UTF8, 0x08: _UTF8, 0x09: _BINARY, 0x0B: _VARINT,
+    0x11: _U32T, 0x12: _UTF8, 0x13: _U16T, 0x15: _UTF8, 0x16: _BINARY, 0x17: _BYTE,
+    0x18: _U32T, 0x19: _BYTE, 0x1A: _UTF8, 0x1C: _UTF8, 0x1F: _UTF8, 0x21: _U16T,
+    0x22: _U16T, 0x23: _U16T, 0x24: _BYTE, 0x25: _BYTE, 0x26: _PAIR, 0x27: _U32T,
+    0x28: _BYTE, 0x29: _BYTE, 0x2A: _BYTE,
+}  # fmt: skip
+_USER_PROPERTY: Final = 0x26
+_REASON_STRING: Final = 0x1F
+_TOPIC_ALIAS: Final = 0x23
+_RECEIVE_MAXIMUM: Final = 0x21
+_SESSION_EXPIRY: Final = 0x11
+_MAXIMUM_PACKET_SIZE: Final = 0x27
+_SERVER_KEEP_ALIVE: Final = 0x13
+_ASSIGNED_CLIENT_ID: Final = 0x12
+
+
+class MalformedPacket(ValueError):
+    """Bytes that are not the MQTT v5 packet they claim to be; says what, and at which byte of
+    the connection's stream."""
+
+
+# -- the packets received -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """3.3: a message. ``packet_id`` is None at QoS 0; ``user_properties`` None when it has
+    none (the chain entry of a table's record travels there: docs/floor.md)."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    dup: bool
+    packet_id: int | None
+    user_properties: list[tuple[str, str]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnAck:
+    """3.2: the broker's answer to CONNECT."""
+
+    session_present: bool
+    reason: int
+    reason_string: str | None = None
+    receive_maximum: int = 65_535
+    server_keep_alive: int | None = None
+    assigned_client_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubAck:
+    """3.9: one reason code per filter subscribed (0-2: the QoS granted; 0x80 and up: refused)."""
+
+    packet_id: int
+    reasons: tuple[int, ...]
+    reason_string: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PubAck:
+    """3.4: the broker has a QoS 1 message this client sent."""
+
+    packet_id: int
+    reason: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    """3.14: the broker is closing the connection, and why."""
+
+    reason: int = 0
+    reason_string: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """A packet of a type this client has no use for but that is well formed (PINGRESP)."""
+
+    type: int
+
+
+Packet = Publish | ConnAck | SubAck | PubAck | Disconnect | Other
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+class Reader:
+    """Bytes in, whole packets out, whatever the socket splits them into."""
+
+    __slots__ = ("_buf", "_offset", "max_packet")
+
+    def __init__(self, max_packet: int = MAX_PACKET) -> None:
+        self._buf = bytearray()
+        #: bytes of the stream already consumed (for error messages: where)
+        self._offset = 0
+        self.max_packet = max_packet
+
+    def feed(self, data: bytes) -> list[Packet]:
+        """The whole packets ``data`` completes, in order; the rest is kept for the next feed."""
+        buf = self._buf
+        buf += data
+        out: list[Packet] = []
+        pos = 0
+        end = len(buf)
+        try:
+            while end - pos >= 2:
+                first = buf[pos]
+                # remaining length: at most 4 bytes, 7 bits each (1.5.5)
+                length = 0
+                shift = 0
+                i = pos + 1
+                while True:
+                    if i >= end:
+                        return out  # the length itself is not all here yet
+                    byte = buf[i]
+                    length |= (byte & 0x7F) << shift
+                    i += 1
+                    if not byte & 0x80:
+                        break
+                    shift += 7
+                    if shift > 21:
+                        raise self._bad(pos, "remaining length longer than 4 bytes")
+                if length > self.max_packet:
+                    raise self._bad(pos, f"remaining length {length} > {self.max_packet}")
+                if end - i < length:
+                    return out
+                body = bytes(buf[i : i + length])
+                try:
+                    out.append(_parse(first, body))
+                except MalformedPacket as exc:
+                    raise self._bad(pos, str(exc)) from None
+                except (IndexError, struct.error, UnicodeDecodeError) as exc:
+                    raise self._bad(pos, f"type {first >> 4}: {exc}") from None
+                pos = i + length
+            return out
+        finally:
+            if pos:
+                del buf[:pos]
+                self._offset += pos
+
+    def _bad(self, pos: int, what: str) -> MalformedPacket:
+        at = self._offset + pos
+        head = bytes(self._buf[pos : pos + 16]).hex()
+        return MalformedPacket(f"{what} (packet at stream byte {at}, starting {head})")
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held of a packet not complete yet."""
+        return len(self._buf)
+
+
+def _parse(first: int, body: bytes) -> Packet:
+    kind = first >> 4
+    flags = first & 0x0F
+    if kind == PUBLISH:
+        return _publish(flags, body)
+    if kind == PUBACK:
+        return _puback(flags, body)
+    if kind == CONNACK:
+        return _connack(flags, body)
+    if kind == SUBACK:
+        return _suback(flags, body)
+    if kind == PINGRESP:
+        if flags or body:
+            raise MalformedPacket("PINGRESP with flags or a body")
+        return Other(PINGRESP)
+    if kind == DISCONNECT:
+        return _disconnect(flags, body)
+    raise MalformedPacket(f"packet type {kind} is not one a broker sends this client")
+
+
+def _varint(body: bytes, i: int) -> tuple[int, int]:
+    value = 0
+    for shift in (0, 7, 14, 21):
+        byte = body[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, i
+    raise MalformedPacket("variable byte integer longer than 4 bytes")
+
+
+def _string(body: bytes, i: int) -> tuple[str, int]:
+    """1.5.4: a UTF-8 string, two length bytes first; no U+0000 (1.5.4: malformed)."""
+    n = (body[i] << 8) | body[i + 1]
+    i += 2
+    if i + n > len(body):
+        raise MalformedPacket(f"a string of {n} bytes runs past the packet's end")
+    text = body[i : i + n].decode()
+    if "\x00" in text:
+        raise MalformedPacket("a string holds U+0000")
+    return text, i + n
+
+
+def _properties(body: bytes, i: int) -> tuple[dict[int, object], list[tuple[str, str]] | None, int]:
+    """2.2.2: (the properties other than user properties, by identifier; the user properties in
+    order, or None; where the properties end)."""
+    length, i = _varint(body, i)
+    end = i + length
+    if end > len(body):
+        raise MalformedPacket(f"properties of {length} bytes run past the packet's end")
+    found: dict[int, object] = {}
+    pairs: list[tuple[str, str]] | None = None
+    while i < end:
+        ident = body[i]
+        i += 1
+        kind = _PROPERTY_TYPES.get(ident)
+        value: object
+        if kind == _PAIR:
+            key, i = _string(body, i)
+            val, i = _string(body, i)
+            if pairs is None:
+                pairs = []
+            pairs.append((key, val))
+            continue
+        if kind == _UTF8:
+            value, i = _string(body, i)
+        elif kind == _BYTE:
+            value = body[i]
+            i += 1
+        elif kind == _U16T:
+            value = (body[i] << 8) | body[i + 1]
+            i += 2
+        elif kind == _U32T:
+            (value,) = _U32.unpack_from(body, i)
+            i += 4
+        elif kind == _VARINT:
+            value, i = _varint(body, i)
+        elif kind == _BINARY:
+            n = (body[i] << 8) | body[i + 1]
+            value = body[i + 2 : i + 2 + n]
+            i += 2 + n
+        else:
+            raise MalformedPacket(f"unknown property identifier 0x{ident:02x}")
+        if ident in found and ident != 0x0B:  # 2.2.2.2: only these may repeat
+            raise MalformedPacket(f"property 0x{ident:02x} twice")
+        found[ident] = value
+    if i != end:
+        raise MalformedPacket("the last property runs past the properties' length")
+    return found, pairs, end
+
+
+def _publish(flags: int, body: bytes) -> Publish:
+    qos = (flags >> 1) & 3
+    if qos == 3:
+        raise MalformedPacket("PUBLISH with QoS 3")
+    dup = bool(flags & 8)
+    if dup and qos == 0:
+        raise MalformedPacket("PUBLISH with DUP set at QoS 0")
+    topic, i = _string(body, 0)
+    packet_id = None
+    if qos:
+        packet_id = (body[i] << 8) | body[i + 1]
+        i += 2
+        if packet_id == 0:
+            raise MalformedPacket("PUBLISH with packet id 0")
+    if body[i] == 0:  # no properties: the common case from a v3 publisher
+        i += 1
+        pairs = None
+    else:
+        found, pairs, i = _properties(body, i)
+        if _TOPIC_ALIAS in found:  # this client allows none (Topic Alias Maximum 0, 3.1.2.11.5)
+            raise MalformedPacket("PUBLISH with a topic alias; this client allows none")
+    if not topic:
+        raise MalformedPacket("PUBLISH with an empty topic")
+    if "+" in topic or "#" in topic:
+        raise MalformedPacket(f"PUBLISH to a wildcard topic {topic[:80]!r}")
+    return Publish(topic, body[i:], qos, bool(flags & 1), dup, packet_id, pairs)
+
+
+def _fixed_flags(name: str, flags: int) -> None:
+    if flags:
+        raise MalformedPacket(f"{name} with flags 0x{flags:x} (reserved: 0)")
+
+
+def _puback(flags: int, body: bytes) -> PubAck:
+    _fixed_flags("PUBACK", flags)
+    (packet_id,) = _U16.unpack_from(body, 0)
+    reason = body[2] if len(body) > 2 else 0
+    if len(body) > 3:
+        _properties(body, 3)
+    return PubAck(packet_id, reason)
+
+
+def _connack(flags: int, body: bytes) -> ConnAck:
+    _fixed_flags("CONNACK", flags)
+    if body[0] & 0xFE:
+        raise MalformedPacket("CONNACK acknowledge flags with reserved bits set")
+    found, _, end = _properties(body, 2)
+    if end != len(body):
+        raise MalformedPacket("CONNACK longer than its properties")
+    reason_string = found.get(_REASON_STRING)
+    keep_alive = found.get(_SERVER_KEEP_ALIVE)
+    assigned = found.get(_ASSIGNED_CLIENT_ID)
+    receive_max = found.get(_RECEIVE_MAXIMUM, 65_535)
+    return ConnAck(
+        bool(body[0] & 1), body[1],
+        reason_string if isinstance(reason_string, str) else None,
+        receive_max if isinstance(receive_max, int) else 65_535,
+        keep_alive if isinstance(keep_alive, int) else None,
+        assigned if isinstance(assigned, str) else None,
+    )  # fmt: skip
+
+
+def _suback(flags: int, body: bytes) -> SubAck:
+    _fixed_flags("SUBACK", flags)
+    (packet_id,) = _U16.unpack_from(body, 0)
+    found, _, i = _properties(body, 2)
+    if i >= len(body):
+        raise MalformedPacket("SUBACK with no reason code")
+    reason_string = found.get(_REASON_STRING)
+    return SubAck(
+        packet_id, tuple(body[i:]), reason_string if isinstance(reason_string, str) else None
+    )
+
+
+def _disconnect(flags: int, body: bytes) -> Disconnect:
+    _fixed_flags("DISCONNECT", flags)
+    if not body:
+        return Disconnect()
+    reason_string = None
+    if len(body) > 1:
+        found, _, _ = _properties(body, 1)
+        text = found.get(_REASON_STRING)
+        reason_string = text if isinstance(text, str) else None
+    return Disconnect(body[0], reason_string)
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+def _length(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | 0x80 if n else byte)
+        if not n:
+            return bytes(out)
+
+
+def _packet(first: int, body: bytes) -> bytes:
+    return bytes([first]) + _length(len(body)) + body
+
+
+def _str(text: str) -> bytes:
+    data = text.encode()
+    if len(data) > 0xFFFF:
+        raise ValueError(f"a string of {len(data)} bytes: MQTT's limit is 65,535")
+    return _U16.pack(len(data)) + data
+
+
+def _props(*parts: bytes) -> bytes:
+    data = b"".join(parts)
+    return _length(len(data)) + data
+
+
+def connect(
+    client_id: str,
+    *,
+    keepalive: int,
+    clean_start: bool,
+    session_expiry: int,
+    receive_maximum: int,
+    username: str | None = None,
+    password: str | None = None,
+    max_packet: int = MAX_PACKET,
+) -> bytes:
+    """3.1: CONNECT, MQTT v5, no will."""
+    flags = (0x02 if clean_start else 0) | (0x80 if username is not None else 0)
+    flags |= 0x40 if password is not None else 0
+    if not 0 < receive_maximum <= 0xFFFF:
+        raise ValueError(f"receive maximum {receive_maximum}: 1..65535")
+    props = _props(
+        bytes([_SESSION_EXPIRY]) + _U32.pack(session_expiry),
+        bytes([_RECEIVE_MAXIMUM]) + _U16.pack(receive_maximum),
+        bytes([_MAXIMUM_PACKET_SIZE]) + _U32.pack(max_packet),
+    )
+    body = b"\x00\x04MQTT\x05" + bytes([flags]) + _U16.pack(keepalive) + props + _str(client_id)
+    if username is not None:
+        body += _str(username)
+    if password is not None:
+        data = password.encode()
+        body += _U16.pack(len(data)) + data
+    return _packet(CONNECT << 4, body)
+
+
+def subscribe(packet_id: int, filters: list[tuple[str, int]]) -> bytes:
+    """3.8: SUBSCRIBE; each filter with its options byte (3.8.3.1: QoS in bits 0-1, No Local
+    0x04, Retain As Published 0x08, Retain Handling in bits 4-5)."""
+    body = _U16.pack(packet_id) + b"\x00"
+    for topic, options in filters:
+        body += _str(topic) + bytes([options])
+    return _packet((SUBSCRIBE << 4) | 0x02, body)
+
+
+def publish(
+    topic: str,
+    payload: bytes,
+    *,
+    qos: int = 0,
+    packet_id: int | None = None,
+    retain: bool = False,
+    dup: bool = False,
+    user_properties: list[tuple[str, str]] | None = None,
+) -> bytes:
+    """3.3: PUBLISH."""
+    flags = (qos << 1) | (1 if retain else 0) | (8 if dup else 0)
+    body = _str(topic)
+    if qos:
+        if not packet_id:
+            raise ValueError("QoS 1 or 2 needs a packet id 1..65535")
+        body += _U16.pack(packet_id)
+    props = b"".join(bytes([_USER_PROPERTY]) + _str(k) + _str(v) for k, v in user_properties or ())
+    return _packet((PUBLISH << 4) | flags, body + _length(len(props)) + props + payload)
+
+
+def puback(packet_id: int) -> bytes:
+    """3.4: PUBACK, success (reason code and properties left out: 3.4.2.1)."""
+    return b"\x40\x02" + _U16.pack(packet_id)
+
+
+def pubacks(packet_ids: list[int]) -> bytes:
+    """Many PUBACKs, one write."""
+    pack = _U16.pack
+    return b"".join(b"\x40\x02" + pack(p) for p in packet_ids)
+
+
+def pingreq() -> bytes:
+    """3.12."""
+    return b"\xc0\x00"
+
+
+def disconnect(reason: int = 0) -> bytes:
+    """3.14: DISCONNECT, normal (0) unless told."""
+    return b"\xe0\x00" if reason == 0 else b"\xe0\x01" + bytes([reason])
