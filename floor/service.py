@@ -209,7 +209,7 @@ class Floor:
                     self._arrived.clear()
                     await self._arrived.wait()
                 n = min(len(held), self.batch_max)
-                batch = [held.popleft() for _ in range(n)]
+                batch = self._marked([held.popleft() for _ in range(n)])
                 if self._link is not None and len(held) < self.hold_max // 2:
                     self._link.resume()
                 messages = [m for m, _, _ in batch]
@@ -221,7 +221,7 @@ class Floor:
             # stopping: what this floor holds is stored now if the store takes it within a few
             # seconds (and acknowledged if the connection is still up); what is not, the broker
             # sends again to this session, and repair covers the rest
-            batch.extend(held)
+            batch.extend(self._marked(list(held)))
             held.clear()
             if batch:
                 with contextlib.suppress(StoreError, TimeoutError):
@@ -230,6 +230,17 @@ class Floor:
                         log.info("floor_flushed", messages=len(batch))
                         self._ack(batch)
             raise
+
+    def _marked(
+        self, taken: list[tuple[Message, int, int | None]]
+    ) -> list[tuple[Message, int, int | None]]:
+        """What was taken from the hold, each live record whose seq went backwards marked so
+        (floor/order.py), once: in the order the messages arrived."""
+        marked = self._order.mark(m for m, _, _ in taken)
+        return [
+            (m, connection, packet_id)
+            for m, (_, connection, packet_id) in zip(marked, taken, strict=True)
+        ]
 
     def _ack(self, batch: list[tuple[Message, int, int | None]]) -> None:
         """PUBACK what a committed batch held, on the connection it came on (one gone: the
@@ -273,9 +284,7 @@ class Floor:
 
     async def _store(self, batch: list[Message]) -> Written:
         """The batch stored; while the store fails (a database restarting, a disk full), tried
-        again and again, the broker's queue and this floor's holding what comes meanwhile.
-        A live record whose seq went backwards is marked so first (floor/order.py)."""
-        batch[:] = self._order.mark(batch)
+        again and again, the broker's queue and this floor's holding what comes meanwhile."""
         backoff = Backoff(initial=0.2, maximum=10.0)
         while True:
             try:
