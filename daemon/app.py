@@ -34,7 +34,6 @@ from tableside.daemon import proof
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
-from tableside.daemon.metrics import MetricsUnavailable, serving
 from tableside.daemon.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
@@ -240,6 +239,10 @@ class TableDaemon:
         it cannot listen on stops it before it starts: MetricsUnavailable)."""
         async with contextlib.AsyncExitStack() as stack:
             if self.config.metrics is not None:
+                # imported only for a table that serves them: prometheus_client and the
+                # http.server it brings are 1.5 MiB of a daemon idling without them
+                from tableside.daemon.metrics import MetricsUnavailable, serving
+
                 try:
                     await stack.enter_async_context(serving(self, self.config.metrics.listen))
                 except MetricsUnavailable:
@@ -465,10 +468,12 @@ class TableDaemon:
             device=rt.name,
             data=full,
         )
-        source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
+        source: SourceEvent | None = None  # what a ruling cites: made when one is given
         halts = False
         given = []
         for ruling in evaluate(rt.facts, observation):
+            if source is None:
+                source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
             given.append(self._publish_ruling(ruling.rule, observation, source, ts, now))
             halts = halts or Action.HALT_DEALING in ruling.rule.actions
         self._open_rulings(given, ts, now)

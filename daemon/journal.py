@@ -844,14 +844,23 @@ class Journal:
             self._committed_changed.clear()
             await self._committed_changed.wait()
 
-    async def read_from(self, seq: int, limit: int) -> list[Record]:
-        """Committed records from ``seq`` on, at most ``limit``; from memory when it has them."""
+    def read_cached(self, seq: int, limit: int) -> list[Record] | None:
+        """Durable records from ``seq`` on, at most ``limit``, when memory has them all (None:
+        they are to be read from disk, ``read_from``)."""
         end = min(self.durable_seq, seq + limit - 1)
         if end < seq:
             return []
         if self._cache and self._cache[0].seq <= seq:
             start = seq - self._cache[0].seq
             return list(itertools.islice(self._cache, start, start + end - seq + 1))
+        return None
+
+    async def read_from(self, seq: int, limit: int) -> list[Record]:
+        """Durable records from ``seq`` on, at most ``limit``; from memory when it has them."""
+        cached = self.read_cached(seq, limit)
+        if cached is not None:
+            return cached
+        end = min(self.durable_seq, seq + limit - 1)
         async with self._read_lock:
             return await asyncio.to_thread(self._read_disk, seq, end)
 

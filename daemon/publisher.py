@@ -416,11 +416,13 @@ class Publisher:
 
         Straight to paho, not through aiomqtt's ``publish``: that makes a task, an event and a
         ``wait_for`` (another task and a timer) per message, some ten callbacks of the event
-        loop each (measured, docs/benchmarks.md). Here a message is paho's ``publish`` and one
-        write, and the drain wakes once per turn, for new durable records or PUBACKs, whichever
-        came. A message the broker leaves unacknowledged for ``CONNECT_TIMEOUT_S`` drops the
-        connection, as aiomqtt's timeout did (aiomqtt 2.x internals: its paho client, whose
-        ``on_publish`` is taken here for our own messages and handed back after)."""
+        loop each (measured, docs/benchmarks.md). Records the journal has in memory are sent
+        from its "durable" callback and PUBACKs taken in paho's, without waking this task: it
+        runs to send what came while the window was full, for what needs waiting (a read from
+        disk), and once a second, to find a message
+        the broker left unacknowledged for ``CONNECT_TIMEOUT_S``, which drops the connection
+        as aiomqtt's timeout did. (aiomqtt 2.x internals: its paho client, whose
+        ``on_publish`` is taken here for our own messages and handed back after.)"""
         journal = self.journal
         v5 = self._v5
         paho = client._client
@@ -429,13 +431,67 @@ class Publisher:
         inflight: collections.deque[tuple[int, int, float]] = collections.deque()  # seq, mid, at
         ours: set[int] = set()  # paho's message ids of what is in flight
         acked: set[int] = set()  # of those, acknowledged (popped in order from ``inflight``)
+        failed: list[Exception] = []  # raised in a callback: the task raises it
+        cursor = journal.acked + 1  # the next seq to send
+        reading = False  # the task waits for records from disk: only it sends meanwhile
         # aiomqtt's, for the other messages (responses, replays, …): paho's VERSION2 signature
         theirs: Callable[..., None] | None = paho.on_publish
 
+        def send(batch: list[Record]) -> None:
+            nonlocal cursor
+            at = loop.time()
+            for record in batch:
+                payload = record.payload
+                if record.seq <= self._attempted:
+                    payload = marked(payload, redelivered=True)
+                    self.redelivered += 1
+                self._attempted = max(self._attempted, record.seq)
+                chain = self._chain(record) if v5 else None
+                info = paho.publish(record.topic, payload, 1, record.retain, chain)
+                if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                    raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+                ours.add(info.mid)
+                inflight.append((record.seq, info.mid, at))
+                cursor = record.seq + 1
+            if batch:
+                paho.loop_write()  # now, not in another pass of the loop
+
+        def take_acks() -> None:
+            while inflight and inflight[0][1] in acked:
+                seq, mid, _ = inflight.popleft()
+                ours.discard(mid)
+                acked.discard(mid)
+                journal.mark_acked(seq)
+                self.published += 1
+            if not inflight and journal.acked >= journal.next_seq - 1:
+                self._emptied.set()
+
+        def pump() -> None:
+            """(a callback) The acknowledged taken, what memory holds sent; the rest woken."""
+            if reading:
+                wake.set()
+                return
+            try:
+                take_acks()
+                room = self.window - len(inflight)
+                if room > 0 and journal.durable_seq >= cursor:
+                    batch = journal.read_cached(cursor, room)
+                    if batch is None:
+                        wake.set()
+                    else:
+                        send(batch)
+            except Exception as exc:  # raised by the task, not lost in a callback
+                failed.append(exc)
+                wake.set()
+
         def on_publish(c: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
             if mid in ours:
+                # Inside paho's callback: nothing here may call paho (it holds a lock it takes
+                # again if a write fails: the loop would hang). What waits for room is woken.
                 acked.add(mid)
-                wake.set()
+                take_acks()
+                if journal.durable_seq >= cursor:
+                    wake.set()
             elif theirs is not None:
                 theirs(c, userdata, mid, reason, properties)
 
@@ -447,44 +503,30 @@ class Publisher:
             ticker = loop.call_later(1.0, tick)
 
         paho.on_publish = on_publish
-        journal.on_durable = wake.set
+        journal.on_durable = pump
         tick()
-        cursor = journal.acked + 1
         try:
             while True:
                 wake.clear()
-                while inflight and inflight[0][1] in acked:
-                    seq, mid, _ = inflight.popleft()
-                    ours.discard(mid)
-                    acked.discard(mid)
-                    journal.mark_acked(seq)
-                    self.published += 1
+                if failed:
+                    raise failed[0]
+                take_acks()
                 if inflight and loop.time() - inflight[0][2] > CONNECT_TIMEOUT_S:
                     raise aiomqtt.MqttError(
                         f"no PUBACK for seq {inflight[0][0]} within {CONNECT_TIMEOUT_S:.0f} s"
                     )
                 room = self.window - len(inflight)
-                batch = await journal.read_from(cursor, room) if room > 0 else []
-                now = loop.time()
-                for record in batch:
-                    payload = record.payload
-                    if record.seq <= self._attempted:
-                        payload = marked(payload, redelivered=True)
-                        self.redelivered += 1
-                    self._attempted = max(self._attempted, record.seq)
-                    chain = self._chain(record) if v5 else None
-                    info = paho.publish(record.topic, payload, 1, record.retain, chain)
-                    if info.rc != mqtt.MQTT_ERR_SUCCESS:
-                        raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
-                    ours.add(info.mid)
-                    inflight.append((record.seq, info.mid, now))
-                if batch:
-                    paho.loop_write()  # now, not in another pass of the loop
-                cursor += len(batch)
-                if not inflight and journal.acked >= journal.next_seq - 1:
-                    self._emptied.set()
-                if not wake.is_set():
-                    await wake.wait()
+                if room > 0 and journal.durable_seq >= cursor:
+                    batch = journal.read_cached(cursor, room)
+                    if batch is None:
+                        reading = True
+                        try:
+                            batch = await journal.read_from(cursor, room)
+                        finally:
+                            reading = False
+                    send(batch)
+                    continue  # and look again: more may have come meanwhile
+                await wake.wait()
         finally:
             if ticker is not None:
                 ticker.cancel()
