@@ -771,14 +771,18 @@ class Journal:
     def _on_progress(self, _: None) -> None:
         self._looking = False  # first: progress told after this wakes the loop again
         committed, durable = self._progress
-        if committed > self.committed_seq:
+        acks_due = committed > self.committed_seq
+        if acks_due:
             self.committed_seq = committed
             self._committed_changed.set()
         if durable > self.durable_seq:
             self.durable_seq = durable
             self._durable_changed.set()
             if self.on_durable is not None:
-                self.on_durable()
+                if acks_due:  # the devices' ACKs (woken above) first, then the broker
+                    asyncio.get_running_loop().call_soon(self.on_durable)
+                else:
+                    self.on_durable()
 
     def _fail(self, exc: JournalError) -> None:
         if self.failed is not None and not self.failed.done():
