@@ -778,11 +778,15 @@ class Journal:
         if durable > self.durable_seq:
             self.durable_seq = durable
             self._durable_changed.set()
-            if self.on_durable is not None:
-                if acks_due:  # the devices' ACKs (woken above) first, then the broker
-                    asyncio.get_running_loop().call_soon(self.on_durable)
-                else:
-                    self.on_durable()
+            if acks_due:  # the devices' ACKs (woken above) first, then the broker
+                asyncio.get_running_loop().call_soon(self._tell_durable)
+            else:
+                self._tell_durable()
+
+    def _tell_durable(self) -> None:
+        # the hook as it is when this runs: a drain that ended meanwhile has handed it back
+        if self.on_durable is not None:
+            self.on_durable()
 
     def _fail(self, exc: JournalError) -> None:
         if self.failed is not None and not self.failed.done():
