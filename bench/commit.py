@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
@@ -103,6 +104,7 @@ async def run(
     journal.start()
     # what the driver's ACK waits for (daemon/app.py ``_settle``)
     settle = getattr(journal, "wait_committed", journal.wait_durable)
+    numbers = "seq" not in inspect.signature(journal.append).parameters
     wal = Path(f"{path}-wal")
     phases.txn.clear()
     phases.mark.clear()
@@ -117,8 +119,11 @@ async def run(
             t0 = time.perf_counter()
             async with lock:  # numbering is the event loop's (one append at a time anyway)
                 seq = journal.next_seq
-                journal.append(seq, f"tableside/bench/device/{name}/event", PAYLOAD,
-                               retain=False, key=f"d/{name}#e")  # fmt: skip
+                topic, key = f"tableside/bench/device/{name}/event", f"d/{name}#e"
+                if numbers:  # the journal numbers (since issue 10's outbox numbering)
+                    journal.append(topic, lambda _: PAYLOAD, retain=False, key=key)
+                else:
+                    journal.append(seq, topic, PAYLOAD, retain=False, key=key)
             await settle(seq)
             waits.append((time.perf_counter() - t0) * 1e3)
             if devices == 1:  # the WAL's salt changes when it starts over after a checkpoint

@@ -48,17 +48,16 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+EVENT: dict[str, Any] = {"device": "shoe", "device_class": "shoe", "event": "stack_dispensed"}
+
+
+def data(seq: int) -> dict[str, Any]:
+    return {"round": seq // 9, "position": "3", "count": 5, "expected": 5, "face_up": 0,
+            "stack_id": seq, "detail": "bench"}  # fmt: skip
+
+
 def event(seq: int) -> DeviceEventPayload:
-    return DeviceEventPayload(
-        table=TABLE,
-        ts=utc_ms(),
-        seq=seq,
-        device="shoe",
-        device_class="shoe",
-        event="stack_dispensed",
-        data={"round": seq // 9, "position": "3", "count": 5, "expected": 5, "face_up": 0,
-              "stack_id": seq, "detail": "bench"},
-    )  # fmt: skip
+    return DeviceEventPayload(table=TABLE, ts=utc_ms(), seq=seq, data=data(seq), **EVENT)
 
 
 def naive_rate(path: Path, count: int) -> float:
@@ -94,7 +93,7 @@ async def group_rate(path: Path, count: int) -> tuple[float, int]:
     journal.start()
     started = time.perf_counter()
     for seq in range(count):
-        journal.append(seq, "t", event(seq).model_dump_json().encode(), retain=False, key=None)
+        journal.append("t", lambda n: event(n).model_dump_json().encode())
         if seq % 100 == 0:
             await asyncio.sleep(0)  # the event loop goes on, as in the daemon
     await journal.wait_durable(count - 1)
@@ -111,7 +110,7 @@ async def one_at_a_time_rate(path: Path, count: int) -> float:
     journal.start()
     started = time.perf_counter()
     for seq in range(count):
-        journal.append(seq, "t", event(seq).model_dump_json().encode(), retain=False, key=None)
+        journal.append("t", lambda n: event(n).model_dump_json().encode())
         await journal.wait_durable(seq)
     elapsed = time.perf_counter() - started
     journal.close()
@@ -127,8 +126,8 @@ async def replay(work: Path, count: int) -> dict[str, Any]:
     publisher = Publisher(broker, TABLE, "replay-bench", journal)
     topic = publisher.topics.device_event("shoe")
     pub_task = asyncio.create_task(publisher.run())  # the broker is not there yet
-    for _ in range(count):
-        publisher.publish(topic, event(publisher.next_seq()))
+    for n in range(count):
+        publisher.enqueue(topic, DeviceEventPayload, utc_ms(), EVENT | {"data": data(n)})
     await journal.wait_durable(count - 1)
     conf = work / "mosquitto.conf"
     conf.write_text(

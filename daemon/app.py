@@ -34,7 +34,6 @@ from tableside.daemon import proof
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
 from tableside.daemon.journal import Journal
-from tableside.daemon.metrics import MetricsUnavailable, serving
 from tableside.daemon.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
@@ -259,6 +258,10 @@ class TableDaemon:
         it cannot listen on stops it before it starts: MetricsUnavailable)."""
         async with contextlib.AsyncExitStack() as stack:
             if self.config.metrics is not None:
+                # imported only for a table that serves them: prometheus_client and the
+                # http.server it brings are 1.5 MiB of a daemon idling without them
+                from tableside.daemon.metrics import MetricsUnavailable, serving
+
                 try:
                     await stack.enter_async_context(serving(self, self.config.metrics.listen))
                 except MetricsUnavailable:
@@ -388,12 +391,11 @@ class TableDaemon:
         """Journal a checkpoint: the newest record's seq and hash, signed with the table's key.
         Returns its seq."""
         upto, head = self.journal.head
-        seq = self.publisher.next_seq()
         signature = proof.sign_checkpoint(self.key, self.table, upto, head)
-        payload = CheckpointPayload(table=self.table, ts=utc_ms(), seq=seq, upto_seq=upto,
-                                    head=head.hex(), key=self.public_key,
-                                    signature=signature.hex())  # fmt: skip
-        self.publisher.publish(self.topics.checkpoint, payload)
+        fields = {"upto_seq": upto, "head": head.hex(), "key": self.public_key,
+                  "signature": signature.hex()}  # fmt: skip
+        seq = self.publisher.enqueue(self.topics.checkpoint, CheckpointPayload, utc_ms(),
+                                     fields).seq  # fmt: skip
         self.checkpointed = seq
         return seq
 
@@ -437,27 +439,27 @@ class TableDaemon:
 
         return sink
 
-    def _publish_state(self, rt: DeviceRuntime, ts: str) -> None:
-        state = DeviceStatePayload(
-            table=self.table,
-            ts=ts,
-            seq=self.publisher.next_seq(),
-            device=rt.name,
-            device_class=rt.driver.device_class,
-            driver=rt.config.driver,
-            connection=rt.connection,
-            connection_detail=rt.connection_detail,
-            since=rt.since,
-            identity=rt.identity,
-            device_state=rt.device_state,
-            fault=rt.fault,
-            connects=rt.driver.connects,
-            parts=rt.parts,
-        )
-        self.publisher.publish(self.topics.device_state(rt.name), state, retain=True)
+    def _publish_state(self, rt: DeviceRuntime, ts: str, now: float | None = None) -> None:
+        fields = {
+            "device": rt.name,
+            "device_class": rt.driver.device_class,
+            "driver": rt.config.driver,
+            "connection": rt.connection,
+            "connection_detail": rt.connection_detail,
+            "since": rt.since,
+            "identity": rt.identity,
+            "device_state": rt.device_state,
+            "fault": rt.fault,
+            "connects": rt.driver.connects,
+            "parts": rt.parts,
+        }
+        self.publisher.enqueue(self.topics.device_state(rt.name), DeviceStatePayload, ts, fields,
+                               retain=True, now=now)  # fmt: skip
 
     def _handle(self, rt: DeviceRuntime, event: DeviceEvent) -> None:
-        ts = utc_ms()
+        # One reading of each clock for the event and all it makes: the wall clock for the
+        # messages' ``ts``, the run's clock for the journal, the rules and the table.
+        ts, now = utc_ms(), self.journal.clock.now()
         rt.events += 1
         # Computed once: every field for the rules; without card identities for the wire,
         # unless the table may publish them.
@@ -466,23 +468,13 @@ class TableDaemon:
             data = full
         else:
             data = {k: v for k, v in full.items() if k not in event.card_fields}
-        seq = self.publisher.next_seq()
         topic = self.topics.device_event(rt.name)
-        self.publisher.publish(
-            topic,
-            DeviceEventPayload(
-                table=self.table,
-                ts=ts,
-                seq=seq,
-                device=rt.name,
-                device_class=rt.driver.device_class,
-                event=event.kind,
-                data=data,
-            ),
-            key=f"{topic}#{event.kind}",
-        )
+        fields = {"device": rt.name, "device_class": rt.driver.device_class,
+                  "event": event.kind, "data": data}  # fmt: skip
+        seq = self.publisher.enqueue(topic, DeviceEventPayload, ts, fields,
+                                     key=f"{topic}#{event.kind}", now=now).seq  # fmt: skip
         if rt.apply(event, ts):
-            self._publish_state(rt, ts)
+            self._publish_state(rt, ts, now)
         changed = self._firmware_change(rt, event)
         if changed is not None:
             log.warning("firmware_changed", device=rt.name, part=changed.part,
@@ -495,62 +487,56 @@ class TableDaemon:
             device=rt.name,
             data=full,
         )
-        source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
+        source: SourceEvent | None = None  # what a ruling cites: made when one is given
         halts = False
         given = []
         for ruling in evaluate(rt.facts, observation):
-            given.append(self._publish_ruling(ruling.rule, observation, source, ts))
+            if source is None:
+                source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
+            given.append(self._publish_ruling(ruling.rule, observation, source, ts, now))
             halts = halts or Action.HALT_DEALING in ruling.rule.actions
-        self._open_rulings(given, ts)
+        self._open_rulings(given, ts, now)
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
         # buttons, …), typed as the driver reported it, and leaves the rest; a device that
         # halts dealing stops the table.
-        self._table_step(observation.kind, {}, ts, device=event)
+        self._table_step(observation.kind, {}, ts, now, device=event)
         if halts:
-            self._table_step("halt", {"device_class": rt.driver.device_class}, ts)
+            self._table_step("halt", {"device_class": rt.driver.device_class}, ts, now)
 
     def _publish_ruling(
-        self, rule: Rule, observation: Observation, source: SourceEvent, ts: str
+        self, rule: Rule, observation: Observation, source: SourceEvent, ts: str, now: float
     ) -> RulingRecord:
         """Publish a ruling; returns it as the table tracks it (its id: the message's seq)."""
         self.rulings += 1
         self.rulings_by_clause[rule.id, rule.citation] += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
-        seq = self.publisher.next_seq()
-        record = RulingRecord(seq, rule.id, rule.citation, rule.actions, self.journal.clock.now())
-        self.publisher.publish(
-            self.topics.ruling,
-            RulingPayload(
-                table=self.table,
-                ts=ts,
-                seq=seq,
-                rule_id=rule.id,
-                game=self.table_facts.game.value,
-                clause=rule.citation,
-                words=rule.words,
-                summary=rule.summary,
-                actions=list(rule.actions),
-                affected=rule.affected(observation),
-                event=source,
-                round=self.table_state.round or None,
-                halts=any(a in HALTING for a in rule.actions),
-            ),
-        )
-        return record
+        fields = {
+            "rule_id": rule.id,
+            "game": self.table_facts.game.value,
+            "clause": rule.citation,
+            "words": rule.words,
+            "summary": rule.summary,
+            "actions": list(rule.actions),
+            "affected": rule.affected(observation),
+            "event": source,
+            "round": self.table_state.round or None,
+            "halts": any(a in HALTING for a in rule.actions),
+        }
+        seq = self.publisher.enqueue(self.topics.ruling, RulingPayload, ts, fields, now=now).seq
+        return RulingRecord(seq, rule.id, rule.citation, rule.actions, now)
 
-    def _open_rulings(self, given: list[RulingRecord], ts: str) -> None:
+    def _open_rulings(self, given: list[RulingRecord], ts: str, now: float) -> None:
         """The rulings just published join the table's state, each open (rules/rulings.py)."""
         if given:
-            self._table_step("rulings_opened", {"rulings": given}, ts)
+            self._table_step("rulings_opened", {"rulings": given}, ts, now)
 
-    def _publish_lifecycle(self, before: TableState, ts: str) -> None:
+    def _publish_lifecycle(self, before: TableState, ts: str, now: float) -> None:
         """A ``ruling_state`` message for each ruling whose lifecycle moved (a ruling just
         given is its own ruling message); the escalation timer looks again."""
         if before.rulings == self.table_state.rulings:
             return
         self._rulings_moved.set()
         was = {r.id: r.state for r in before.rulings}
-        now = self.journal.clock.now()
         for r in self.table_state.rulings:
             if r.id not in was or was[r.id] is r.state:
                 continue
@@ -559,24 +545,20 @@ class TableDaemon:
             )
             by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
             log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
-            self.publisher.publish(
-                self.topics.ruling_state,
-                RulingStatePayload(
-                    table=self.table,
-                    ts=ts,
-                    seq=self.publisher.next_seq(),
-                    ruling=r.id,
-                    rule_id=r.rule_id,
-                    clause=r.clause,
-                    actions=list(r.actions),
-                    state=cast(Lifecycle, r.state.value),
-                    halts=r.halts,
-                    open_s=round((at if at is not None else now) - r.opened_at, 3),
-                    by=by if r.state.value in ("acknowledged", "resolved") else None,
-                    action=r.action,
-                    note=r.note,
-                ),
-            )
+            fields = {
+                "ruling": r.id,
+                "rule_id": r.rule_id,
+                "clause": r.clause,
+                "actions": list(r.actions),
+                "state": cast(Lifecycle, r.state.value),
+                "halts": r.halts,
+                "open_s": round((at if at is not None else now) - r.opened_at, 3),
+                "by": by if r.state.value in ("acknowledged", "resolved") else None,
+                "action": r.action,
+                "note": r.note,
+            }
+            self.publisher.enqueue(self.topics.ruling_state, RulingStatePayload, ts, fields,
+                                   now=now)  # fmt: skip
 
     async def _escalations(self) -> None:
         """A ruling nobody acknowledged within ``[rulings] escalate_after_s`` (the table's
@@ -602,49 +584,53 @@ class TableDaemon:
     # -- the table: phase, round, and what the rules count ----------------------------------
 
     def _table_step(
-        self, kind: str, data: Mapping[str, Any], ts: str, *, device: DeviceEvent | None = None
+        self,
+        kind: str,
+        data: Mapping[str, Any],
+        ts: str,
+        now: float | None = None,
+        *,
+        device: DeviceEvent | None = None,
     ) -> None:
         """Move the table by a person's (or the daemon's) ``kind`` with its ``data``, or by a
         ``device``'s typed event (raises ValueError for a person's event it cannot take);
-        publish its state when it changed, and the rulings its rows give."""
+        publish its state when it changed, and the rulings its rows give. ``now``: the run's
+        clock as read for the event (read here when not given)."""
+        if now is None:
+            now = self.journal.clock.now()
         before = self.table_state
-        event = TableEvent(kind, self.journal.clock.now(), dict(data), device)
+        event = TableEvent(kind, now, dict(data), device)
         self.table_state, seen = step(self.table_facts, before, event)
         # Published when what is published changed (a coup's cards change the state, unseen).
         shown = self.table_state != before and self.table_state.to_dict() != before.to_dict()
         if not shown and not seen:
             return
-        self._publish_lifecycle(before, ts)
-        seq = self._publish_table(kind, ts)
+        self._publish_lifecycle(before, ts, now)
+        seq = self._publish_table(kind, ts, now)
         given = []
         for observation in seen:
             source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
                                  seq=seq, data=dict(observation.data))  # fmt: skip
             for ruling in evaluate(self.table_facts, observation):
-                given.append(self._publish_ruling(ruling.rule, observation, source, ts))
-        self._open_rulings(given, ts)
+                given.append(self._publish_ruling(ruling.rule, observation, source, ts, now))
+        self._open_rulings(given, ts, now)
 
-    def _publish_table(self, cause: str, ts: str) -> int:
+    def _publish_table(self, cause: str, ts: str, now: float | None = None) -> int:
         state = self.table_state
-        seq = self.publisher.next_seq()
-        self.publisher.publish(
-            self.topics.table_state,
-            TablePayload(
-                table=self.table,
-                ts=ts,
-                seq=seq,
-                game=self.table_facts.game.value,
-                phase=state.phase.value,
-                round=state.round,
-                rounds_since_stub_count=state.rounds_since_stub_count,
-                deck_age_h=state.deck_age_h(self.journal.clock.now()),
-                meter_cents=state.meter_cents,
-                state=state.to_dict(),
-                cause=cause,
-            ),
-            retain=True,
-        )
-        return seq
+        if now is None:
+            now = self.journal.clock.now()
+        fields = {
+            "game": self.table_facts.game.value,
+            "phase": state.phase.value,
+            "round": state.round,
+            "rounds_since_stub_count": state.rounds_since_stub_count,
+            "deck_age_h": state.deck_age_h(now),
+            "meter_cents": state.meter_cents,
+            "state": state.to_dict(),
+            "cause": cause,
+        }
+        return self.publisher.enqueue(self.topics.table_state, TablePayload, ts, fields,
+                                      retain=True, now=now).seq  # fmt: skip
 
     def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
         match event:
@@ -877,23 +863,19 @@ class TableDaemon:
         if error:
             log.warning("command_refused", role=role, error=error,
                         command=request.command if request else None)  # fmt: skip
-        result = CommandResult(
-            table=self.table,
-            ts=utc_ms(),
-            seq=self.publisher.next_seq(),
-            role=role,
-            device=request.device if request else None,
-            command=request.command if request else None,
-            request_id=request.request_id if request else None,
-            ok=error is None,
-            error=error,
-            override=override,
-            replayed=replayed,
-            pruned_before=pruned_before,
-        )
-        self.publisher.publish(self.topics.command_result, result)
-        self.commands_by_result[
-            result.command or "(unreadable)", "ok" if result.ok else "refused"
-        ] += 1
+        fields = {
+            "role": role,
+            "device": request.device if request else None,
+            "command": request.command if request else None,
+            "request_id": request.request_id if request else None,
+            "ok": error is None,
+            "error": error,
+            "override": override,
+            "replayed": replayed,
+            "pruned_before": pruned_before,
+        }
+        record = self.publisher.enqueue(self.topics.command_result, CommandResult, utc_ms(), fields)
+        named = (request.command if request else None) or "(unreadable)"
+        self.commands_by_result[named, "ok" if error is None else "refused"] += 1
         if reply is not None:
-            self.publisher.respond(reply, result)
+            self.publisher.respond(reply, record.payload)

@@ -48,7 +48,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -431,6 +431,13 @@ class Journal:
         self.acked = -1
         self._acked_written = -1
         self._last_hash = _GENESIS
+        self._last_ts = 0.0
+        #: the writer's progress (committed, durable) for the loop, and whether the loop has
+        #: been told to look: one wake-up of the loop covers whatever the writer did meanwhile
+        self._progress = (-1, -1)
+        self._looking = False
+        #: called on the loop when records become durable (the publisher's drain wakes up)
+        self.on_durable: Callable[[], None] | None = None
         self.recovered_acked = -1
         self.commits = 0
         self.pruned = 0
@@ -475,6 +482,8 @@ class Journal:
         self.durable_seq = self.committed_seq = summary["last_seq"]
         self.acked = self._acked_written = self.recovered_acked = summary["acked"]
         self._last_hash = bytes.fromhex(summary["last_hash"])
+        self._last_ts = summary["newest_ts"]
+        self._progress = (self.committed_seq, self.durable_seq)
         self.clock = RunClock(not_before=summary["newest_ts"], test=self.test_clock)
         recovered_after = _meta(conn).get("recovered_after")
         self.fresh_from_recovery = recovered_after == str(summary["last_seq"])
@@ -522,6 +531,7 @@ class Journal:
         if self._conn is None:
             self.open()
         self._loop = asyncio.get_running_loop()
+        self._looking = False
         self.failed = self._loop.create_future()
         assert self._conn is not None
         # SQLite would checkpoint inside the commit that crosses 1000 pages, and the device's
@@ -608,9 +618,9 @@ class Journal:
         # Committed: the devices may be acknowledged now, while the mark is written and
         # synced; only then may the publisher send (a seq the broker has seen is always in the
         # mark). A device's next frame arrives meanwhile, and goes in the next commit.
-        self._tell_loop(self._on_committed, last.seq)
+        self._tell(last.seq, self._progress[1])
         self.mark.write(last.seq, last.hash)
-        self._tell_loop(self._on_durable, last.seq)
+        self._tell(last.seq, last.seq)
 
     def _request_checkpoint(self) -> None:
         self._wal_bytes = 0
@@ -738,20 +748,45 @@ class Journal:
         log.info("journal_pruned", records=deleted, through_seq=limit_seq)
         return deleted
 
-    def _tell_loop(self, callback: Any, arg: Any) -> None:
+    def _tell_loop(self, callback: Any, arg: Any) -> bool:
         loop = self._loop
         if loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the loop has already closed
+            return False
+        try:
             loop.call_soon_threadsafe(callback, arg)
+        except RuntimeError:  # the loop has already closed
+            return False
+        return True
 
-    def _on_committed(self, seq: int) -> None:
-        self.committed_seq = max(self.committed_seq, seq)
-        self._committed_changed.set()
+    def _tell(self, committed: int, durable: int) -> None:
+        """(writer thread) Progress for the loop. A wake-up already on its way carries it too:
+        the loop reads ``_progress`` when it runs, so a commit and its mark written before the
+        loop looked cost one wake-up, not two."""
+        self._progress = (committed, durable)
+        if not self._looking:
+            self._looking = True
+            if not self._tell_loop(self._on_progress, None):
+                self._looking = False  # no loop to tell (never after it was told)
 
-    def _on_durable(self, seq: int) -> None:
-        self.durable_seq = max(self.durable_seq, seq)
-        self._durable_changed.set()
+    def _on_progress(self, _: None) -> None:
+        self._looking = False  # first: progress told after this wakes the loop again
+        committed, durable = self._progress
+        acks_due = committed > self.committed_seq
+        if acks_due:
+            self.committed_seq = committed
+            self._committed_changed.set()
+        if durable > self.durable_seq:
+            self.durable_seq = durable
+            self._durable_changed.set()
+            if acks_due:  # the devices' ACKs (woken above) first, then the broker
+                asyncio.get_running_loop().call_soon(self._tell_durable)
+            else:
+                self._tell_durable()
+
+    def _tell_durable(self) -> None:
+        # the hook as it is when this runs: a drain that ended meanwhile has handed it back
+        if self.on_durable is not None:
+            self.on_durable()
 
     def _fail(self, exc: JournalError) -> None:
         if self.failed is not None and not self.failed.done():
@@ -760,23 +795,36 @@ class Journal:
     # -- what the daemon calls (event loop) ------------------------------------------------
 
     def append(
-        self, seq: int, topic: str, payload: bytes, *, retain: bool, key: str | None
-    ) -> None:
-        """Journal the next record. ``seq`` must be ``next_seq``: records go in order."""
-        if seq != self.next_seq:
-            raise JournalError(f"record {seq} out of order: the journal expects {self.next_seq}")
+        self,
+        topic: str,
+        payload: Callable[[int], bytes],
+        *,
+        retain: bool = False,
+        key: str | None = None,
+        ts: float | None = None,
+    ) -> Record:
+        """Number the next record, make its payload with that number (``payload(seq)``: the
+        seq is inside it), chain it and queue it for the writer; returns it. The journal is the
+        one place that numbers: nothing is carried in and checked back. ``ts``: the run's clock
+        as read for the event that made it (read here when not given)."""
         if self._thread is None:
             raise JournalError("journal not started")
-        ts = self.clock.now()
-        digest = record_hash(self._last_hash, seq, ts, topic, retain, payload)
+        seq = self.next_seq
+        data = payload(seq)
+        if ts is None or ts < self._last_ts:  # never back along the seqs (an older reading)
+            ts = self.clock.now() if ts is None else self._last_ts
+        self._last_ts = ts
+        prev = self._last_hash
+        digest = record_hash(prev, seq, ts, topic, retain, data)
         key = key or (topic if retain else None)
-        record = Record(seq, ts, topic, retain, payload, self._last_hash, digest, key)
+        record = Record(seq, ts, topic, retain, data, prev, digest, key)
         self._last_hash = digest
         self.next_seq = seq + 1
         self._cache.append(record)
         if len(self._cache) > self._cache_limit:
             self._cache.popleft()  # still on disk; read back from there when needed
         self._queue.put(record)
+        return record
 
     @property
     def head(self) -> tuple[int, bytes]:
@@ -804,14 +852,23 @@ class Journal:
             self._committed_changed.clear()
             await self._committed_changed.wait()
 
-    async def read_from(self, seq: int, limit: int) -> list[Record]:
-        """Committed records from ``seq`` on, at most ``limit``; from memory when it has them."""
+    def read_cached(self, seq: int, limit: int) -> list[Record] | None:
+        """Durable records from ``seq`` on, at most ``limit``, when memory has them all (None:
+        they are to be read from disk, ``read_from``)."""
         end = min(self.durable_seq, seq + limit - 1)
         if end < seq:
             return []
         if self._cache and self._cache[0].seq <= seq:
             start = seq - self._cache[0].seq
             return list(itertools.islice(self._cache, start, start + end - seq + 1))
+        return None
+
+    async def read_from(self, seq: int, limit: int) -> list[Record]:
+        """Durable records from ``seq`` on, at most ``limit``; from memory when it has them."""
+        cached = self.read_cached(seq, limit)
+        if cached is not None:
+            return cached
+        end = min(self.durable_seq, seq + limit - 1)
         async with self._read_lock:
             return await asyncio.to_thread(self._read_disk, seq, end)
 

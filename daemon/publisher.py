@@ -22,18 +22,21 @@ import asyncio
 import collections
 import contextlib
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NoReturn
 
 import aiomqtt
+import paho.mqtt.client as mqtt
 import structlog
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from pydantic_core import to_json
 
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, Record
-from tableside.daemon.payloads import Envelope, StatusPayload, utc_ms
+from tableside.daemon.payloads import PLAIN, Envelope, StatusPayload, utc_ms
 from tableside.daemon.proof import Chain, marked
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.tasks import first_to_end
@@ -81,6 +84,34 @@ def _fail_fast_before_connack(client: aiomqtt.Client) -> None:
             ignored(*args)
 
     paho.on_disconnect = on_disconnect
+
+
+def _write_from_the_loop(client: aiomqtt.Client) -> None:
+    """paho asks to have its socket watched for writing each time it queues a packet, and
+    aiomqtt does it by ``call_soon_threadsafe`` (paho may ask from the thread that connects):
+    a write to the loop's self-pipe and a wake-up more per message. Asked on the loop's own
+    thread, the socket is watched at once here; the drain then writes what it queued itself
+    (``loop_write``), and paho stops the watch. (aiomqtt 2.x internals: its paho client and
+    its disconnect future; tests/test_reconnect.py checks this still works.)"""
+    paho = client._client
+    threadsafe = paho.on_socket_register_write
+    loop = asyncio.get_running_loop()
+    here = threading.get_ident()
+
+    def write() -> None:
+        try:
+            paho.loop_write()
+        except Exception as exc:  # a broken connection: as aiomqtt says it
+            if not client._disconnected.done():
+                client._disconnected.set_exception(exc)
+
+    def register(c: Any, userdata: Any, sock: Any) -> None:
+        if threading.get_ident() == here:
+            loop.add_writer(sock.fileno(), write)
+        elif threadsafe is not None:
+            threadsafe(c, userdata, sock)
+
+    paho.on_socket_register_write = register
 
 
 def _utf8(text: str) -> bytes:
@@ -161,6 +192,13 @@ class Publisher:
         # Records up to here may have reached the broker already: from the previous run
         # everything journaled but not acknowledged, then whatever this run has sent.
         self._attempted = journal.durable_seq
+        #: the envelope's fields, in the models' order; ts and seq are each message's own.
+        #: Every message from a table on a lab's test clock says so.
+        test = journal.test_clock
+        self._head: dict[str, Any] = {
+            "table": table, "ts": "", "seq": 0, "republished": False, "redelivered": False,
+            "test_clock": None if test is None else str(test),
+        }  # fmt: skip
         self.connected = asyncio.Event()
         self.connections = 0
         self.published = 0
@@ -170,34 +208,45 @@ class Publisher:
 
     # -- what the daemon calls -------------------------------------------------------------
 
-    def next_seq(self) -> int:
-        """The seq the next ``publish`` must carry (the journal numbers records in order)."""
-        return self.journal.next_seq
+    def enqueue(
+        self,
+        topic: str,
+        kind: type[Envelope],
+        ts: str,
+        fields: Mapping[str, Any],
+        *,
+        retain: bool = False,
+        key: str | None = None,
+        now: float | None = None,
+    ) -> Record:
+        """Journal a ``kind`` message made of ``fields`` (all but the envelope's); returns its
+        record at once: the journal gives it its seq, the drain sends it once it is durable.
+        ``key`` keeps it in the journal's ``latest`` (retained topics always are) for restoring
+        the table after a restart; ``now``: the run's clock as read for the event."""
+        head, plain = self._head, kind in PLAIN
 
-    def publish(
-        self, topic: str, payload: Envelope, *, retain: bool = False, key: str | None = None
-    ) -> None:
-        """Journal a message for sending; returns at once. ``key`` keeps it in the journal's
-        ``latest`` (retained topics always are) for restoring the table after a restart."""
-        data = self._stamped(payload).model_dump_json().encode()
-        self.journal.append(payload.seq, topic, data, retain=retain, key=key)
+        def payload(seq: int) -> bytes:
+            message = {**head, "ts": ts, "seq": seq, **fields}
+            if plain:
+                # every field given as is, in the model's order: serialised straight from the
+                # dict, byte for byte what the model gives (tests/test_payloads.py checks it)
+                return to_json(message, inf_nan_mode="null")
+            return kind(**message).model_dump_json().encode()
+
+        record = self.journal.append(topic, payload, retain=retain, key=key, ts=now)
         if retain:
-            self._retained[topic] = (payload.seq, data)
-
-    def _stamped(self, payload: Envelope) -> Envelope:
-        """Every message from a table on a lab's test clock says so."""
-        test = self.journal.test_clock
-        return payload if test is None else payload.model_copy(update={"test_clock": str(test)})
+            self._retained[topic] = (record.seq, record.payload)
+        return record
 
     def restore_retained(self, topic: str, payload: bytes) -> None:
         """Retained state from the journal, sent again on the next connection."""
         seq = int(json.loads(payload).get("seq", -1))
         self._retained.setdefault(topic, (seq, payload))
 
-    def respond(self, reply: tuple[str, bytes], payload: Envelope) -> None:
-        """MQTT v5: send a copy of a command's result to the requester's response topic, with
-        its correlation data (the result itself is journaled on command_result). Only topics
-        under ``<table>/response/`` (the table's own subtree, which the ACL lets it write)."""
+    def respond(self, reply: tuple[str, bytes], payload: bytes) -> None:
+        """MQTT v5: send a copy of a command's result (as journaled on command_result) to the
+        requester's response topic, with its correlation data. Only topics under
+        ``<table>/response/`` (the table's own subtree, which the ACL lets it write)."""
         topic, correlation = reply
         client = self._client
         if not topic.startswith(self.topics.response_prefix):
@@ -209,8 +258,7 @@ class Publisher:
             return
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         properties.CorrelationData = correlation
-        data = self._stamped(payload).model_dump_json().encode()
-        task = asyncio.ensure_future(client.publish(topic, data, qos=1, properties=properties))
+        task = asyncio.ensure_future(client.publish(topic, payload, qos=1, properties=properties))
         task.add_done_callback(_said_if_failed)
 
     @property
@@ -227,14 +275,14 @@ class Publisher:
 
     # -- the connection loop ---------------------------------------------------------------
 
-    def _status(self, status: Literal["online", "offline"], seq: int) -> StatusPayload:
-        return StatusPayload(
-            table=self.table, ts=utc_ms(), seq=seq, status=status, version=__version__
-        )
+    def _status(self, status: Literal["online", "offline"]) -> Record:
+        """Journal the table's status (retained)."""
+        fields = {"status": status, "version": __version__}
+        return self.enqueue(self.topics.status, StatusPayload, utc_ms(), fields, retain=True)
 
     def stop(self) -> None:
         """Journal the clean offline status; the daemon flushes after this."""
-        self.publish(self.topics.status, self._status("offline", self.next_seq()), retain=True)
+        self._status("offline")
 
     async def run(self) -> NoReturn:
         while True:
@@ -252,14 +300,11 @@ class Publisher:
     async def _connect_and_serve(self) -> None:
         # Messages go out strictly in seq order. The will cannot know when it will be sent, so
         # it takes no new number: it repeats the last one journaled so far and says will=true.
-        will_payload = self._status("offline", max(self.journal.next_seq - 1, 0)).model_copy(
-            update={"will": True}
-        )
+        will_payload = StatusPayload(**{**self._head, "ts": utc_ms(),
+                                        "seq": max(self.journal.next_seq - 1, 0)},
+                                     status="offline", version=__version__, will=True)  # fmt: skip
         will = aiomqtt.Will(
-            self.topics.status,
-            self._stamped(will_payload).model_dump_json().encode(),
-            qos=1,
-            retain=True,
+            self.topics.status, will_payload.model_dump_json().encode(), qos=1, retain=True
         )
         kwargs = self.broker.client_kwargs()
         if kwargs["protocol"] == aiomqtt.ProtocolVersion.V5:
@@ -277,6 +322,7 @@ class Publisher:
             **kwargs,
         )
         _fail_fast_before_connack(client)
+        _write_from_the_loop(client)
         async with contextlib.AsyncExitStack() as stack:
             # aiomqtt bounds the wait for CONNACK, not the TCP connect before it (in a thread
             # of the default executor, shared with the journal's reads): bound the whole attempt
@@ -298,7 +344,7 @@ class Publisher:
                     chain = await self._chain_of(seq) if self._v5 else None
                     await client.publish(topic, again, qos=1, retain=True, properties=chain)
             # "online" takes its place in the journal, behind anything queued while away.
-            self.publish(self.topics.status, self._status("online", self.next_seq()), retain=True)
+            self._status("online")
             if self._on_command is not None:
                 await client.subscribe(self.topics.command_filter, qos=1)
             self.connected.set()
@@ -365,43 +411,124 @@ class Publisher:
             await asyncio.gather(*(client.publish(topic, p, qos=1) for p in chunk))
 
     async def _drain(self, client: aiomqtt.Client) -> NoReturn:
+        """Send the journal's durable records in seq order, QoS 1, up to ``window`` in flight,
+        and mark them acknowledged as their PUBACKs come back (in order, on one connection).
+
+        Straight to paho, not through aiomqtt's ``publish``: that makes a task, an event and a
+        ``wait_for`` (another task and a timer) per message, some ten callbacks of the event
+        loop each (measured, docs/benchmarks.md). Records the journal has in memory are sent
+        from its "durable" callback and PUBACKs taken in paho's, without waking this task: it
+        runs to send what came while the window was full, for what needs waiting (a read from
+        disk), and once a second, to find a message
+        the broker left unacknowledged for ``CONNECT_TIMEOUT_S``, which drops the connection
+        as aiomqtt's timeout did. (aiomqtt 2.x internals: its paho client, whose
+        ``on_publish`` is taken here for our own messages and handed back after.)"""
         journal = self.journal
         v5 = self._v5
-        cursor = journal.acked + 1
-        inflight: collections.deque[tuple[int, asyncio.Task[None]]] = collections.deque()
+        paho = client._client
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        inflight: collections.deque[tuple[int, int, float]] = collections.deque()  # seq, mid, at
+        ours: set[int] = set()  # paho's message ids of what is in flight
+        acked: set[int] = set()  # of those, acknowledged (popped in order from ``inflight``)
+        failed: list[Exception] = []  # raised in a callback: the task raises it
+        cursor = journal.acked + 1  # the next seq to send
+        reading = False  # the task waits for records from disk: only it sends meanwhile
+        # aiomqtt's, for the other messages (responses, replays, …): paho's VERSION2 signature
+        theirs: Callable[..., None] | None = paho.on_publish
+
+        def send(batch: list[Record]) -> None:
+            nonlocal cursor
+            at = loop.time()
+            for record in batch:
+                payload = record.payload
+                if record.seq <= self._attempted:
+                    payload = marked(payload, redelivered=True)
+                    self.redelivered += 1
+                self._attempted = max(self._attempted, record.seq)
+                chain = self._chain(record) if v5 else None
+                info = paho.publish(record.topic, payload, 1, record.retain, chain)
+                if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                    raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+                ours.add(info.mid)
+                inflight.append((record.seq, info.mid, at))
+                cursor = record.seq + 1
+            if batch:
+                paho.loop_write()  # now, not in another pass of the loop
+
+        def take_acks() -> None:
+            while inflight and inflight[0][1] in acked:
+                seq, mid, _ = inflight.popleft()
+                ours.discard(mid)
+                acked.discard(mid)
+                journal.mark_acked(seq)
+                self.published += 1
+            if not inflight and journal.acked >= journal.next_seq - 1:
+                self._emptied.set()
+
+        def pump() -> None:
+            """(a callback) The acknowledged taken, what memory holds sent; the rest woken."""
+            if reading:
+                wake.set()
+                return
+            try:
+                take_acks()
+                room = self.window - len(inflight)
+                if room > 0 and journal.durable_seq >= cursor:
+                    batch = journal.read_cached(cursor, room)
+                    if batch is None:
+                        wake.set()
+                    else:
+                        send(batch)
+            except Exception as exc:  # raised by the task, not lost in a callback
+                failed.append(exc)
+                wake.set()
+
+        def on_publish(c: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+            if mid in ours:
+                # Inside paho's callback: nothing here may call paho (it holds a lock it takes
+                # again if a write fails: the loop would hang). What waits for room is woken.
+                acked.add(mid)
+                take_acks()
+                if journal.durable_seq >= cursor:
+                    wake.set()
+            elif theirs is not None:
+                theirs(c, userdata, mid, reason, properties)
+
+        ticker: asyncio.TimerHandle | None = None
+
+        def tick() -> None:  # a PUBACK that never comes is looked for once a second
+            nonlocal ticker
+            wake.set()
+            ticker = loop.call_later(1.0, tick)
+
+        paho.on_publish = on_publish
+        journal.on_durable = pump
+        tick()
         try:
             while True:
-                room = self.window - len(inflight)
-                batch = await journal.read_from(cursor, room) if room > 0 else []
-                for record in batch:
-                    payload = record.payload
-                    if record.seq <= self._attempted:
-                        payload = marked(payload, redelivered=True)
-                        self.redelivered += 1
-                    self._attempted = max(self._attempted, record.seq)
-                    # paho takes the message (in this order) when the task first runs
-                    chain = self._chain(record) if v5 else None
-                    send = client.publish(
-                        record.topic, payload, qos=1, retain=record.retain, properties=chain
+                wake.clear()
+                if failed:
+                    raise failed[0]
+                take_acks()
+                if inflight and loop.time() - inflight[0][2] > CONNECT_TIMEOUT_S:
+                    raise aiomqtt.MqttError(
+                        f"no PUBACK for seq {inflight[0][0]} within {CONNECT_TIMEOUT_S:.0f} s"
                     )
-                    inflight.append((record.seq, asyncio.ensure_future(send)))
-                cursor += len(batch)
-                if inflight:
-                    # The broker acknowledges in order: the head first. Waited on, not awaited:
-                    # a cancel of the drain must not go through aiomqtt's wait_for, which on 3.11
-                    # returns normally when the PUBACK comes in the same loop iteration.
-                    await asyncio.wait([inflight[0][1]])
-                    while inflight and inflight[0][1].done():
-                        seq, task = inflight.popleft()
-                        task.result()
-                        journal.mark_acked(seq)
-                        self.published += 1
-                    continue
-                if journal.acked >= journal.next_seq - 1:
-                    self._emptied.set()
-                await journal.wait_durable(cursor)
+                room = self.window - len(inflight)
+                if room > 0 and journal.durable_seq >= cursor:
+                    batch = journal.read_cached(cursor, room)
+                    if batch is None:
+                        reading = True
+                        try:
+                            batch = await journal.read_from(cursor, room)
+                        finally:
+                            reading = False
+                    send(batch)
+                    continue  # and look again: more may have come meanwhile
+                await wake.wait()
         finally:
-            for _, task in inflight:
-                task.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(*(task for _, task in inflight), return_exceptions=True)
+            if ticker is not None:
+                ticker.cancel()
+            journal.on_durable = None
+            paho.on_publish = theirs

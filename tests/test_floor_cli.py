@@ -25,12 +25,15 @@ async def _journal(path: Path, count: int) -> list[Record]:
     journal = Journal(path, "cs-01")
     journal.open()
     journal.start()
-    for seq in range(count):
-        payload = DeviceEventPayload(
+
+    def payload(seq: int) -> bytes:
+        return DeviceEventPayload(
             table="cs-01", ts="2026-12-01T08:00:00.000Z", seq=seq, device="shoe",
             device_class="shoe", event="card_dealt", data={"n": seq},
         ).model_dump_json().encode()  # fmt: skip
-        journal.append(seq, "tableside/cs-01/device/shoe/event", payload, retain=False, key=None)
+
+    for _ in range(count):
+        journal.append("tableside/cs-01/device/shoe/event", payload, retain=False, key=None)
     await journal.wait_durable(count - 1)
     records = await journal.read_from(0, count)
     journal.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -37,7 +38,7 @@ async def fill(journal: Journal, count: int, topic: str = "tableside/t1/x") -> l
     seqs = []
     for _ in range(count):
         seq = journal.next_seq
-        journal.append(seq, topic, payload(seq), retain=False, key=None)
+        assert journal.append(topic, payload, retain=False, key=None).seq == seq
         seqs.append(seq)
     await journal.wait_durable(seqs[-1])
     return seqs
@@ -71,11 +72,15 @@ async def test_records_survive_reopen_and_numbering_carries_on(tmp_path: Path) -
     assert summary["first_seq"] == 0 and summary["last_seq"] == 54 and summary["records"] == 55
 
 
-async def test_out_of_order_append_is_refused(tmp_path: Path) -> None:
+async def test_the_journal_numbers_what_it_is_given(tmp_path: Path) -> None:
+    """One outbox numbers: each record gets the next seq, after what the journal holds, and
+    its payload is made with it; nothing is carried in to be checked back."""
     journal = await make(tmp_path / "j.sqlite", 3)
     try:
-        with pytest.raises(JournalError, match="out of order"):
-            journal.append(7, "t", b"{}", retain=False, key=None)
+        records = [journal.append("t", payload, retain=False, key=None) for _ in range(3)]
+        assert [r.seq for r in records] == [3, 4, 5] and journal.next_seq == 6
+        assert [json.loads(r.payload)["seq"] for r in records] == [3, 4, 5]
+        assert records[1].prev_hash == records[0].hash
     finally:
         journal.close()
 
@@ -94,7 +99,7 @@ async def test_a_killed_writer_loses_nothing_committed(tmp_path: Path) -> None:
             j.open(); j.start()
             while True:
                 seq = j.next_seq
-                j.append(seq, "t", json.dumps({{"seq": seq}}).encode(), retain=False, key=None)
+                j.append("t", lambda n: json.dumps({{"seq": n}}).encode(), retain=False, key=None)
                 if seq % 50 == 0:
                     await j.wait_durable(seq)
                     print("DURABLE", seq, flush=True)
@@ -239,8 +244,7 @@ async def test_size_limit_keeps_unsent_records(tmp_path: Path) -> None:
     big = "x" * 2000
     try:
         for _ in range(1500):  # ~3 MB
-            seq = journal.next_seq
-            journal.append(seq, "t", payload(seq, pad=big), retain=False, key=None)
+            journal.append("t", lambda n: payload(n, pad=big), retain=False, key=None)
         await journal.wait_durable(1499)
         assert journal.prune() == 0, "nothing acknowledged: nothing may go"
         journal.mark_acked(1199)
@@ -286,8 +290,7 @@ async def test_full_disk_fails_loudly(tmp_path: Path) -> None:
     journal.start()
     assert journal.failed is not None
     for _ in range(200):
-        seq = journal.next_seq
-        journal.append(seq, "t", payload(seq, pad="y" * 4000), retain=False, key=None)
+        journal.append("t", lambda n: payload(n, pad="y" * 4000), retain=False, key=None)
     async with asyncio.timeout(10):
         with pytest.raises(JournalError, match="full"):
             await journal.failed
@@ -360,7 +363,7 @@ async def test_a_killed_writer_whose_wal_was_deleted_is_refused(tmp_path: Path) 
             j.open(); j.start()
             while True:
                 seq = j.next_seq
-                j.append(seq, "t", json.dumps({{"seq": seq}}).encode(), retain=False, key=None)
+                j.append("t", lambda n: json.dumps({{"seq": n}}).encode(), retain=False, key=None)
                 if seq % 50 == 0:
                     await j.wait_durable(seq)
                     if seq == 100:  # as SQLite does by itself every 1000 pages
@@ -497,9 +500,8 @@ async def test_recover_keeps_the_latest_state_and_holds_the_table(tmp_path: Path
     journal.open()
     journal.start()
     for n in range(10):
-        seq = journal.next_seq
         topic = "tableside/t1/table" if n % 2 else "tableside/t1/device/x/event"
-        journal.append(seq, topic, payload(seq, n=n), retain=n % 2 == 1,
+        journal.append(topic, functools.partial(payload, n=n), retain=n % 2 == 1,
                        key=None if n % 2 else f"{topic}#status")  # fmt: skip
     await journal.wait_durable(9)
     before = journal.latest()
@@ -603,7 +605,7 @@ async def test_checkpoints_run_off_the_commit_path_and_the_wal_starts_over(
         assert journal._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         for _ in range(3000):
             seq = journal.next_seq
-            journal.append(seq, "t", payload(seq, pad="x" * 300), retain=False, key="k")
+            journal.append("t", lambda n: payload(n, pad="x" * 300), retain=False, key="k")
             await journal.wait_committed(seq)
         assert journal.checkpoints > 0
         assert wal_size(path) < 16 * 2**20
@@ -622,7 +624,7 @@ async def test_a_record_may_be_sent_only_once_the_mark_has_it(tmp_path: Path) ->
     try:
         for _ in range(300):
             seq = journal.next_seq
-            journal.append(seq, "t", payload(seq), retain=False, key=None)
+            journal.append("t", payload, retain=False, key=None)
             await journal.wait_committed(seq)
             assert journal.committed_seq >= journal.durable_seq
             await journal.wait_durable(seq)

@@ -103,3 +103,20 @@ def test_the_daemon_does_not_import_rich_when_not_on_a_terminal() -> None:
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_daemon_without_metrics_does_not_import_prometheus() -> None:
+    """prometheus_client (and the http.server, wsgiref and urllib it brings) is imported by a
+    table that serves ``[metrics]``, when it starts serving: not by every daemon at start."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tableside.daemon.app, tableside.cli\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prometheus_client'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout

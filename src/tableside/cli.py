@@ -347,14 +347,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         from tableside.daemon.journal import JournalError
-        from tableside.daemon.metrics import MetricsUnavailable
 
+        # JournalError: the disk is full or failing, nothing can be sent; MetricsUnavailable
+        # (e.g. the port is taken): said, before starting. The metrics module (and
+        # prometheus_client) is imported only by a table that serves them.
+        stops: tuple[type[Exception], ...] = (JournalError,)
+        if config.metrics is not None:
+            from tableside.daemon.metrics import MetricsUnavailable
+
+            stops += (MetricsUnavailable,)
         failed: list[BaseException] = []
         try:
             await daemon.run()
-        except* JournalError as group:  # the disk is full or failing: nothing can be sent
-            failed.extend(group.exceptions)
-        except* MetricsUnavailable as group:  # e.g. the port is taken: said, before starting
+        except* stops as group:
             failed.extend(group.exceptions)
         for exc in failed:
             print(f"tableside: {exc}", file=sys.stderr)

@@ -1,0 +1,120 @@
+"""The publisher's fast path: a message of a PLAIN model (daemon/payloads.py) is serialised from
+a dict, not built as the model; its bytes must be the model's, byte for byte, for every event
+any driver can make (the chain's hash covers them, and ``marked`` relies on their layout)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tableside.daemon.clock import LabClock
+from tableside.daemon.config import BrokerConfig
+from tableside.daemon.journal import Journal
+from tableside.daemon.payloads import PLAIN, DeviceEventPayload, utc_ms
+from tableside.daemon.publisher import Publisher
+from tableside.drivers.events import DeviceEvent
+from tableside.drivers.registry import available_drivers, get_driver
+
+
+def _every_event_class() -> list[type[DeviceEvent]]:
+    for name in available_drivers():
+        get_driver(name)  # imports the driver and its events
+
+    def below(cls: type[DeviceEvent]) -> Iterator[type[DeviceEvent]]:
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    return sorted(set(below(DeviceEvent)), key=lambda c: (c.__module__, c.__qualname__))
+
+
+EVENTS = _every_event_class()
+
+#: what a device's data may hold where a driver types it ``Any``
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _strategy(hint: Any) -> st.SearchStrategy[Any]:
+    """``st.from_type``, with JSON values where the type says ``Any`` (which it cannot draw)."""
+    if hint is Any:
+        return JSON
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is dict:
+        return st.dictionaries(_strategy(args[0]), _strategy(args[1]), max_size=3)
+    if origin in (list, tuple) and args and args[-1] is Ellipsis:
+        return st.lists(_strategy(args[0]), max_size=3).map(origin)
+    if origin is list:
+        return st.lists(_strategy(args[0]), max_size=3)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of(*(_strategy(a) for a in args))
+    return st.from_type(hint)
+
+
+def _events(cls: type[DeviceEvent]) -> st.SearchStrategy[DeviceEvent]:
+    hints = typing.get_type_hints(cls)
+    return st.builds(cls, **{f.name: _strategy(hints[f.name]) for f in dataclasses.fields(cls)})
+
+
+@pytest.fixture(params=[LabClock(speed=3600, offset_s=-5), None], ids=["test-clock", "real"])
+async def publisher(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Publisher]:
+    journal = Journal(tmp_path / "journal.sqlite", "cs-01", test_clock=request.param)
+    journal.open()
+    journal.start()
+    try:
+        yield Publisher(BrokerConfig(url="mqtt://127.0.0.1:1"), "cs-01", "t", journal)
+    finally:
+        journal.close()
+
+
+def test_the_plain_models_are_the_device_event() -> None:
+    assert frozenset({DeviceEventPayload}) == PLAIN
+    assert len(EVENTS) > 10  # every driver's events were found
+
+
+@pytest.mark.parametrize("cls", EVENTS, ids=lambda c: c.__qualname__)
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(data=st.data())
+async def test_a_device_event_is_serialised_as_its_model_would(
+    publisher: Publisher, cls: type[DeviceEvent], data: st.DataObject
+) -> None:
+    event = data.draw(_events(cls))
+    fields: dict[str, Any] = {"device": event.device, "device_class": "shoe",
+                              "event": event.kind,
+                              "data": event.data(include_cards=True)}  # fmt: skip
+    ts = utc_ms()
+    record = publisher.enqueue("tableside/cs-01/device/x/event", DeviceEventPayload, ts, fields)
+    model = DeviceEventPayload(**{**publisher._head, "ts": ts, "seq": record.seq, **fields})
+    assert record.payload == model.model_dump_json().encode()
+    again = DeviceEventPayload.model_validate_json(record.payload)
+    assert again.seq == record.seq and again.event == event.kind
+    assert again.test_clock == publisher._head["test_clock"]
+
+
+async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
+    """A model not PLAIN is built: a field it does not know is refused, not sent, and takes
+    no seq."""
+    from pydantic import ValidationError
+
+    from tableside.daemon.payloads import CommandResult
+
+    fields = {"role": "dealer", "device": None, "command": None, "request_id": None, "ok": True}
+    record = publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(), fields)
+    assert json.loads(record.payload)["seq"] == record.seq
+    with pytest.raises(ValidationError):
+        publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(),
+                          {**fields, "unknown": 1})  # fmt: skip
+    assert publisher.journal.next_seq == record.seq + 1
