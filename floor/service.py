@@ -311,6 +311,8 @@ class Floor:
                 met.failures.labels(m.verdict).inc()
         met.duplicates.inc(sum(written.duplicates.values()))
         met.stored.labels("conflict").inc(len(written.conflicts))
+        met.stored.labels("rejected").inc(len(written.backwards))
+        met.failures.labels("seq-backwards").inc(len(written.backwards))
 
     async def _answered(self, m: Message) -> None:
         """A replay request's result: the table's journal may start later than asked."""

@@ -157,6 +157,8 @@ class Written:
     duplicates: dict[str, int] = field(default_factory=dict)
     #: (table, seq) of the records that came again with other content
     conflicts: list[tuple[str, int]] = field(default_factory=list)
+    #: (table, seq) of the live records whose seq went backwards, stored as rejected
+    backwards: list[tuple[str, int]] = field(default_factory=list)
     others: int = 0
 
     @property
@@ -283,6 +285,7 @@ class Store(abc.ABC):
         others: list[Message] = []
         repeats: list[tuple[Message, tuple[Any, Any]]] = []
         behind: list[Message] = []
+        went_back: list[tuple[str, int]] = []
         for m in batch:
             if m.kind != "record" or m.seq is None:
                 others.append(m)
@@ -303,9 +306,11 @@ class Store(abc.ABC):
                     repeats.append((m, stored))
                 else:
                     others.append(_backwards(m))
+                    went_back.append((m.table, m.seq or 0))
         not_stored = await self._write(list(first.values()), others)
         repeats.extend(not_stored)
         written = Written(others=len(others))
+        written.backwards = went_back
         gone = {(m.table, m.seq) for m, _ in not_stored}
         written.stored = [key for key in first if key not in gone]
         conflicts: list[Message] = []

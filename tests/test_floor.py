@@ -293,3 +293,7 @@ async def test_a_seq_going_backwards_is_rejected_and_a_resend_is_not(
         assert rejected.reason.startswith("seq 2 after 5 from this table (not a redelivery")
         state = await _state(store)
         assert state.duplicates == 1 and state.conflicts == 0 and not state.progress.broken
+        failed = floor.metrics.registry.get_sample_value(
+            "tableside_floor_verification_failures_total", {"verdict": "seq-backwards"}
+        )
+        assert failed == 1
