@@ -6,6 +6,7 @@ repeat, not an error), everything else COPYed straight in."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,9 +103,11 @@ class PostgresStore(Store):
         async with self._lock:
             conn = await self._connection()
             try:
-                async with conn.transaction():
-                    for sql, params in statements:
-                        await conn.execute(_pg(sql), params)
+                # a run of the same statement (a batch's counters, one per table) is one
+                # executemany: pipelined by psycopg, not a round trip per table
+                async with conn.transaction(), conn.cursor() as cursor:
+                    for sql, run in itertools.groupby(statements, key=lambda st: st[0]):
+                        await cursor.executemany(_pg(sql), [params for _, params in run])
             except psycopg.Error as exc:
                 raise StoreError(f"postgresql: {exc}") from exc
 
