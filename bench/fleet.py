@@ -52,7 +52,6 @@ import collections
 import contextlib
 import json
 import os
-import platform
 import random
 import resource
 import sys
@@ -71,6 +70,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
+from provenance import machine
 
 from tableside import __version__
 from tableside.daemon import proof
@@ -575,15 +575,15 @@ async def run_table(
 # -- real daemons ------------------------------------------------------------------------------
 
 
-async def run_daemon(
-    table_id: str, broker: str, state_dir: Path, stop_at: float, password: str | None
-) -> dict[str, Any]:
-    """A real TableDaemon with a simulated shuffler on a loopback socket, until ``stop_at``."""
-    loop = asyncio.get_running_loop()
+async def start_daemon(
+    table_id: str, broker: str, state_dir: Path, password: str | None
+) -> tuple[TableDaemon, asyncio.Task[None], asyncio.Task[None]]:
+    """A real TableDaemon with a simulated shuffler on a loopback socket: the daemon, the
+    simulator's task and the daemon's task (both running)."""
     sim = build_simulator(
         "shuffler", {"interval": 1.0, "heartbeat": 0.5, "shuffle_time": 0.2}, DAEMON_FAULTS
     )
-    where: asyncio.Future[str] = loop.create_future()
+    where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     sim_task = asyncio.create_task(
         serve_socket("socket://127.0.0.1:0", sim.serve, where.set_result), name=f"sim.{table_id}"
     )
@@ -596,8 +596,16 @@ async def run_daemon(
         },
     )
     daemon = TableDaemon(config)
+    return daemon, sim_task, asyncio.create_task(daemon.run(), name=f"daemon.{table_id}")
+
+
+async def run_daemon(
+    table_id: str, broker: str, state_dir: Path, stop_at: float, password: str | None
+) -> dict[str, Any]:
+    """A real TableDaemon with a simulated shuffler on a loopback socket, until ``stop_at``."""
+    loop = asyncio.get_running_loop()
+    daemon, sim_task, task = await start_daemon(table_id, broker, state_dir, password)
     first = daemon.journal.next_seq  # a journal kept from an earlier run goes on from there
-    task = asyncio.create_task(daemon.run(), name=f"daemon.{table_id}")
     try:
         await asyncio.sleep(max(0.0, stop_at - loop.time()))
     finally:
@@ -880,8 +888,7 @@ async def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     sent = sum(t.stats.messages for t in tables)
     return {
         "what": "bench/fleet.py",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
+        "machine": machine(),
         "broker": args.broker,
         "prefix": args.prefix,
         "simulated_tables": args.tables,

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
+from provenance import commit, machine
 
 from tableside.daemon.logging import configure_logging
 from tableside.floor.service import Floor
@@ -44,13 +44,7 @@ RAWPUB = Path(__file__).parent / "rawpub.py"
 
 def commit_of(python: str) -> str:
     """The commit of the checkout whose ``.venv/bin/python`` this is."""
-    checkout = Path(python).absolute().parents[2]
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=checkout, check=False).stdout.strip()  # fmt: skip
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return commit(Path(python).absolute().parents[2])
 
 
 def streams(tables: int, records: int) -> list[tuple[PeerTable, list[Message]]]:

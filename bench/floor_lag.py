@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import signal
 import subprocess
@@ -35,17 +34,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from provenance import ROOT, commit, machine
+
+from tableside.daemon.broker import free_port
 from tests.conftest import SYSTEMD, Mosquitto
 from tests.postgres import Postgres
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    from tableside.daemon.broker import free_port as free
-
-    return free()
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -233,15 +228,10 @@ def main() -> None:
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         gap_tables = [json.loads(line) for line in gaps.stdout.splitlines() if line.strip()]
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-            check=False,
-        ).stdout.strip()  # fmt: skip
         report = {
             "what": "bench/floor_lag.py",
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}",
-            "commit": commit,
+            "machine": machine(),
+            "commit": commit(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
             "command": " ".join(sys.argv),
             "store": args.store,

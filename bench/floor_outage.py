@@ -39,12 +39,10 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import random
 import re
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,18 +52,15 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from fleet import DAEMON_FAULTS, GAME, Link, SimulatedTable
+from fleet import Link, SimulatedTable, start_daemon
+from provenance import commit, machine
 
 from tableside.daemon import proof
 from tableside.daemon.app import TableDaemon
-from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.floor.store import open_store
-from tableside.simulators.listen import serve_socket
-from tableside.simulators.registry import build_simulator
 from tests.conftest import SYSTEMD, Mosquitto
 from tests.postgres import Postgres
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BRIDGE = "pit-01-bridge"
 FLOOR_USER = "floor"
@@ -284,26 +279,7 @@ class Daemon:
 
     @classmethod
     async def start(cls, name: str, broker: str, state_dir: Path) -> Daemon:
-        loop = asyncio.get_running_loop()
-        sim = build_simulator(
-            "shuffler", {"interval": 1.0, "heartbeat": 0.5, "shuffle_time": 0.2}, DAEMON_FAULTS
-        )
-        where: asyncio.Future[str] = loop.create_future()
-        sim_task = asyncio.create_task(
-            serve_socket("socket://127.0.0.1:0", sim.serve, where.set_result), name=f"sim.{name}"
-        )
-        url = await asyncio.wait_for(where, 10)
-        config = Config(
-            table=TableConfig(id=name, game=GAME, state_dir=state_dir),
-            broker=BrokerConfig(url=broker, username=name, password=PASSWORD),
-            devices={
-                "shuffler": DeviceConfig(
-                    driver="tableside.shuffler", url=url, heartbeat_timeout_s=1.5
-                )
-            },
-        )  # fmt: skip
-        daemon = TableDaemon(config)
-        task = asyncio.create_task(daemon.run(), name=f"daemon.{name}")
+        daemon, sim_task, task = await start_daemon(name, broker, state_dir, PASSWORD)
         return cls(name, daemon, [sim_task, task])
 
     def published(self) -> int:
@@ -447,16 +423,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(2)  # the daemons' last messages (device lost, table state)
         final = published()
         converged_s, still = await converge(final, args.settle)
-        git = ["git", "rev-parse", "--short", "HEAD"]
-        done = await asyncio.to_thread(
-            subprocess.run, git, capture_output=True, text=True, cwd=ROOT, check=False
-        )
-        commit = done.stdout.strip()
         return {
             "what": "bench/floor_outage.py",
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}",
-            "commit": commit,
+            "machine": machine(),
+            "commit": await asyncio.to_thread(commit),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
             "command": " ".join(sys.argv),
             "store": args.store,

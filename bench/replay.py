@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import shutil
 import sqlite3
 import subprocess
@@ -33,6 +31,7 @@ from typing import Any
 
 import aiomqtt
 import structlog
+from provenance import machine
 
 from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig
@@ -42,10 +41,6 @@ from tableside.daemon.payloads import DeviceEventPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 
 TABLE = "replay-1"
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 EVENT: dict[str, Any] = {"device": "shoe", "device_class": "shoe", "event": "stack_dispensed"}

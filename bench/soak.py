@@ -23,7 +23,6 @@ import contextlib
 import itertools
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -34,16 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+from provenance import machine
 
 from tableside.daemon.broker import free_port
 
 TABLE = "soak-1"
 SEATS = {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 8, 7: 9}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def rss_mib(pid: int) -> float:
