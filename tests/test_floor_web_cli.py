@@ -5,10 +5,12 @@ floor, behind a login, from the store the floor fills."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -25,6 +27,43 @@ PASSWORD = "correct horse battery"
 def _tableside(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tableside", *args], input=stdin,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def _add_bob(tmp_path: Path) -> str:
+    """A users file with bob, a floorperson; its path."""
+    users = str(tmp_path / "users.json")
+    added = _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
+                       "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    return users
+
+
+@contextlib.asynccontextmanager
+async def _web_floor(mosquitto: Mosquitto, tmp_path: Path, *extra: str) -> AsyncIterator[str]:
+    """``tableside floor run --http`` with bob as its user; yields the web view's address once
+    it serves. What the floor logs meanwhile is read, so a full pipe never stops it."""
+    floor = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tableside", "floor", "run", "--broker", mosquitto.url,
+        "--store", f"sqlite:///{tmp_path}/floor.db", "--http", f"127.0.0.1:{free_port()}",
+        "--users", _add_bob(tmp_path), *extra, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert floor.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while not (serving := re.search(r"web view at (\S+)/", line := (
+                    await floor.stderr.readline()).decode())):  # fmt: skip
+                assert line, "the floor ended before serving its web view"
+        drain = asyncio.create_task(floor.stderr.read(), name="drain")
+        try:
+            yield serving.group(1)
+        finally:
+            floor.terminate()
+            await floor.wait()
+            await drain
+    finally:
+        if floor.returncode is None:
+            floor.kill()
+            await floor.wait()
 
 
 def test_users_are_added_listed_and_refused_clearly(tmp_path: Path) -> None:
@@ -52,20 +91,8 @@ def test_users_are_added_listed_and_refused_clearly(tmp_path: Path) -> None:
 async def test_floor_run_serves_its_web_view_behind_a_login(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
-    users = str(tmp_path / "users.json")
-    _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
-               "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
-    port = free_port()
-    floor = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tableside", "floor", "run", "--broker", mosquitto.url,
-        "--store", f"sqlite:///{tmp_path}/floor.db", "--http", f"127.0.0.1:{port}",
-        "--users", users, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert floor.stderr is not None
-    try:
-        async with asyncio.timeout(30):
-            while not re.search(r"web view at http://", (await floor.stderr.readline()).decode()):
-                pass
+    async with _web_floor(mosquitto, tmp_path) as base:
+        assert base.startswith("http://127.0.0.1:")
         status = {
             "table": "t-9",
             "ts": "2026-12-01T08:00:00.000Z",
@@ -75,12 +102,9 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
             "status": "online",
             "version": "x",
         }
-        # what the floor logs from here on is read, so a full pipe never stops it
-        drain = asyncio.create_task(floor.stderr.read(), name="drain")
         # retained, as a table's status is: the floor gets it whenever it subscribes
         async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
             await client.publish("tableside/t-9/status", json.dumps(status), qos=1, retain=True)
-        base = f"http://127.0.0.1:{port}"
         # unsafe: the jar keeps cookies from an IP address (the server's, 127.0.0.1)
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             async with http.get(base + "/api/floor") as refused:
@@ -118,10 +142,6 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
         assert tiles["t-9"]["status"] == "online"
         # stored, but it carried no chain entry: the tile says it is not verified
         assert tiles["t-9"]["completeness"]["verified"] is False
-    finally:
-        floor.terminate()
-        await floor.wait()
-    await drain
 
 
 def _self_signed(where: Path) -> tuple[Path, Path]:
@@ -155,9 +175,7 @@ def _self_signed(where: Path) -> tuple[Path, Path]:
 
 
 def test_tls_options_are_refused_clearly(tmp_path: Path) -> None:
-    users = str(tmp_path / "users.json")
-    _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
-               "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
+    users = _add_bob(tmp_path)
     cert, key = _self_signed(tmp_path)
     run = ("floor", "run", "--store", f"sqlite:///{tmp_path}/f.db", "--users", users)
     no_key = _tableside(*run, "--http", "127.0.0.1:0", "--tls-cert", str(cert))
@@ -178,41 +196,24 @@ async def test_over_tls_the_session_cookie_is_secure_and_plain_http_gets_nothing
 ) -> None:
     import ssl
 
-    users = str(tmp_path / "users.json")
-    _tableside("floor", "user", "--users", users, "add", "bob", "--role", "floorperson",
-               "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
     cert, key = _self_signed(tmp_path)
-    port = free_port()
-    floor = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tableside", "floor", "run", "--broker", mosquitto.url,
-        "--store", f"sqlite:///{tmp_path}/floor.db", "--http", f"127.0.0.1:{port}",
-        "--users", users, "--tls-cert", str(cert), "--tls-key", str(key),
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert floor.stderr is not None
-    try:
-        async with asyncio.timeout(30):
-            while not re.search(rf"web view at https://127\.0\.0\.1:{port}/",
-                                (await floor.stderr.readline()).decode()):  # fmt: skip
-                pass
-        drain = asyncio.create_task(floor.stderr.read(), name="drain")
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    async with _web_floor(mosquitto, tmp_path, *tls) as base:
+        assert base.startswith("https://127.0.0.1:")
         trusted = ssl.create_default_context(cafile=str(cert))
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             form = {"username": "bob", "password": PASSWORD}
-            async with http.post(f"https://127.0.0.1:{port}/login", data=form, ssl=trusted,
+            async with http.post(f"{base}/login", data=form, ssl=trusted,
                                  allow_redirects=False) as logged:  # fmt: skip
                 assert logged.status == 303
                 cookies = logged.headers.getall("Set-Cookie")
             assert cookies and all("Secure" in c and "HttpOnly" in c for c in cookies)
-            async with http.get(f"https://127.0.0.1:{port}/api/floor", ssl=trusted) as floor_api:
+            async with http.get(f"{base}/api/floor", ssl=trusted) as floor_api:
                 assert floor_api.status == 200
             # the same port spoken to in plain HTTP answers nothing a browser would show
+            plain_base = base.replace("https://", "http://", 1)
             try:
-                async with http.get(f"http://127.0.0.1:{port}/api/floor") as plain:
+                async with http.get(f"{plain_base}/api/floor") as plain:
                     assert plain.status == 400 and "tables" not in await plain.text()
             except aiohttp.ClientError:
                 pass
-    finally:
-        floor.terminate()
-        await floor.wait()
-    await drain
