@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,37 +88,26 @@ def test_the_table_knows_nothing_of_the_floor(path: Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+def imported_at_start(package: str, then: str = "") -> list[str]:
+    """The modules of ``package`` a fresh interpreter holds once the daemon and the command
+    are imported (stderr not a terminal); ``then``: code run after, in the same interpreter."""
+    code = (
+        "import sys, tableside.daemon.app, tableside.cli\n"
+        f"print(*sorted(m for m in sys.modules if m.split('.')[0] == {package!r}))\n{then}"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    return done.stdout.split()
+
+
 def test_the_daemon_does_not_import_rich_when_not_on_a_terminal() -> None:
     """structlog.dev would pull rich in (34 ms, a few MiB) where the demo extra installed it;
     a daemon whose stderr is not a terminal never uses it. rich stays importable afterwards."""
-    import subprocess
-    import sys
-
-    code = (
-        "import importlib.util, sys, tableside.daemon.app, tableside.cli\n"
-        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n"
-        "if importlib.util.find_spec('rich') is not None:\n"
-        "    import rich.console\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert done.stdout.strip() == "[]", done.stdout
+    then = "import importlib.util\nif importlib.util.find_spec('rich'):\n    import rich.console\n"
+    assert imported_at_start("rich", then) == []
 
 
 def test_a_daemon_without_metrics_does_not_import_prometheus() -> None:
     """prometheus_client (and the http.server, wsgiref and urllib it brings) is imported by a
     table that serves ``[metrics]``, when it starts serving: not by every daemon at start."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, tableside.daemon.app, tableside.cli\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prometheus_client'))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert done.stdout.strip() == "[]", done.stdout
+    assert imported_at_start("prometheus_client") == []
