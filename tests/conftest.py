@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tableside.daemon.broker import free_port
+from tests.ports import free_port
 from tests.postgres import Postgres
 
 __all__ = ["Mosquitto", "free_port"]

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tableside.daemon.broker import free_port
+from tests.ports import free_port
 
 __all__ = ["PG_BIN", "Postgres"]
 

@@ -12,10 +12,10 @@ import sys
 import urllib.request
 from collections.abc import AsyncIterator
 
-from tableside.daemon.broker import free_port
 from tableside.floor.store import open_store
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
+from tests.ports import free_port
 from tests.test_floor import table_on, until_true
 
 

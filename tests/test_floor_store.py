@@ -184,8 +184,8 @@ async def test_the_postgresql_store_reconnects_after_a_server_restart(
 async def test_a_stopping_floor_stores_what_it_holds(tmp_path: Path) -> None:
     """Messages the broker has handed over (and counts as delivered) are not dropped when the
     floor stops before its next batch: they are stored on the way out."""
-    from tableside.daemon.broker import free_port
     from tableside.floor.service import Floor
+    from tests.ports import free_port
 
     peer = PeerTable()
     async with open_store(f"sqlite:///{tmp_path}/floor.db") as store:

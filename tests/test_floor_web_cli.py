@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import aiomqtt
 
-from tableside.daemon.broker import free_port
+from tests.ports import free_port
 
 from .conftest import Mosquitto
 from .floorpeer import PeerTable

@@ -126,7 +126,7 @@ async def test_the_demo_shows_its_table_stored_and_verified_in_a_browser(tmp_pat
     import signal
     import sys
 
-    from tableside.daemon.broker import free_port
+    from tests.ports import free_port
 
     demo = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tableside", "demo", "--rounds", "0", "--interval", "0.3",

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tableside.cli import _run_async
-from tableside.daemon.broker import free_port
 from tableside.drivers.tasks import first_to_end
+from tests.ports import free_port
 
 from .conftest import Mosquitto
 from .hil import Subscriber, simulator, start_simulator, stop
