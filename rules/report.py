@@ -69,14 +69,14 @@ def _when(rule: Rule) -> str:
 #: the clauses of ../shared/regulations/README.md's index that no row (or not only a row)
 #: enforces: clause → (where it is enforced, how). docs/rules.md lists each with its tests.
 ENFORCED_ELSEWHERE: dict[str, tuple[str, str]] = {
-    "555.2(f)": ("drivers/cctalk, daemon/app.py, rules/commands.py",
+    "555.2(f)": ("drivers/cctalk, daemon/runtime.py, rules/commands.py",
                  'the control device\'s "no more bets" (its button, or the table command) locks '
                  "every acceptor out (master inhibit, confirmed per seat); a seat that does not "
                  "confirm is a ruling"),
     "555.2(f)(2)": ("drivers/cctalk/driver.py",
                     'a wager attempted after "no more bets" is not recognised by a locked-out '
                     "acceptor; a credit seen after the inhibit is reported as wager_late"),
-    "559.2(f)": ("drivers/cctalk, daemon/app.py, rules/commands.py",
+    "559.2(f)": ("drivers/cctalk, daemon/runtime.py, rules/commands.py",
                  "Let It Ride's bonus wagering system: the same lock-out as 555.2(f)"),
     "559.2(f)(2)": ("drivers/cctalk/driver.py",
                     "Let It Ride: the same refusal of a late wager as 555.2(f)(2)"),

@@ -691,8 +691,8 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     # one branch per declared command, with its args, in the request's envelope
     schemas["command"] = request_schema(schemas["command"])
     # each device event's data, from its type: <device class>.<kind>, any_device.<kind>
-    from tableside.daemon.app import TableActionFailed
     from tableside.daemon.firmware import FirmwareChanged
+    from tableside.daemon.runtime import TableActionFailed
     from tableside.drivers.catalog import ANY_DEVICE, EVENTS, event_schema
     from tableside.drivers.events import DeviceEvent
 

@@ -1,0 +1,266 @@
+"""People's requests, from ``<prefix>/<table>/command/<role>`` to their result.
+
+Each request is checked against its declaration (rules/commands.py) in this order — not too
+large, readable, a known role, a known command that role may give, its arguments, the device
+that carries it out, the table's phase, and for a deal whether a rule halts dealing — and is
+carried out by the table (daemon/runtime.py), by a device's driver, or by the journal (the
+auditor's ``replay``), or refused with the reason. Either way the result is journaled and
+published on ``command_result`` (and, MQTT v5, to the requester's response topic).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+import aiomqtt
+import structlog
+from pydantic import ValidationError
+
+from tableside.daemon.journal import Journal
+from tableside.daemon.payloads import (
+    MAX_NAME_CHARS,
+    MAX_REQUEST_BYTES,
+    CommandRequest,
+    CommandResult,
+    ReplayPayload,
+    utc_ms,
+)
+from tableside.daemon.publisher import Publisher
+from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
+from tableside.drivers.errors import TablesideDriverError
+from tableside.rules import evaluate
+from tableside.rules.commands import Args, Command, Refused, Replay, Role, admit
+from tableside.rules.model import Action
+from tableside.rules.patterns import dispense_pattern
+from tableside.rules.rulings import halting
+from tableside.rules.table import TableEvent, step
+
+__all__ = ["CommandRouter", "Spawn"]
+
+log = structlog.get_logger("tableside.daemon")
+
+#: runs a coroutine as a task of the daemon, named; False when the daemon is stopping
+Spawn = Callable[[Coroutine[Any, Any, None], str], bool]
+
+Reply = tuple[str, bytes] | None
+
+
+class CommandRouter:
+    """Routes each request to what carries it out; counts what became of them."""
+
+    def __init__(
+        self,
+        table: TableRuntime,
+        publisher: Publisher,
+        journal: Journal,
+        *,
+        spawn: Spawn,
+        carry_out: Callable[[list[DeviceAction]], None],
+    ) -> None:
+        self.table = table
+        self.publisher = publisher
+        self.journal = journal
+        self.spawn = spawn
+        #: the table's own actions on its devices (the lock-out), done by the daemon
+        self.carry_out = carry_out
+        #: what the metrics read (daemon/metrics.py): (command, result)
+        self.commands_by_result: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def route(self, topic: str, payload: bytes, reply: Reply = None) -> None:
+        """A request on ``topic``: carried out, or refused with the reason."""
+        role = self.publisher.topics.role_of_command(topic)[:MAX_NAME_CHARS]
+        request: CommandRequest | None = None
+        if len(payload) > MAX_REQUEST_BYTES:
+            # refused unread, and not repeated back: the refusal stays small
+            error = (f"request of {len(payload)} bytes on {topic[:200]} refused unread: "
+                     f"requests are limited to {MAX_REQUEST_BYTES} bytes")  # fmt: skip
+            self.result(role, None, error, reply)
+            return
+        try:
+            request = CommandRequest.model_validate(json.loads(payload))
+            command, args = admit(request.command, role, request.args, self.table.state.phase)
+            runtime = self._carrier(command, request.device)
+            override = self._deal_gate(command, args, role)
+        except (ValueError, ValidationError, RecursionError) as exc:
+            error = str(exc)[:600]
+            if request is None:
+                error = f"malformed request on {topic[:200]}: {error[:300]}"
+            self.result(role, request, error, reply)
+            return
+        if runtime is None and isinstance(args, Replay):
+            self._start_replay(role, request, args, reply)
+        elif runtime is None:
+            self._table_command(role, request, args, reply, override)
+        elif not self.spawn(self._device_command(role, request, runtime, args, reply, override),
+                            f"command.{request.device}"):  # fmt: skip
+            self.result(role, request, "the daemon is stopping", reply)
+
+    def _carrier(self, command: Command, device: str) -> DeviceRuntime | None:
+        """The device that carries the command out (None: the table itself), or Refused."""
+        if command.target == "table":
+            if device != "table":
+                raise Refused(f"{command.name!r} is the table's: send it with "
+                              f'"device": "table", not {device!r}')  # fmt: skip
+            return None
+        devices = self.table.devices
+        runtime = devices.get(device)
+        if runtime is None:
+            known = ", ".join(sorted(devices))
+            raise Refused(f"no device {device!r} at table {self.publisher.table} "
+                          f"(devices: {known})")  # fmt: skip
+        cls = runtime.driver.device_class
+        has = command.device_command in runtime.driver.commands
+        if command.target not in ("device", cls) or not has:
+            takes = ", ".join(sorted(runtime.driver.commands))
+            raise Refused(f"{device}: a {cls} has no command {command.name!r} (it takes: {takes})")
+        return runtime
+
+    def _deal_gate(self, command: Command, args: Args, role: str) -> str | None:
+        """A deal the rules forbid is refused, not ruled on afterwards: an unresolved ruling
+        that halts dealing (rules/rulings.py) refuses it with its id and clause, and so does a
+        rule that would halt the round it starts, tried on the table's state as it is
+        (551.16(m), 551.2(e), …). A floorperson may override with a reason, which is returned
+        (and journaled with the result): one deal goes ahead, the rulings stay unresolved."""
+        if not command.deals:
+            return None
+        facts, state = self.table.facts, self.table.state
+        _, seen = step(facts, state, TableEvent("start_round", self.table.clock.now()))
+        halts = [r.rule for o in seen for r in evaluate(facts, o)
+                 if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
+        held = halting(state.rulings)
+        if not halts and not held:
+            return None
+        why = "; ".join(
+            [f"ruling {r.id} is {r.state.value} ({r.clause}: {', '.join(r.actions)}; a "
+             "floorperson resolves it)" for r in held]
+            + [f"{r.citation}: {r.summary}" for r in halts]
+        )  # fmt: skip
+        override = getattr(args, "override", None)
+        if override is None:
+            raise Refused(f"{command.name}: dealing is halted — {why} (a floorperson may "
+                          'override with args "override": "<reason>")')  # fmt: skip
+        if role != Role.FLOORPERSON:
+            raise Refused(f"{command.name}: dealing is halted — {why}; only a floorperson may "
+                          "override")  # fmt: skip
+        log.warning("halt_overridden", command=command.name, reason=override, halts=why)
+        return f"{override} (overriding {why})"
+
+    def _table_command(
+        self, role: str, request: CommandRequest, args: Args, reply: Reply, override: str | None
+    ) -> None:
+        """A person tells the table something (docs/commands.md, device "table")."""
+        try:
+            actions = self.table.person(request.command, args.data())
+        except ValueError as exc:
+            self.result(role, request, str(exc), reply)
+            return
+        self.carry_out(actions)
+        self.result(role, request, None, reply, override)
+
+    async def _device_command(
+        self,
+        role: str,
+        request: CommandRequest,
+        runtime: DeviceRuntime,
+        args: Args,
+        reply: Reply,
+        override: str | None,
+    ) -> None:
+        try:
+            name, data = self._expand(runtime, request.command, args)
+            await runtime.driver.command(name, data)
+        except (TablesideDriverError, ValueError) as exc:
+            self.result(role, request, str(exc), reply)
+        except Exception as exc:  # reported, never allowed to stop the daemon's task group
+            log.exception("command_failed", device=request.device, command=request.command)
+            self.result(role, request, f"internal error: {exc!r}", reply)
+        else:
+            self.result(role, request, None, reply, override)
+
+    def _expand(self, rt: DeviceRuntime, name: str, args: Args) -> tuple[str, Mapping[str, Any]]:
+        """Table-level commands become device commands: ``deal_round`` with the positions that
+        have a wager becomes the shoe's ``deal`` with the game's dispense pattern."""
+        data = args.data()
+        if name == "deal_round":
+            stacks = dispense_pattern(rt.facts.game, data["positions"])
+            return "deal", {"round": data.get("round", self.table.state.round + 1),
+                            "stacks": stacks}  # fmt: skip
+        return name, data
+
+    # -- the auditor's replay (docs/floor.md) ------------------------------------------------
+
+    def _start_replay(self, role: str, request: CommandRequest, args: Replay, reply: Reply) -> None:
+        newest = self.journal.head[0]
+        if args.to_seq > newest:
+            error = (f"replay: to_seq {args.to_seq} is beyond the table's newest record, "
+                     f"{newest}")  # fmt: skip
+            self.result(role, request, error, reply)
+        elif not self.spawn(self._replay(role, request, args, reply), "command.replay"):
+            self.result(role, request, "the daemon is stopping", reply)
+
+    async def _replay(self, role: str, request: CommandRequest, args: Replay, reply: Reply) -> None:
+        """Read the records from the journal and send each again, as it was journaled, on
+        ``<prefix>/<table>/replay``; the result (journaled) follows once the broker has them
+        all, with ``pruned_before`` when retention deleted the start of the range."""
+        try:
+            await self.journal.wait_durable(args.to_seq)
+            records = await self.journal.read_from(args.from_seq, args.to_seq - args.from_seq + 1)
+            first = records[0].seq if records else args.to_seq + 1
+            pruned = first if first > args.from_seq else None
+            table = self.publisher.table
+            payloads = [
+                ReplayPayload(table=table, seq=r.seq, topic=r.topic, retain=r.retain,
+                              ts=r.ts, prev=r.prev_hash.hex(), hash=r.hash.hex(),
+                              payload=r.payload.decode()).model_dump_json().encode()
+                for r in records
+            ]  # fmt: skip
+            await self.publisher.send_unjournaled(self.publisher.topics.replay, payloads)
+        except aiomqtt.MqttError as exc:
+            self.result(role, request, f"replay: not sent ({exc}); ask again", reply)
+        except Exception as exc:  # reported, never allowed to stop the daemon's task group
+            log.exception("command_failed", device=request.device, command=request.command)
+            self.result(role, request, f"internal error: {exc!r}", reply)
+        else:
+            log.info("replayed", from_seq=args.from_seq, to_seq=args.to_seq, sent=len(records),
+                     pruned_before=pruned)  # fmt: skip
+            self.result(role, request, None, reply, replayed=len(records),
+                        pruned_before=pruned)  # fmt: skip
+
+    # -- the result ----------------------------------------------------------------------------
+
+    def result(
+        self,
+        role: str,
+        request: CommandRequest | None,
+        error: str | None,
+        reply: Reply = None,
+        override: str | None = None,
+        *,
+        replayed: int | None = None,
+        pruned_before: int | None = None,
+    ) -> None:
+        """Journal and publish what became of a request; MQTT v5: a copy to its response
+        topic, with its correlation data."""
+        if error:
+            log.warning("command_refused", role=role, error=error,
+                        command=request.command if request else None)  # fmt: skip
+        fields = {
+            "role": role,
+            "device": request.device if request else None,
+            "command": request.command if request else None,
+            "request_id": request.request_id if request else None,
+            "ok": error is None,
+            "error": error,
+            "override": override,
+            "replayed": replayed,
+            "pruned_before": pruned_before,
+        }
+        topic = self.publisher.topics.command_result
+        record = self.publisher.enqueue(topic, CommandResult, utc_ms(), fields)
+        named = (request.command if request else None) or "(unreadable)"
+        self.commands_by_result[named, "ok" if error is None else "refused"] += 1
+        if reply is not None:
+            self.publisher.respond(reply, record.payload)

@@ -1,0 +1,369 @@
+"""The table itself: a device's event or a person's word in, the records it makes out.
+
+No I/O and no tasks of its own. What it makes goes to the outbox, ``Publisher.enqueue``, which
+only journals it (the seq is the journal's; the publisher's own task sends it), in the order
+made: the device's event, its retained state when it changed, the rulings the rules give, the
+table's new state, the rulings' lifecycle. What the table must then do to its devices (the
+lock-out on "no more bets") is returned as ``DeviceAction``s for the daemon (daemon/app.py) to
+carry out. tests/test_runtime.py runs it with a journal and no broker.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, cast
+
+import structlog
+
+from tableside.daemon.clock import RunClock
+from tableside.daemon.config import DeviceConfig
+from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
+from tableside.daemon.payloads import (
+    DeviceEventPayload,
+    DeviceIdentity,
+    DeviceStatePayload,
+    Lifecycle,
+    RulingPayload,
+    RulingStatePayload,
+    SourceEvent,
+    TablePayload,
+    utc_ms,
+)
+from tableside.daemon.publisher import Publisher, Topics
+from tableside.drivers.base import Driver
+from tableside.drivers.cctalk.events import AcceptorIdentity
+from tableside.drivers.events import (
+    ConnectionEvent,
+    ConnectionState,
+    DeviceEvent,
+    FaultReport,
+    IdentityEvent,
+    StatusReport,
+)
+from tableside.drivers.progressive.events import ButtonPressed
+from tableside.rules import Observation, Rule, TableFacts, evaluate
+from tableside.rules.model import Action
+from tableside.rules.rulings import HALTING, RulingRecord
+from tableside.rules.table import TableEvent, TableState, step
+
+__all__ = ["DeviceAction", "DeviceRuntime", "TableActionFailed", "TableRuntime"]
+
+log = structlog.get_logger("tableside.daemon")
+
+#: what "no more bets" and "bets open" (the control device's buttons, or a person's command)
+#: make every device that takes it do: 555.2(f)(2), 559.2(f)
+BUTTON_ACTIONS = {"no_more_bets": "lock_out", "bets_open": "release"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableActionFailed(DeviceEvent):
+    """Something the table does by itself (the lock-out on "no more bets") did not happen."""
+
+    kind: ClassVar[str] = "table_action_failed"
+    action: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAction:
+    """A command the table gives a device by itself (``lock_out``, ``release``)."""
+
+    device: str
+    action: str
+
+
+@dataclass
+class DeviceRuntime:
+    """One configured device: its driver and what the table knows of it now."""
+
+    name: str
+    config: DeviceConfig
+    driver: Driver
+    facts: TableFacts
+    connection: ConnectionState = ConnectionState.DISCONNECTED
+    connection_detail: str = ""
+    since: str = field(default_factory=utc_ms)
+    identity: DeviceIdentity | None = None
+    device_state: str | None = None
+    fault: str | None = None
+    events: int = 0
+    #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, event: DeviceEvent, ts: str) -> bool:
+        """Update from an event; True when the state changed."""
+        before = (self.device_state, self.fault)
+        match event:
+            case ConnectionEvent():
+                self.connection, self.connection_detail, self.since = event.state, event.detail, ts
+                return True
+            case IdentityEvent():
+                identity = DeviceIdentity(
+                    vendor=event.vendor,
+                    model=event.model,
+                    serial=event.serial,
+                    firmware_version=event.firmware_version,
+                    firmware_sha256=event.firmware_sha256,
+                )
+                changed = identity != self.identity
+                self.identity = identity
+                return changed
+            case AcceptorIdentity(seat=seat):
+                part = {k: v for k, v in event.data().items() if k != "seat"}
+                changed = self.parts.get(f"seat{seat}") != part
+                self.parts[f"seat{seat}"] = part
+                return changed
+            # Every device class reports itself with a status event and its faults with a
+            # fault event (drivers/events.py StatusReport, FaultReport).
+            case StatusReport():
+                self.device_state, self.fault = event.state, event.fault
+            case FaultReport():
+                self.fault = event.fault
+        return before != (self.device_state, self.fault)
+
+
+class TableRuntime:
+    """One table's devices, facts and state, and the rulings it has given."""
+
+    def __init__(
+        self,
+        topics: Topics,
+        facts: TableFacts,
+        devices: dict[str, DeviceRuntime],
+        outbox: Publisher,
+        clock: RunClock,
+        firmware: FirmwareRecord,
+        *,
+        publish_card_identities: bool = False,
+        on_rulings_moved: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.topics = topics
+        self.facts = facts
+        self.devices = devices
+        self.outbox = outbox
+        self.clock = clock
+        self.firmware = firmware
+        self.publish_card_identities = publish_card_identities
+        #: called whenever the rulings' lifecycle moves (the escalation timer looks again)
+        self.on_rulings_moved = on_rulings_moved
+        self.state = TableState(
+            devices=frozenset(rt.driver.device_class for rt in devices.values())
+        )
+        self.rulings = 0
+        #: what the metrics read (daemon/metrics.py): (rule id, clause)
+        self.rulings_by_clause: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    # -- a device's event -------------------------------------------------------------------
+
+    def handle(self, rt: DeviceRuntime, event: DeviceEvent) -> list[DeviceAction]:
+        """Journal ``event`` from ``rt`` and all it makes; returns what the devices must do."""
+        actions: list[DeviceAction] = []
+        self._handle(rt, event, actions)
+        return actions
+
+    def _handle(self, rt: DeviceRuntime, event: DeviceEvent, actions: list[DeviceAction]) -> None:
+        # One reading of each clock for the event and all it makes: the wall clock for the
+        # messages' ``ts``, the run's clock for the journal, the rules and the table.
+        ts, now = utc_ms(), self.clock.now()
+        rt.events += 1
+        # Computed once: every field for the rules; without card identities for the wire,
+        # unless the table may publish them.
+        full = event.data(include_cards=True)
+        if self.publish_card_identities or not event.card_fields:
+            data = full
+        else:
+            data = {k: v for k, v in full.items() if k not in event.card_fields}
+        topic = self.topics.device_event(rt.name)
+        fields = {"device": rt.name, "device_class": rt.driver.device_class,
+                  "event": event.kind, "data": data}  # fmt: skip
+        seq = self.outbox.enqueue(topic, DeviceEventPayload, ts, fields,
+                                  key=f"{topic}#{event.kind}", now=now).seq  # fmt: skip
+        if rt.apply(event, ts):
+            self.publish_device(rt, ts, now)
+        changed = self._firmware_change(rt, event)
+        if changed is not None:
+            log.warning("firmware_changed", device=rt.name, part=changed.part,
+                        previous=changed.previous, current=changed.current)  # fmt: skip
+            self._handle(rt, changed, actions)
+        if isinstance(event, ButtonPressed):
+            actions += self.button_actions(event.button)
+        observation = Observation(
+            kind=f"{rt.driver.device_class}.{event.kind}",
+            device=rt.name,
+            data=full,
+        )
+        source: SourceEvent | None = None  # what a ruling cites: made when one is given
+        halts = False
+        given = []
+        for ruling in evaluate(rt.facts, observation):
+            if source is None:
+                source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
+            given.append(self._ruling(ruling.rule, observation, source, ts, now))
+            halts = halts or Action.HALT_DEALING in ruling.rule.actions
+        self._open_rulings(given, ts, now)
+        # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
+        # buttons, …), typed as the driver reported it, and leaves the rest; a device that
+        # halts dealing stops the table.
+        self.step(observation.kind, {}, ts, now, device=event)
+        if halts:
+            self.step("halt", {"device_class": rt.driver.device_class}, ts, now)
+
+    def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
+        match event:
+            case IdentityEvent():
+                return self.firmware.check(rt.name, "", event.firmware_sha256)
+            case AcceptorIdentity():
+                return self.firmware.check(rt.name, f"seat{event.seat}", event.rom_checksum)
+        return None
+
+    def button_actions(self, button: str) -> list[DeviceAction]:
+        """ "No more bets" locks every acceptor out; "bets open" releases them."""
+        action = BUTTON_ACTIONS.get(button)
+        if action is None:
+            return []
+        return [DeviceAction(name, action) for name, rt in self.devices.items()
+                if action in rt.driver.commands]  # fmt: skip
+
+    # -- a person's word ---------------------------------------------------------------------
+
+    def person(self, command: str, data: Mapping[str, Any]) -> list[DeviceAction]:
+        """A person tells the table something (docs/commands.md, device "table"); raises
+        ValueError when the table cannot take it. "No more bets" said by a person locks the
+        acceptors out as the button does (and "bets open", a floorperson's, releases them)."""
+        self.step(command, data, utc_ms())
+        return self.button_actions(command)
+
+    # -- the table: phase, round, and what the rules count -------------------------------------
+
+    def step(
+        self,
+        kind: str,
+        data: Mapping[str, Any],
+        ts: str,
+        now: float | None = None,
+        *,
+        device: DeviceEvent | None = None,
+    ) -> None:
+        """Move the table by a person's (or the daemon's) ``kind`` with its ``data``, or by a
+        ``device``'s typed event (raises ValueError for a person's event it cannot take);
+        publish its state when it changed, and the rulings its rows give. ``now``: the run's
+        clock as read for the event (read here when not given)."""
+        if now is None:
+            now = self.clock.now()
+        before = self.state
+        event = TableEvent(kind, now, dict(data), device)
+        self.state, seen = step(self.facts, before, event)
+        # Published when what is published changed (a coup's cards change the state, unseen).
+        shown = self.state != before and self.state.to_dict() != before.to_dict()
+        if not shown and not seen:
+            return
+        self._lifecycle(before, ts, now)
+        seq = self.publish_table(kind, ts, now)
+        given = []
+        for observation in seen:
+            source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
+                                 seq=seq, data=dict(observation.data))  # fmt: skip
+            for ruling in evaluate(self.facts, observation):
+                given.append(self._ruling(ruling.rule, observation, source, ts, now))
+        self._open_rulings(given, ts, now)
+
+    def escalate(self, after_s: float) -> None:
+        """Rulings nobody acknowledged within ``after_s`` (the table's clock) are escalated."""
+        self.step("escalate_rulings", {"after_s": after_s}, utc_ms())
+
+    # -- the records -------------------------------------------------------------------------
+
+    def publish_device(self, rt: DeviceRuntime, ts: str, now: float | None = None) -> None:
+        """A device's retained state."""
+        fields = {
+            "device": rt.name,
+            "device_class": rt.driver.device_class,
+            "driver": rt.config.driver,
+            "connection": rt.connection,
+            "connection_detail": rt.connection_detail,
+            "since": rt.since,
+            "identity": rt.identity,
+            "device_state": rt.device_state,
+            "fault": rt.fault,
+            "connects": rt.driver.connects,
+            "parts": rt.parts,
+        }
+        self.outbox.enqueue(self.topics.device_state(rt.name), DeviceStatePayload, ts, fields,
+                            retain=True, now=now)  # fmt: skip
+
+    def publish_table(self, cause: str, ts: str, now: float | None = None) -> int:
+        """The table's retained state; returns its seq."""
+        state = self.state
+        if now is None:
+            now = self.clock.now()
+        fields = {
+            "game": self.facts.game.value,
+            "phase": state.phase.value,
+            "round": state.round,
+            "rounds_since_stub_count": state.rounds_since_stub_count,
+            "deck_age_h": state.deck_age_h(now),
+            "meter_cents": state.meter_cents,
+            "state": state.to_dict(),
+            "cause": cause,
+        }
+        return self.outbox.enqueue(self.topics.table_state, TablePayload, ts, fields,
+                                   retain=True, now=now).seq  # fmt: skip
+
+    def _ruling(
+        self, rule: Rule, observation: Observation, source: SourceEvent, ts: str, now: float
+    ) -> RulingRecord:
+        """Publish a ruling; returns it as the table tracks it (its id: the message's seq)."""
+        self.rulings += 1
+        self.rulings_by_clause[rule.id, rule.citation] += 1
+        log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
+        fields = {
+            "rule_id": rule.id,
+            "game": self.facts.game.value,
+            "clause": rule.citation,
+            "words": rule.words,
+            "summary": rule.summary,
+            "actions": list(rule.actions),
+            "affected": rule.affected(observation),
+            "event": source,
+            "round": self.state.round or None,
+            "halts": any(a in HALTING for a in rule.actions),
+        }
+        seq = self.outbox.enqueue(self.topics.ruling, RulingPayload, ts, fields, now=now).seq
+        return RulingRecord(seq, rule.id, rule.citation, rule.actions, now)
+
+    def _open_rulings(self, given: list[RulingRecord], ts: str, now: float) -> None:
+        """The rulings just published join the table's state, each open (rules/rulings.py)."""
+        if given:
+            self.step("rulings_opened", {"rulings": given}, ts, now)
+
+    def _lifecycle(self, before: TableState, ts: str, now: float) -> None:
+        """A ``ruling_state`` message for each ruling whose lifecycle moved (a ruling just
+        given is its own ruling message)."""
+        if before.rulings == self.state.rulings:
+            return
+        self.on_rulings_moved()
+        was = {r.id: r.state for r in before.rulings}
+        for r in self.state.rulings:
+            if r.id not in was or was[r.id] is r.state:
+                continue
+            at = {"escalated": r.escalated_at, "acknowledged": r.acknowledged_at}.get(
+                r.state.value, r.resolved_at
+            )
+            by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
+            log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
+            fields = {
+                "ruling": r.id,
+                "rule_id": r.rule_id,
+                "clause": r.clause,
+                "actions": list(r.actions),
+                "state": cast(Lifecycle, r.state.value),
+                "halts": r.halts,
+                "open_s": round((at if at is not None else now) - r.opened_at, 3),
+                "by": by if r.state.value in ("acknowledged", "resolved") else None,
+                "action": r.action,
+                "note": r.note,
+            }
+            self.outbox.enqueue(self.topics.ruling_state, RulingStatePayload, ts, fields,
+                                now=now)  # fmt: skip

@@ -1,0 +1,121 @@
+"""The table runtime (daemon/runtime.py) on its own: events in, records out, in order, with no
+broker and nothing running but the journal's writer. The daemon's constructor is the factory
+(config → drivers, facts, the runtime); its tasks never start, so no device is opened."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tableside.daemon.app import TableDaemon
+from tableside.daemon.config import load_config
+from tableside.daemon.runtime import DeviceAction, TableActionFailed
+from tableside.drivers.progressive.events import ButtonPressed
+from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[TableDaemon]:
+    config = tmp_path / "cs.toml"
+    config.write_text(
+        (ROOT / "config" / "caribbean-stud.toml")
+        .read_text(encoding="utf-8")
+        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{tmp_path}"'),
+        encoding="utf-8",
+    )
+    d = TableDaemon(load_config(config, use_env=False))
+    d.journal.start()
+    try:
+        yield d
+    finally:
+        d.journal.close()
+
+
+async def journaled(d: TableDaemon, first: int) -> list[tuple[str, dict[str, Any]]]:
+    """What the journal committed from ``first`` on: (topic under the table, payload)."""
+    newest = d.journal.head[0]
+    if newest < first:
+        return []
+    await d.journal.wait_durable(newest)
+    base = f"{d.topics.base}/"
+    return [(r.topic.removeprefix(base), json.loads(r.payload))
+            for r in await d.journal.read_from(first, newest - first + 1)]  # fmt: skip
+
+
+async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
+    daemon: TableDaemon,
+) -> None:
+    first = daemon.journal.next_seq
+    fault = ShufflerFault(device="shuffler", shuffle_id=3, fault="jam", detail="cards stuck")
+    assert daemon.runtime.handle(daemon.devices["shuffler"], fault) == []
+    records = await journaled(daemon, first)
+    assert [topic for topic, _ in records] == [
+        "device/shuffler/event", "device/shuffler/state", "ruling", "table"
+    ]  # fmt: skip
+    (_, event), (_, state), (_, ruling), (_, table) = records
+    assert event["event"] == "fault" and event["data"]["fault"] == "jam"
+    assert state["fault"] == "jam"
+    # the ruling cites the event it was given on, by its seq, and opens on the table
+    assert ruling["clause"] == "58 Pa. Code § 555.14(e)" and "reshuffle" in ruling["actions"]
+    assert ruling["event"] == {"device": "shuffler", "event": "fault", "seq": event["seq"],
+                               "data": event["data"]}  # fmt: skip
+    assert [r["id"] for r in table["state"]["rulings"]] == [ruling["seq"]]
+    assert table["cause"] == "rulings_opened"
+    assert [p["seq"] for _, p in records] == list(range(first, first + 4))
+    assert daemon.rulings_by_clause == {("555.14(e).shuffler-fault", ruling["clause"]): 1}
+
+
+async def test_card_identities_stay_on_the_table_but_reach_the_rules(
+    daemon: TableDaemon,
+) -> None:
+    first = daemon.journal.next_seq
+    short = ShuffleCompleted(device="shuffler", shuffle_id=1, card_count=51, counted=True,
+                             deck="single", back_colour="red", missing_count=1, extra_count=0,
+                             missing_cards=("AS",))  # fmt: skip
+    daemon.runtime.handle(daemon.devices["shuffler"], short)
+    records = await journaled(daemon, first)
+    event = records[0][1]
+    assert event["event"] == "shuffle_complete" and "missing_cards" not in event["data"]
+    # the rules saw 51 cards: a ruling, citing the event as published (no card identities)
+    rulings = [p for topic, p in records if topic == "ruling"]
+    assert rulings and all("missing_cards" not in r["event"]["data"] for r in rulings)
+
+
+async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon) -> None:
+    first = daemon.journal.next_seq
+    press = ButtonPressed(device="progressive", button="no_more_bets")
+    assert daemon.runtime.handle(daemon.devices["progressive"], press) == [
+        DeviceAction("acceptors", "lock_out")
+    ]
+    assert daemon.table_state.phase.value == "no_more_bets"
+    # a person's word does the same; "bets open" releases
+    assert daemon.runtime.person("bets_open", {}) == [DeviceAction("acceptors", "release")]
+    assert daemon.runtime.person("no_more_bets", {}) == [DeviceAction("acceptors", "lock_out")]
+    causes = [p["cause"] for topic, p in await journaled(daemon, first) if topic == "table"]
+    assert causes == ["progressive_controller.button", "bets_open", "no_more_bets"]
+
+
+async def test_a_word_the_table_cannot_take_is_refused_and_journals_nothing(
+    daemon: TableDaemon,
+) -> None:
+    first, before = daemon.journal.next_seq, daemon.table_state
+    with pytest.raises(ValueError, match="chips_collected: args count"):
+        daemon.runtime.person("chips_collected", {"count": "many"})
+    assert daemon.table_state == before
+    assert await journaled(daemon, first) == []
+
+
+async def test_a_lock_out_that_failed_is_an_event_of_its_own(daemon: TableDaemon) -> None:
+    first = daemon.journal.next_seq
+    failed = TableActionFailed(device="acceptors", action="lock_out", detail="bus down")
+    daemon.runtime.handle(daemon.devices["acceptors"], failed)
+    (topic, event), *_ = await journaled(daemon, first)
+    assert topic == "device/acceptors/event"
+    assert event["event"] == "table_action_failed"
+    assert event["data"] == {"action": "lock_out", "detail": "bus down"}
