@@ -1,11 +1,13 @@
 """The table itself: a device's event or a person's word in, the records it makes out.
 
-No I/O and no tasks of its own. What it makes goes to the outbox, ``Publisher.enqueue``, which
-only journals it (the seq is the journal's; the publisher's own task sends it), in the order
-made: the device's event, its retained state when it changed, the rulings the rules give, the
-table's new state, the rulings' lifecycle. What the table must then do to its devices (the
-lock-out on "no more bets") is returned as ``DeviceAction``s for the daemon (daemon/app.py) to
-carry out. tests/test_runtime.py runs it with a journal and no broker.
+No I/O and no tasks of its own (the firmware record it is given writes its file when a
+device's firmware changes; tests/test_layers.py checks it imports nothing that does I/O). What
+it makes goes to the outbox, ``Publisher.enqueue``, which only journals it (the seq is the
+journal's; the publisher's own task sends it), in the order made: the device's event, its
+retained state when it changed, the rulings the rules give, the table's new state, the
+rulings' lifecycle. What the table must then do to its devices (the lock-out on "no more
+bets") is returned as ``DeviceAction``s for the daemon (daemon/app.py) to carry out.
+tests/test_runtime.py runs it with a journal and no broker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import structlog
 
@@ -31,7 +33,6 @@ from tableside.daemon.payloads import (
     TablePayload,
     utc_ms,
 )
-from tableside.daemon.publisher import Publisher, Topics
 from tableside.drivers.base import Driver
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
@@ -47,6 +48,9 @@ from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.model import Action
 from tableside.rules.rulings import HALTING, RulingRecord
 from tableside.rules.table import TableEvent, TableState, step
+
+if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothing else
+    from tableside.daemon.publisher import Publisher, Topics
 
 __all__ = ["DeviceAction", "DeviceRuntime", "TableActionFailed", "TableRuntime"]
 

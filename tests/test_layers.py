@@ -1,4 +1,5 @@
-"""Dependencies point one way: drivers know nothing of the daemon; codecs and rules do no I/O."""
+"""Dependencies point one way: drivers know nothing of the daemon; codecs, rules and the table
+runtime do no I/O."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ SANS_IO = [
     ROOT / "drivers" / "shoe" / "protocol.py",
     ROOT / "drivers" / "shuffler" / "protocol.py",
     *files("rules"),
+    ROOT / "daemon" / "runtime.py",
 ]
 
 
