@@ -140,8 +140,8 @@ class Mark:
     from it can be told (``<journal>.mark``).
 
     Two 64-byte slots, written in turn and each with its CRC-32: a write torn by a power cut
-    spoils at most the slot being written, and the other still holds the previous mark. One
-    ``fdatasync`` per group commit."""
+    spoils at most the slot being written, and the other still holds the previous mark. At most
+    one ``fdatasync`` per group commit, on the journal's mark thread."""
 
     _SLOT = struct.Struct(">4sq32sI")  # magic, seq, hash, CRC-32 of what precedes it
     _MAGIC = b"TSJM"
@@ -411,6 +411,12 @@ class Journal:
         self._checkpoint_thread: threading.Thread | None = None
         self._checkpoint_due = threading.Event()
         self._checkpoint_stop = False
+        # the mark is written and synced on its own thread, while the writer commits the next
+        # batch: a device's next frame never waits for the mark of the one before
+        self._mark_thread: threading.Thread | None = None
+        self._mark_due = threading.Condition()
+        self._mark_next: tuple[int, bytes] | None = None
+        self._mark_stop = False
         #: the checkpoint thread copied what it found; the writer copies the tail committed
         #: since (a few pages), so that its next commit starts the WAL over
         self._tail_due = False
@@ -436,6 +442,7 @@ class Journal:
         #: been told to look: one wake-up of the loop covers whatever the writer did meanwhile
         self._progress = (-1, -1)
         self._looking = False
+        self._progress_lock = threading.Lock()  # two threads tell: the writer and the mark's
         #: called on the loop when records become durable (the publisher's drain wakes up)
         self.on_durable: Callable[[], None] | None = None
         self.recovered_acked = -1
@@ -543,7 +550,11 @@ class Journal:
             daemon=True,
         )  # fmt: skip
         self._thread = threading.Thread(target=self._write_loop, name="journal-writer", daemon=True)
+        self._mark_stop = False
+        self._mark_thread = threading.Thread(target=self._mark_loop, name="journal-mark",
+                                             daemon=True)  # fmt: skip
         self._checkpoint_thread.start()
+        self._mark_thread.start()
         self._thread.start()
 
     def close(self) -> None:
@@ -552,6 +563,12 @@ class Journal:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._mark_thread is not None:  # after the writer: its last commit's mark first
+            with self._mark_due:
+                self._mark_stop = True
+                self._mark_due.notify()
+            self._mark_thread.join()
+            self._mark_thread = None
         if self._checkpoint_thread is not None:
             self._checkpoint_stop = True
             self._checkpoint_due.set()
@@ -615,12 +632,33 @@ class Journal:
         last = batch[-1]
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         self._wal_bytes += sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
-        # Committed: the devices may be acknowledged now, while the mark is written and
-        # synced; only then may the publisher send (a seq the broker has seen is always in the
-        # mark). A device's next frame arrives meanwhile, and goes in the next commit.
-        self._tell(last.seq, self._progress[1])
-        self.mark.write(last.seq, last.hash)
-        self._tell(last.seq, last.seq)
+        # Committed: the devices may be acknowledged now, while the mark thread writes and
+        # syncs the mark; only then may the publisher send (a seq the broker has seen is always
+        # in the mark). A device's next frame arrives meanwhile, and its commit runs beside the
+        # mark's sync; the mark thread then writes the newest commit only.
+        self._tell(committed=last.seq)
+        with self._mark_due:
+            self._mark_next = (last.seq, last.hash)
+            self._mark_due.notify()
+
+    def _mark_loop(self) -> None:
+        """(the mark thread) Each commit's seq and hash into the mark file, synced; then the
+        records up to it are durable. Commits made while it synced are marked at once, by the
+        newest. Only a seq already committed is ever marked."""
+        while True:
+            with self._mark_due:
+                while self._mark_next is None and not self._mark_stop:
+                    self._mark_due.wait()
+                job, self._mark_next = self._mark_next, None
+            if job is None:  # stopping, and every commit is marked
+                return
+            try:
+                self.mark.write(*job)
+            except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
+                log.critical("journal_write_failed", path=str(self.mark.path), error=str(exc))
+                self._tell_loop(self._fail, JournalError(f"journal mark {self.mark.path}: {exc}"))
+                return
+            self._tell(durable=job[0])
 
     def _request_checkpoint(self) -> None:
         self._wal_bytes = 0
@@ -758,19 +796,25 @@ class Journal:
             return False
         return True
 
-    def _tell(self, committed: int, durable: int) -> None:
-        """(writer thread) Progress for the loop. A wake-up already on its way carries it too:
-        the loop reads ``_progress`` when it runs, so a commit and its mark written before the
-        loop looked cost one wake-up, not two."""
-        self._progress = (committed, durable)
-        if not self._looking:
+    def _tell(self, *, committed: int | None = None, durable: int | None = None) -> None:
+        """(writer or mark thread) Progress for the loop. A wake-up already on its way carries
+        it too: the loop reads ``_progress`` when it runs, so a commit and its mark written
+        before the loop looked cost one wake-up, not two."""
+        with self._progress_lock:
+            was_committed, was_durable = self._progress
+            self._progress = (was_committed if committed is None else committed,
+                              was_durable if durable is None else durable)  # fmt: skip
+            if self._looking:
+                return
             self._looking = True
-            if not self._tell_loop(self._on_progress, None):
+        if not self._tell_loop(self._on_progress, None):
+            with self._progress_lock:
                 self._looking = False  # no loop to tell (never after it was told)
 
     def _on_progress(self, _: None) -> None:
-        self._looking = False  # first: progress told after this wakes the loop again
-        committed, durable = self._progress
+        with self._progress_lock:
+            self._looking = False  # first: progress told after this wakes the loop again
+            committed, durable = self._progress
         acks_due = committed > self.committed_seq
         if acks_due:
             self.committed_seq = committed

@@ -631,3 +631,30 @@ async def test_a_record_may_be_sent_only_once_the_mark_has_it(tmp_path: Path) ->
             assert Mark(Mark.beside(path)).read()[0] >= seq
     finally:
         journal.close()
+
+
+async def test_the_mark_never_runs_ahead_of_the_commits(tmp_path: Path) -> None:
+    """The mark has its own thread, beside the writer's next commit: whatever it says was
+    committed is in SQLite (read in that order, the mark first), and the last commit's mark is
+    written before ``close`` returns."""
+    path = tmp_path / "journal.sqlite"
+    journal = Journal(path, "t1")
+    journal.open()
+    journal.start()
+    reader = sqlite3.connect(path)
+    marks = set()
+    try:
+        for burst in range(200):
+            for _ in range(burst % 7 + 1):
+                journal.append("t", payload, retain=False, key=None)
+            marked = Mark(Mark.beside(path)).read()[0]
+            (newest,) = reader.execute("SELECT coalesce(max(seq), -1) FROM records").fetchone()
+            assert marked <= newest
+            marks.add(marked)
+            await journal.wait_committed(journal.next_seq - 1)
+        await journal.wait_durable(journal.next_seq - 1)
+        assert len(marks) > 10  # the mark moved while records kept coming
+    finally:
+        reader.close()
+        journal.close()
+    assert Mark(Mark.beside(path)).read()[0] == journal.next_seq - 1
