@@ -45,6 +45,7 @@ from .hil import (
     ruling,
     simulator,
     start_simulator,
+    state,
     stop,
     until,
 )
@@ -290,8 +291,10 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
     the new journal restates the table as it was (progressive meter, phase, round, cards in play
     since, inspection, stub count, methods, each device's state, the retained topics), not a
     new table with the meter at its initial amount; and the acceptors stay locked out."""
-    controller, bus = progressive_table(SEATS, [], interval=0.3, max_cycles=1, heartbeat=0.2,
-                                        betting_time=0.2, players=(1, 2, 3))  # fmt: skip
+    # One round, begun by the test (no timer: interval) once the table is ready for it; the
+    # players' wagers are the test's too, once betting has opened on their acceptors.
+    controller, bus = progressive_table(SEATS, [], interval=3600, max_cycles=1, heartbeat=0.2,
+                                        betting_time=2.0, players=())  # fmt: skip
     urls: dict[str, str] = {}
     tasks = []
     for name, sim in (("progressive", controller), ("acceptors", bus)):
@@ -307,6 +310,24 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
         daemon = TableDaemon(config)
         run = asyncio.create_task(daemon.run())
         runs.append(run)
+        # The round begins once both devices are on the line (a loaded machine may connect
+        # the bus a second after the control device: a round on a timer was then over before
+        # the bus was there, and no wager was taken).
+        for device in ("progressive", "acceptors"):
+            await sub.wait_for(
+                lambda m, d=device: f"/{d}/" in m.topic and state("connected")(m),  # type: ignore[misc]
+                within=30,
+            )
+        controller.requests.put_nowait(("cycle", controller.default_request()))
+        await sub.wait_for(
+            lambda m: event("button")(m) and m.payload["data"]["button"] == "bets_open"
+        )
+        # Each player bets once betting is open on their acceptor, long before the dealer's
+        # no more bets (betting_time).
+        await until(lambda: all(a.accepting for a in bus.by_seat.values()), within=10)
+        for acceptor in bus.by_seat.values():
+            assert acceptor.insert_wager() == "accepted"
+        await sub.wait_for(event("wager_accepted"), count=len(SEATS))
         await sub.wait_for(event("lockout_applied"), within=30)
         await until(lambda: controller.rounds_played == 1)
         for role, command, args in (
@@ -319,7 +340,7 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
             await ask(sub, mosquitto.url, role, command, **args)
         before = daemon.table_state
         accepted = len(sub.matching(event("wager_accepted")))
-        assert accepted, "the acceptors took wagers"
+        assert accepted == len(SEATS), "the acceptors took every wager, once"
         assert before.meter_cents == 10_000_00 + 75 * accepted, "each $1 wager at 75%"
         assert before.round == 1 and before.phase.value == "dealing"
         acceptors_before = daemon.devices["acceptors"]
