@@ -69,7 +69,7 @@ async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
     task: asyncio.Task[None] | None = None
     try:
         await asyncio.wait_for(sub.connected.wait(), 10)
-        await asyncio.sleep(1.5)  # the broker has saved the subscriber's session (autosave 1 s)
+        await until(lambda: broker.saved(sub.topic))  # the subscriber's session survives a kill
         task = asyncio.create_task(daemon.run())
         outages = 4
         for n in range(outages):
