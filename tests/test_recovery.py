@@ -57,7 +57,8 @@ def highest(messages: list[Received]) -> int:
 
 async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
     """Thousands of events while the broker is killed (SIGKILL) and stopped (SIGTERM) in turn:
-    the subscriber, on a persistent session, has every seq once or marked."""
+    the subscriber, on a persistent session, has every seq once or marked, but what a killed
+    broker had itself accepted and lost (below)."""
     (tmp_path / "broker").mkdir()
     broker = Mosquitto(tmp_path / "broker", persistent=True)
     broker.start()
@@ -72,9 +73,17 @@ async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
         await until(lambda: broker.saved(sub.topic))  # the subscriber's session survives a kill
         task = asyncio.create_task(daemon.run())
         outages = 4
+        # A broker SIGKILLed loses what it had accepted (its PUBACK to the daemon) but neither
+        # delivered to the subscriber nor saved (autosave: once a second); Mosquitto promises no
+        # more, and under load it happened (CI-like load: seq 2101 of 3500). The daemon's part
+        # is all the rest: what the broker had not acknowledged it sends again. So a seq may be
+        # missing only if the broker had acknowledged it when killed and the subscriber did
+        # not have it yet: (the subscriber's highest, the daemon's acked] at that moment.
+        lost_at_kill: set[int] = set()
         for n in range(outages):
             await until(lambda n=n: daemon.journal.next_seq >= (n + 1) * 700, 60)  # type: ignore[misc]
             if n % 2 == 0:
+                lost_at_kill.update(range(highest(sub.messages) + 1, daemon.journal.acked + 1))
                 broker.kill()
             else:
                 broker.stop()
@@ -87,8 +96,8 @@ async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
             await daemon.publisher.flush()
         last = daemon.journal.next_seq - 1
         await until(lambda: highest(sub.messages) >= last, 60)
-        stats = assert_every_seq_once(sub.messages, 0, last)
-        print(f"broker outages: {outages}, seqs 0..{last}, {stats}")
+        stats = assert_every_seq_once(sub.messages, 0, last, may_miss=lost_at_kill)
+        print(f"broker outages: {outages}, seqs 0..{last}, {stats}, {len(lost_at_kill)} at risk")
         assert daemon.publisher.connections >= outages + 1
     finally:
         try:
