@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import errno
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -36,6 +37,8 @@ _backend: Any = None
 _READ_TIMEOUT_MS = 100
 _WRITE_TIMEOUT_MS = 1000
 _WRITE_TRIES = 3
+#: how long close waits for a transfer under way: the longest a write can take
+_CLOSE_WAIT_S = _WRITE_TRIES * _WRITE_TIMEOUT_MS / 1000 + 1
 
 
 def set_backend(backend: Any) -> None:
@@ -77,6 +80,9 @@ class UsbPort:
         self.name = str(address)
         self.stalls = 0
         self._lock = threading.Lock()
+        self._closed = False
+        self._transfers = 0  # under way, in the reader and writer threads
+        self._idle = threading.Condition()
 
         def matches(dev: Any) -> bool:
             if address.serial is None:
@@ -117,31 +123,53 @@ class UsbPort:
         with self._lock:
             self._dev.clear_halt(ep.bEndpointAddress)
 
-    def read(self) -> bytes:
+    @contextlib.contextmanager
+    def _transfer(self) -> Iterator[None]:
+        """A transfer, only while the port is open: after ``dispose_resources`` pyusb would
+        open the device and claim its interface again for it, a handle nobody releases."""
+        with self._idle:
+            if self._closed:
+                raise ConnectionResetError(f"{self.name}: closed")
+            self._transfers += 1
         try:
-            return bytes(self._in.read(self._in.wMaxPacketSize, timeout=_READ_TIMEOUT_MS))
-        except usb.core.USBTimeoutError:
-            return b""
-        except usb.core.USBError as exc:
-            if _errno(exc) == errno.EPIPE:
-                self._clear_stall(self._in)
+            yield
+        finally:
+            with self._idle:
+                self._transfers -= 1
+                self._idle.notify_all()
+
+    def read(self) -> bytes:
+        with self._transfer():
+            try:
+                return bytes(self._in.read(self._in.wMaxPacketSize, timeout=_READ_TIMEOUT_MS))
+            except usb.core.USBTimeoutError:
                 return b""
-            raise ConnectionResetError(f"{self.name}: {exc}") from exc
+            except usb.core.USBError as exc:
+                if _errno(exc) == errno.EPIPE:
+                    self._clear_stall(self._in)
+                    return b""
+                raise ConnectionResetError(f"{self.name}: {exc}") from exc
 
     def write(self, data: bytes) -> None:
-        for _ in range(_WRITE_TRIES):
-            try:
-                self._out.write(data, timeout=_WRITE_TIMEOUT_MS)
-                return
-            except usb.core.USBTimeoutError:
-                continue
-            except usb.core.USBError as exc:
-                if _errno(exc) != errno.EPIPE:
-                    raise ConnectionResetError(f"{self.name}: {exc}") from exc
-                self._clear_stall(self._out)
-        raise ConnectionResetError(f"{self.name}: write timed out {_WRITE_TRIES} times")
+        with self._transfer():
+            for _ in range(_WRITE_TRIES):
+                try:
+                    self._out.write(data, timeout=_WRITE_TIMEOUT_MS)
+                    return
+                except usb.core.USBTimeoutError:
+                    continue
+                except usb.core.USBError as exc:
+                    if _errno(exc) != errno.EPIPE:
+                        raise ConnectionResetError(f"{self.name}: {exc}") from exc
+                    self._clear_stall(self._out)
+            raise ConnectionResetError(f"{self.name}: write timed out {_WRITE_TRIES} times")
 
     def close(self) -> None:
+        """Release the interface and the device, once the transfers under way have ended (each
+        within its timeout); no transfer starts after. Blocks: call it from a thread."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._transfers == 0, timeout=_CLOSE_WAIT_S)
         with contextlib.suppress(usb.core.USBError):  # an unplugged device has nothing to release
             usb.util.dispose_resources(self._dev)
 

@@ -70,7 +70,8 @@ class SimulatedUsbDevice:
         self.pending_write_timeouts = 0
         self.sessions = 0
         self._host: socket.socket | None = None
-        self._session: asyncio.Task[None] | None = None
+        self._sessions: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -123,17 +124,26 @@ class SimulatedUsbDevice:
                 writer.close()
 
         def start() -> None:
-            self._session = self._loop.create_task(run(), name="sim.usb.session")
+            if self._closed:  # the bus was closed meanwhile: this session never starts
+                device.close()
+                return
+            session = self._loop.create_task(run(), name="sim.usb.session")
+            self._sessions.add(session)
+            session.add_done_callback(self._sessions.discard)
 
         self._loop.call_soon_threadsafe(start)
         return host
 
     async def aclose(self) -> None:
+        """Stop every session still running (one a host left behind too); none starts after."""
+        self._closed = True
         if self._host is not None:
             self._host.shutdown(socket.SHUT_RDWR)
-        if self._session is not None:
-            self._session.cancel()
-            await asyncio.wait({self._session})
+        sessions = set(self._sessions)
+        for session in sessions:
+            session.cancel()
+        if sessions:
+            await asyncio.wait(sessions)
 
     def host_socket(self, generation: int) -> socket.socket:
         with self._lock:

@@ -45,6 +45,7 @@ class Mosquitto:
     ) -> None:
         self.port = free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.directory = directory
         self.conf = directory / "mosquitto.conf"
         anonymous = "" if "allow_anonymous" in extra else "allow_anonymous true\n"
         # persistent: sessions and their queued messages survive a restart (saved every second
@@ -85,6 +86,16 @@ class Mosquitto:
             encoding="utf-8",
         )
         return broker
+
+    def saved(self, text: str) -> bool:
+        """Whether the broker (``persistent``) has saved ``text`` to disk, as a session survives
+        a SIGKILL: a client id or a subscription's topic filter, which the persistence file
+        holds as plain text. The broker saves a change within ``autosave_interval``, later on a
+        loaded machine: wait on this, not on a sleep."""
+        try:
+            return text.encode() in (self.directory / "mosquitto.db").read_bytes()
+        except FileNotFoundError:
+            return False
 
     def start(self) -> None:
         if not Path(MOSQUITTO).exists():

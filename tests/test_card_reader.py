@@ -23,6 +23,7 @@ from tableside.drivers.errors import TransportOpenError
 from tableside.drivers.framing import Frame
 from tableside.drivers.messages import Message
 from tableside.drivers.transport import open_transport
+from tableside.drivers.usb import UsbPort, parse_usb_url
 from tableside.drivers.wire import MalformedPayload
 from tableside.rules.model import Game
 from tableside.simulators.base import FramedSimulator
@@ -119,6 +120,21 @@ async def test_open_errors_are_clear(no_backend_left: None) -> None:
             await open_transport(f"usb://{VID:04x}:{PID:04x}?serial=OTHER")
         with pytest.raises(TransportOpenError, match="expected usb://VID:PID"):
             await open_transport("usb://reader")
+
+
+async def test_a_closed_port_never_opens_the_device_again(no_backend_left: None) -> None:
+    """pyusb opens a device and claims its interface again, implicitly, for a transfer after
+    ``dispose_resources``: the reader thread's last read racing the close did so (a second
+    session on the bus that nobody ended). A closed port refuses the transfer instead."""
+    async with usb_bus(reader(interval=None)) as device:
+        port = await asyncio.to_thread(UsbPort, parse_usb_url(URL))
+        assert device.sessions == 1
+        await asyncio.to_thread(port.close)
+        with pytest.raises(ConnectionResetError, match="closed"):
+            await asyncio.to_thread(port.read)
+        with pytest.raises(ConnectionResetError, match="closed"):
+            await asyncio.to_thread(port.write, b"\x00")
+        assert device.sessions == 1
 
 
 async def test_usb_reader_end_to_end_with_bus_faults(

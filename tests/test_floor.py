@@ -176,8 +176,12 @@ async def test_forged_and_unenrolled_checkpoints_are_flagged(
         await peer.publish(client, peer.event())  # after the forged checkpoint: flagged too
 
         async def both() -> bool:
-            one, two = await store.records("cs-01"), await store.records("cs-02")
-            return len(one) == 3 and len(two) == 2
+            # stored, and walked: the walk's progress is written after the batch's records
+            one, two = await store.state("cs-01"), await store.state("cs-02")
+            return (
+                one is not None and one.records == 3 and one.progress.contiguous_upto == 2
+                and two is not None and two.records == 2 and two.progress.contiguous_upto == 1
+            )  # fmt: skip
 
         await until_true(both)
         forged = (await store.records("cs-01", 1, 1))[0]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -209,13 +208,13 @@ async def test_the_inhibit_does_not_wait_for_absent_seats(
         for n in range(1, 4):
             await asyncio.sleep(0.37 * n)  # somewhere in the polling cycle
             before = t.bus.broadcast_at
-            asked = time.monotonic()
             assert (await t.ask("dealer", "no_more_bets"))["ok"]
             await until(lambda b=before: t.bus.broadcast_at != b, within=10)  # type: ignore[misc]
-            at = t.bus.broadcast_at
-            # far less than one reply timeout: it did not wait behind an absent seat
-            assert at is not None and at - asked < 0.5
             applied = await t.sub.wait_for(event("lockout_applied"), count=n, within=30)
+            # From the driver's lock-out to the broadcast on the wire (the request's way through
+            # the broker and the journal left out: a loaded machine's, not the bus's), far less
+            # than one reply timeout: it did not wait behind an absent seat.
+            assert applied[-1].payload["data"]["broadcast_ms"] < 500
             assert applied[-1].payload["data"]["unconfirmed"] == [2, 5]
             assert (await t.ask("floorperson", "bets_open"))["ok"]
             await t.sub.wait_for(event("lockout_released"), count=n, within=30)

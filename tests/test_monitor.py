@@ -97,7 +97,9 @@ async def test_monitor_keeps_its_session_across_broker_outages(tmp_path: Path) -
     task: asyncio.Task[None] | None = None
     try:
         await until(lambda: monitor.connections == 1)
-        await asyncio.sleep(1.5)  # the broker has saved the monitor's session (autosave 1 s)
+        await until(
+            lambda: broker.saved("tableside/hil-1/#")
+        )  # the monitor's session survives a kill
         task = asyncio.create_task(daemon.run())
         for n in range(2):
             await until(lambda n=n: monitor._high is not None and monitor._high >= 100 * (n + 1))  # type: ignore[misc]

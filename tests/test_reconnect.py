@@ -77,7 +77,7 @@ async def test_back_within_the_retry_cap_after_outages_under_load(tmp_path: Path
     hog = await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
     try:
         await asyncio.wait_for(sub.connected.wait(), 10)
-        await asyncio.sleep(1.5)  # the broker has saved the auditor's session (autosave 1 s)
+        await until(lambda: broker.saved(sub.topic))  # the auditor's session survives a kill
         task = asyncio.create_task(daemon.run())
         for _ in range(3):
             await until(

@@ -45,6 +45,7 @@ from .hil import (
     ruling,
     simulator,
     start_simulator,
+    state,
     stop,
     until,
 )
@@ -56,7 +57,8 @@ def highest(messages: list[Received]) -> int:
 
 async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
     """Thousands of events while the broker is killed (SIGKILL) and stopped (SIGTERM) in turn:
-    the subscriber, on a persistent session, has every seq once or marked."""
+    the subscriber, on a persistent session, has every seq once or marked, but what a killed
+    broker had itself accepted and lost (below)."""
     (tmp_path / "broker").mkdir()
     broker = Mosquitto(tmp_path / "broker", persistent=True)
     broker.start()
@@ -68,12 +70,20 @@ async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
     task: asyncio.Task[None] | None = None
     try:
         await asyncio.wait_for(sub.connected.wait(), 10)
-        await asyncio.sleep(1.5)  # the broker has saved the subscriber's session (autosave 1 s)
+        await until(lambda: broker.saved(sub.topic))  # the subscriber's session survives a kill
         task = asyncio.create_task(daemon.run())
         outages = 4
+        # A broker SIGKILLed loses what it had accepted (its PUBACK to the daemon) but neither
+        # delivered to the subscriber nor saved (autosave: once a second); Mosquitto promises no
+        # more, and under load it happened (CI-like load: seq 2101 of 3500). The daemon's part
+        # is all the rest: what the broker had not acknowledged it sends again. So a seq may be
+        # missing only if the broker had acknowledged it when killed and the subscriber did
+        # not have it yet: (the subscriber's highest, the daemon's acked] at that moment.
+        lost_at_kill: set[int] = set()
         for n in range(outages):
             await until(lambda n=n: daemon.journal.next_seq >= (n + 1) * 700, 60)  # type: ignore[misc]
             if n % 2 == 0:
+                lost_at_kill.update(range(highest(sub.messages) + 1, daemon.journal.acked + 1))
                 broker.kill()
             else:
                 broker.stop()
@@ -86,8 +96,8 @@ async def test_broker_killed_and_restarted_under_load(tmp_path: Path) -> None:
             await daemon.publisher.flush()
         last = daemon.journal.next_seq - 1
         await until(lambda: highest(sub.messages) >= last, 60)
-        stats = assert_every_seq_once(sub.messages, 0, last)
-        print(f"broker outages: {outages}, seqs 0..{last}, {stats}")
+        stats = assert_every_seq_once(sub.messages, 0, last, may_miss=lost_at_kill)
+        print(f"broker outages: {outages}, seqs 0..{last}, {stats}, {len(lost_at_kill)} at risk")
         assert daemon.publisher.connections >= outages + 1
     finally:
         try:
@@ -290,8 +300,10 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
     the new journal restates the table as it was (progressive meter, phase, round, cards in play
     since, inspection, stub count, methods, each device's state, the retained topics), not a
     new table with the meter at its initial amount; and the acceptors stay locked out."""
-    controller, bus = progressive_table(SEATS, [], interval=0.3, max_cycles=1, heartbeat=0.2,
-                                        betting_time=0.2, players=(1, 2, 3))  # fmt: skip
+    # One round, begun by the test (no timer: interval) once the table is ready for it; the
+    # players' wagers are the test's too, once betting has opened on their acceptors.
+    controller, bus = progressive_table(SEATS, [], interval=3600, max_cycles=1, heartbeat=0.2,
+                                        betting_time=2.0, players=())  # fmt: skip
     urls: dict[str, str] = {}
     tasks = []
     for name, sim in (("progressive", controller), ("acceptors", bus)):
@@ -307,6 +319,24 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
         daemon = TableDaemon(config)
         run = asyncio.create_task(daemon.run())
         runs.append(run)
+        # The round begins once both devices are on the line (a loaded machine may connect
+        # the bus a second after the control device: a round on a timer was then over before
+        # the bus was there, and no wager was taken).
+        for device in ("progressive", "acceptors"):
+            await sub.wait_for(
+                lambda m, d=device: f"/{d}/" in m.topic and state("connected")(m),  # type: ignore[misc]
+                within=30,
+            )
+        controller.requests.put_nowait(("cycle", controller.default_request()))
+        await sub.wait_for(
+            lambda m: event("button")(m) and m.payload["data"]["button"] == "bets_open"
+        )
+        # Each player bets once betting is open on their acceptor, long before the dealer's
+        # no more bets (betting_time).
+        await until(lambda: all(a.accepting for a in bus.by_seat.values()), within=10)
+        for acceptor in bus.by_seat.values():
+            assert acceptor.insert_wager() == "accepted"
+        await sub.wait_for(event("wager_accepted"), count=len(SEATS))
         await sub.wait_for(event("lockout_applied"), within=30)
         await until(lambda: controller.rounds_played == 1)
         for role, command, args in (
@@ -319,7 +349,7 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
             await ask(sub, mosquitto.url, role, command, **args)
         before = daemon.table_state
         accepted = len(sub.matching(event("wager_accepted")))
-        assert accepted, "the acceptors took wagers"
+        assert accepted == len(SEATS), "the acceptors took every wager, once"
         assert before.meter_cents == 10_000_00 + 75 * accepted, "each $1 wager at 75%"
         assert before.round == 1 and before.phase.value == "dealing"
         acceptors_before = daemon.devices["acceptors"]
