@@ -101,7 +101,6 @@ class UsbPort:
         self._dev = dev
         dev.set_configuration()
         interface = dev.get_active_configuration()[(0, 0)]
-        usb.util.claim_interface(dev, interface.bInterfaceNumber)
 
         def endpoint(direction: int) -> Any:
             found = usb.util.find_descriptor(
@@ -115,8 +114,14 @@ class UsbPort:
                 raise TransportOpenError(f"cannot open {address}: no bulk endpoint {direction:#x}")
             return found
 
-        self._in = endpoint(usb.util.ENDPOINT_IN)
-        self._out = endpoint(usb.util.ENDPOINT_OUT)
+        usb.util.claim_interface(dev, interface.bInterfaceNumber)
+        try:
+            self._in = endpoint(usb.util.ENDPOINT_IN)
+            self._out = endpoint(usb.util.ENDPOINT_OUT)
+        except BaseException:  # the claimed interface is released, not left to nobody
+            with contextlib.suppress(usb.core.USBError):
+                usb.util.dispose_resources(dev)
+            raise
 
     def _clear_stall(self, ep: Any) -> None:
         self.stalls += 1
@@ -179,8 +184,15 @@ async def open_usb(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
         address = parse_usb_url(url)
     except ValueError as exc:
         raise TransportOpenError(f"cannot open {exc}") from exc
+    opening = asyncio.ensure_future(asyncio.to_thread(UsbPort, address))
     try:
-        port = await asyncio.to_thread(UsbPort, address)
+        port = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # The thread opens the device whatever happens: what it opened is closed again before
+        # the cancellation goes on (not whenever the collector happens to dispose of it).
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread((await opening).close)
+        raise
     except usb.core.USBError as exc:
         raise TransportOpenError(f"cannot open {address}: {exc}") from exc
     return await open_threaded(port)

@@ -23,6 +23,7 @@ import asyncio
 import errno
 import socket
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -69,6 +70,8 @@ class SimulatedUsbDevice:
         self.pending_stalls = 0
         self.pending_write_timeouts = 0
         self.sessions = 0
+        #: how long the firmware takes to power up when the host claims the interface
+        self.power_up_s = 0.0
         self._host: socket.socket | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -103,8 +106,15 @@ class SimulatedUsbDevice:
 
     # -- the session: host socket ↔ simulator ---------------------------------------------
 
+    @property
+    def running(self) -> int:
+        """Sessions still being served (a host that closed its port ends its session)."""
+        return len(self._sessions)
+
     def start_session(self, generation: int) -> socket.socket:
         """Power the firmware: the simulator starts serving. Called from a pyusb thread."""
+        if self.power_up_s:
+            time.sleep(self.power_up_s)
         host, device = socket.socketpair()
         with self._lock:
             if not self.plugged or generation != self.generation:

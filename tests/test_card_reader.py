@@ -32,7 +32,7 @@ from tableside.simulators.registry import build_simulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
 
 from .conftest import Mosquitto
-from .hil import Subscriber, event, make_config, simulated_table, simulator, state, stop
+from .hil import Subscriber, event, make_config, simulated_table, simulator, state, stop, until
 
 VID, PID, SERIAL = 0x1209, 0x7AB1, "SIMR0001"
 URL = f"usb://{VID:04x}:{PID:04x}?serial={SERIAL}"
@@ -135,6 +135,23 @@ async def test_a_closed_port_never_opens_the_device_again(no_backend_left: None)
         with pytest.raises(ConnectionResetError, match="closed"):
             await asyncio.to_thread(port.write, b"\x00")
         assert device.sessions == 1
+
+
+async def test_an_open_cancelled_while_the_device_powers_up_closes_what_it_opened(
+    no_backend_left: None,
+) -> None:
+    """The open runs in a thread, which cancelling cannot stop: the cancelled open returns once
+    that thread's port is closed again, not leaving it claimed until the garbage collector
+    happens to dispose of it (or never, in a reference cycle)."""
+    async with usb_bus(reader(interval=None)) as device:
+        device.power_up_s = 0.5
+        opening = asyncio.create_task(open_transport(URL))
+        await asyncio.sleep(0.1)  # the open is in the claim, waiting for the firmware
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        assert device.sessions == 1  # the thread's open had finished
+        await until(lambda: device.running == 0, within=10)  # and its port was closed
 
 
 async def test_usb_reader_end_to_end_with_bus_faults(
