@@ -620,7 +620,7 @@ async def run_daemon(
         "messages": daemon.publisher.published,
         "redelivered": daemon.publisher.redelivered,
         "connections": daemon.publisher.connections,
-        "rulings": daemon.rulings,
+        "rulings": daemon.runtime.rulings,
     }
 
 

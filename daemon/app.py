@@ -19,7 +19,6 @@ every ``[proof] checkpoint_interval_s`` and on a clean stop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import gc
@@ -51,7 +50,6 @@ from tableside.drivers.link import ArqPolicy, FrameBudget
 from tableside.drivers.registry import get_driver
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
-from tableside.rules.table import TableState
 
 __all__ = ["KeyUnreadable", "TableDaemon"]
 
@@ -177,32 +175,6 @@ class TableDaemon:
         self.handling_errors = 0
         self._tasks: asyncio.TaskGroup | None = None
 
-    # -- what the tests, the metrics and the CLI read ------------------------------------------
-
-    @property
-    def devices(self) -> dict[str, DeviceRuntime]:
-        return self.runtime.devices
-
-    @property
-    def table_facts(self) -> TableFacts:
-        return self.runtime.facts
-
-    @property
-    def table_state(self) -> TableState:
-        return self.runtime.state
-
-    @property
-    def rulings(self) -> int:
-        return self.runtime.rulings
-
-    @property
-    def rulings_by_clause(self) -> collections.Counter[tuple[str, str]]:
-        return self.runtime.rulings_by_clause
-
-    @property
-    def commands_by_result(self) -> collections.Counter[tuple[str, str]]:
-        return self.router.commands_by_result
-
     # -- lifecycle ------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -230,12 +202,12 @@ class TableDaemon:
                 assert self.journal.failed is not None
                 tg.create_task(_raise_when(self.journal.failed), name="journal.watch")
                 publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
-                for rt in self.devices.values():
+                for rt in self.runtime.devices.values():
                     self.runtime.publish_device(rt, utc_ms())
                 self.runtime.publish_table("start", utc_ms())
                 drivers = [
                     tg.create_task(rt.driver.run(), name=f"device.{name}")
-                    for name, rt in self.devices.items()
+                    for name, rt in self.runtime.devices.items()
                 ]
                 tg.create_task(self._escalations(), name="rulings.escalate")
                 if self.notifier.watchdog_interval:
@@ -254,7 +226,7 @@ class TableDaemon:
                 gc.freeze()
                 self.ready.set()
                 self._notify(self.notifier.ready, f"table {self.table}: started")
-                log.info("daemon_started", table=self.table, devices=list(self.devices))
+                log.info("daemon_started", table=self.table, devices=list(self.runtime.devices))
                 try:
                     await asyncio.Future()  # until cancelled
                 except asyncio.CancelledError:
@@ -315,11 +287,12 @@ class TableDaemon:
         """Ping systemd from the event loop itself: if the loop hangs, the pings stop."""
         while True:
             self._notify(self.notifier.watchdog)
-            connected = sum(rt.connection.value == "connected" for rt in self.devices.values())
+            devices = self.runtime.devices.values()
+            connected = sum(rt.connection.value == "connected" for rt in devices)
             broker = "up" if self.publisher.connected.is_set() else "down"
             self._notify(
                 self.notifier.status,
-                f"table {self.table}: {connected}/{len(self.devices)} devices connected, "
+                f"table {self.table}: {connected}/{len(devices)} devices connected, "
                 f"broker {broker}, {self.publisher.pending} queued",
             )
             await asyncio.sleep(interval)
@@ -329,7 +302,7 @@ class TableDaemon:
     def _sink(self, name: str) -> EventSink:
         def sink(event: DeviceEvent) -> None:
             try:
-                self._carry_out(self.runtime.handle(self.devices[name], event))
+                self._carry_out(self.runtime.handle(self.runtime.devices[name], event))
             except Exception:
                 # A bug here must not take the driver down with it; it is logged and counted.
                 self.handling_errors += 1
@@ -341,7 +314,7 @@ class TableDaemon:
         """The lock-out on "no more bets" (and the release on "bets open"), on every acceptor
         at once: 555.2(f)(2), 559.2(f)."""
         for action in actions:
-            rt = self.devices[action.device]
+            rt = self.runtime.devices[action.device]
             self._spawn(self._table_action(rt, action.action), f"{action.action}.{rt.name}")
 
     async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
@@ -373,7 +346,7 @@ class TableDaemon:
         clock = self.journal.clock
         while True:
             self._rulings_moved.clear()
-            when = due(self.table_state.rulings, after)
+            when = due(self.runtime.state.rulings, after)
             wait = None if when is None else (when - clock.now()) / clock.speed
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):

@@ -267,7 +267,7 @@ async def run_demo(
                     usb_transport.set_backend(None)
                     await usb_device.aclose()
         print(
-            f"-- done: {shuffler.cycles} shuffles, {daemon.rulings} rulings, "
+            f"-- done: {shuffler.cycles} shuffles, {daemon.runtime.rulings} rulings, "
             f"{len(monitor.seen)} messages seen by the monitor, "
             f"{len(monitor.gaps)} seq gaps"
             + (f", {len(monitor.missed)} missed by the monitor itself" if monitor.missed else ""),

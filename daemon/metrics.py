@@ -63,7 +63,7 @@ class DaemonCollector(Collector):
             "tableside_info", "The table this daemon runs (value 1).", labels=["table", "game",
                                                                             "version"]
         )  # fmt: skip
-        info.add_metric([table, d.table_facts.game.value, __version__], 1)
+        info.add_metric([table, d.runtime.facts.game.value, __version__], 1)
         yield info
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -117,7 +117,7 @@ class DaemonCollector(Collector):
             "tableside_rulings", "Rulings given, by rule and clause.", labels=["table", "rule",
                                                                               "clause"]
         )  # fmt: skip
-        for (rule, clause), n in sorted(d.rulings_by_clause.items()):
+        for (rule, clause), n in sorted(d.runtime.rulings_by_clause.items()):
             rulings.add_metric([table, rule, clause], n)
         yield rulings
 
@@ -128,14 +128,14 @@ class DaemonCollector(Collector):
             "[rulings] escalate_after_s, acknowledged).",
             labels=["table", "state"],
         )
-        by_state = collections.Counter(str(r.state) for r in d.table_state.rulings)
+        by_state = collections.Counter(str(r.state) for r in d.runtime.state.rulings)
         for state in ("open", "escalated", "acknowledged"):
             unresolved.add_metric([table, state], by_state[state])
         yield unresolved
         yield gauge(
             "tableside_rulings_halting",
             "Unresolved rulings that halt dealing.",
-            sum(1 for r in d.table_state.rulings if r.halts),
+            sum(1 for r in d.runtime.state.rulings if r.halts),
         )
 
         commands = CounterMetricFamily(
@@ -143,7 +143,7 @@ class DaemonCollector(Collector):
             "Requests answered, by command and result (ok or refused).",
             labels=["table", "command", "result"],
         )
-        for (command, result), n in sorted(d.commands_by_result.items()):
+        for (command, result), n in sorted(d.router.commands_by_result.items()):
             commands.add_metric([table, command, result], n)
         yield commands
 
@@ -162,7 +162,7 @@ class DaemonCollector(Collector):
             "Events the device reported, this process.",
             labels=["table", "device", "device_class"],
         )
-        for name, rt in sorted(d.devices.items()):
+        for name, rt in sorted(d.runtime.devices.items()):
             cls = rt.driver.device_class
             for state in ConnectionState:
                 connection.add_metric([table, name, cls, state.value], int(rt.connection is state))

@@ -92,7 +92,9 @@ async def test_every_declared_command_through_the_daemon(
         opening = {"command": "open_table", "device": "table", "request_id": "open"}
         opened = await _ask(table, mosquitto.port, "floorperson", opening)
         assert opened["ok"], opened
-        devices = {rt.driver.device_class: name for name, rt in table.daemon.devices.items()}
+        devices = {
+            rt.driver.device_class: name for name, rt in table.daemon.runtime.devices.items()
+        }
         for n, command in enumerate(COMMANDS.values()):
             if command.name == "open_table":
                 continue
@@ -135,12 +137,12 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         assert refused["error"].startswith(
             "start_round: dealing is halted — 58 Pa. Code § 551.2(e)"
         )
-        assert table.daemon.table_state.phase.value == "open", "refused: nothing moved"
+        assert table.daemon.runtime.state.phase.value == "open", "refused: nothing moved"
         by_dealer = await ask("dealer", "start_round", "s2", override="go on")
         assert "only a floorperson may override" in by_dealer["error"]
         overridden = await ask("floorperson", "start_round", "s3", override="inspection at 10")
         assert overridden["ok"] and overridden["override"].startswith("inspection at 10")
-        assert table.daemon.table_state.phase.value == "dealing"
+        assert table.daemon.runtime.state.phase.value == "dealing"
         (dealt,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
         assert dealt.payload["rule_id"] == "551.2(e).reader-inspection" and dealt.payload["halts"]
         assert (await ask("floorperson", "reader_inspected", "i"))["ok"]

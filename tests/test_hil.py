@@ -206,7 +206,7 @@ async def test_silent_line_goes_stale_then_recovers(mosquitto: Mosquitto, tmp_pa
             ),
             within=30,
         )
-        assert table.daemon.devices["shuffler"].connection.value == "connected"
+        assert table.daemon.runtime.devices["shuffler"].connection.value == "connected"
 
 
 async def test_card_identities_stay_on_the_table(mosquitto: Mosquitto, tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ class Table:
 
     @property
     def lockout_in_effect(self) -> bool:
-        driver = self.daemon.devices["acceptors"].driver
+        driver = self.daemon.runtime.devices["acceptors"].driver
         assert isinstance(driver, CcTalkAcceptorsDriver)
         return driver.lockout_effective
 
@@ -131,7 +131,7 @@ async def test_no_more_bets_from_a_person_locks_out(
         assert not any(a.accepting for a in t.bus.by_seat.values())
         assert t.wager(2) == "refused"
         await t.sub.wait_for(kind_is("wager_refused", seat=2))
-        assert t.daemon.table_state.wagers_accepted == 1
+        assert t.daemon.runtime.state.wagers_accepted == 1
         refused = await t.ask("dealer", "bets_open")
         assert refused["error"] == "a dealer may not give 'bets_open' (it needs: floorperson)"
         assert not any(a.accepting for a in t.bus.by_seat.values())
@@ -162,7 +162,7 @@ async def test_a_busy_seat_is_not_confirmed(mosquitto: Mosquitto, tmp_path: Path
         await until(lambda: t.lockout_in_effect)
         assert t.wager(2) == "accepted"
         await t.sub.wait_for(kind_is("wager_late", seat=2))
-        assert t.daemon.table_state.wagers_accepted == 0
+        assert t.daemon.runtime.state.wagers_accepted == 0
         assert (await t.ask("floorperson", "bets_open"))["ok"]
         (released,) = await t.sub.wait_for(event("lockout_released"))
         assert released.payload["data"] == {"seats": [1, 3], "unconfirmed": [2]}
@@ -257,7 +257,7 @@ async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_p
         for m in cut:
             assert m.payload["data"]["timing"] == "before_lockout"
             assert m.payload["data"]["read_after_gap_s"] > 0
-        assert t.daemon.table_state.wagers_accepted == 2
+        assert t.daemon.runtime.state.wagers_accepted == 2
         # 2. "No more bets" while the bus is down: the wager taken in the cut cannot be placed
         # against it; counted, timing unknown. Seven at seat 3: two are unaccounted for.
         t.bus.cut(3.0)
@@ -277,8 +277,8 @@ async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_p
         assert lost.payload["data"]["lost"] == 2
         (said,) = await t.sub.wait_for(ruling("58 Pa. Code § 555.8(b)"))
         assert said.payload["event"]["event"] == "events_lost"
-        await until(lambda: t.daemon.table_state.events_unaccounted == 2)
-        assert t.daemon.table_state.wagers_accepted == 2 + 1 + 5
+        await until(lambda: t.daemon.runtime.state.events_unaccounted == 2)
+        assert t.daemon.runtime.state.wagers_accepted == 2 + 1 + 5
         assert not any(a.accepting for a in t.bus.by_seat.values())
 
 

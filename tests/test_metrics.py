@@ -115,7 +115,7 @@ async def test_counters_move_with_a_shuffle_a_ruling_and_commands(
         mosquitto.kill()
         await until(lambda: not table.daemon.publisher.connected.is_set())
         await stop(table.tasks["sim"])
-        shuffler = table.daemon.devices["shuffler"]
+        shuffler = table.daemon.runtime.devices["shuffler"]
         await until(lambda: shuffler.connection is not ConnectionState.CONNECTED)
         down = samples((await scrape(port))[1])
         assert value(down, "tableside_broker_connected") == 0

@@ -335,7 +335,7 @@ async def test_progressive_meter_and_payout_through_the_daemon(
                 == "a dealer may not give 'validate_payout' (it needs: floorperson)"
             )
             assert (await ask(client, "floorperson", "validate_payout", seat=2))["ok"]
-            before = daemon.table_state.meter_cents
+            before = daemon.runtime.state.meter_cents
             assert (await ask(client, "dealer", "pay_progressive", seat=2))["ok"]
         (paid,) = [m for m in sub.matching(table) if m.payload["cause"] == "pay_progressive"]
         assert paid.payload["state"]["claims"][0]["paid_cents"] == before
@@ -343,7 +343,7 @@ async def test_progressive_meter_and_payout_through_the_daemon(
     finally:
         await stop(task, controller_task, bus_task, sub_task)
     # Restarted: the meter is where it was, not back at the initial amount.
-    kept = daemon.table_state.meter_cents
+    kept = daemon.runtime.state.meter_cents
     again = TableDaemon(config)
-    assert again.table_state.meter_cents == kept
+    assert again.runtime.state.meter_cents == kept
     again.journal.close()

@@ -347,12 +347,12 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
             ("dealer", "start_round", {}),
         ):
             await ask(sub, mosquitto.url, role, command, **args)
-        before = daemon.table_state
+        before = daemon.runtime.state
         accepted = len(sub.matching(event("wager_accepted")))
         assert accepted == len(SEATS), "the acceptors took every wager, once"
         assert before.meter_cents == 10_000_00 + 75 * accepted, "each $1 wager at 75%"
         assert before.round == 1 and before.phase.value == "dealing"
-        acceptors_before = daemon.devices["acceptors"]
+        acceptors_before = daemon.runtime.devices["acceptors"]
         await stop(run)
         last = daemon.journal.next_seq - 1
 
@@ -364,8 +364,8 @@ async def test_journal_recover_keeps_the_table(mosquitto: Mosquitto, tmp_path: P
         assert main(["journal", "recover", str(path)]) == 0
 
         again = TableDaemon(config)
-        assert again.table_state.to_dict() == before.to_dict()
-        restored = again.devices["acceptors"]
+        assert again.runtime.state.to_dict() == before.to_dict()
+        restored = again.runtime.devices["acceptors"]
         assert (restored.identity, restored.parts) == (
             acceptors_before.identity, acceptors_before.parts)  # fmt: skip
         assert again.restored["retained"] > 0

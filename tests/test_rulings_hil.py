@@ -62,7 +62,7 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
             f"deal_round: dealing is halted — ruling {rid} is escalated (58 Pa. Code § 555.5(b): "
             "remove_deck; a floorperson resolves it)"
         ), refused["error"]
-        assert table.daemon.table_state.round == 0, "nothing was dealt"
+        assert table.daemon.runtime.state.round == 0, "nothing was dealt"
 
         # Who may: a dealer neither acknowledges nor resolves; nothing is resolved unacknowledged.
         by_dealer = await ask(table, port, "dealer", "acknowledge_ruling", "a0", ruling=rid,
@@ -97,7 +97,7 @@ async def test_a_miscount_is_acknowledged_then_resolved_and_only_then_dealing_re
     ) as table:  # fmt: skip
         sub = table.subscriber
         await table.daemon.publisher.connected.wait()
-        (restored,) = [r for r in table.daemon.table_state.rulings if r.id == rid]
+        (restored,) = [r for r in table.daemon.runtime.state.rulings if r.id == rid]
         assert (restored.state.value, restored.acknowledged_by) == ("acknowledged", "ann")
         refused = await ask(table, port, "floorperson", "deal_round", "d3", device="shoe",
                              positions=[1, 2])  # fmt: skip
@@ -180,7 +180,7 @@ async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
                                           ("technician", "device_installed", "di",
                                            {"device_class": "card_reader"})):  # fmt: skip
             assert (await ask(table, port, role, command, name, **args))["ok"], name
-        assert table.daemon.table_state.halted_by is None, "the reader is back"
+        assert table.daemon.runtime.state.halted_by is None, "the reader is back"
         refused = await ask(table, port, "dealer", "start_round", "s1")
         assert f"ruling {rid} is open (58 Pa. Code § 551.16(m)" in refused["error"]
         assert "551.2(e)" not in refused["error"], "inspected today"
@@ -214,7 +214,7 @@ async def test_a_ruling_left_open_across_a_restart_escalates_when_its_time_is_pa
             assert (await ask(table, port, "dealer", "start_shuffle", f"s{n}",
                                device="shuffler"))["ok"]  # fmt: skip
             await table.subscriber.wait_for(lambda m: m.kind == "ruling", count=n)
-        first, second = (r.id for r in table.daemon.table_state.rulings)
+        first, second = (r.id for r in table.daemon.runtime.state.rulings)
         assert (await ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=second,
                            by="fl"))["ok"]  # fmt: skip
         assert not table.subscriber.matching(lambda m: m.kind == "ruling_state"
@@ -224,5 +224,5 @@ async def test_a_ruling_left_open_across_a_restart_escalates_when_its_time_is_pa
     ) as table:
         (escalated,) = await table.subscriber.wait_for(_lifecycle(first, "escalated"), within=10)
         assert escalated.payload["halts"] is True
-        states = {r.id: r.state for r in table.daemon.table_state.rulings}
+        states = {r.id: r.state for r in table.daemon.runtime.state.rulings}
         assert states == {first: RulingState.ESCALATED, second: RulingState.ACKNOWLEDGED}

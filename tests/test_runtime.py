@@ -53,7 +53,7 @@ async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
 ) -> None:
     first = daemon.journal.next_seq
     fault = ShufflerFault(device="shuffler", shuffle_id=3, fault="jam", detail="cards stuck")
-    assert daemon.runtime.handle(daemon.devices["shuffler"], fault) == []
+    assert daemon.runtime.handle(daemon.runtime.devices["shuffler"], fault) == []
     records = await journaled(daemon, first)
     assert [topic for topic, _ in records] == [
         "device/shuffler/event", "device/shuffler/state", "ruling", "table"
@@ -68,7 +68,7 @@ async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
     assert [r["id"] for r in table["state"]["rulings"]] == [ruling["seq"]]
     assert table["cause"] == "rulings_opened"
     assert [p["seq"] for _, p in records] == list(range(first, first + 4))
-    assert daemon.rulings_by_clause == {("555.14(e).shuffler-fault", ruling["clause"]): 1}
+    assert daemon.runtime.rulings_by_clause == {("555.14(e).shuffler-fault", ruling["clause"]): 1}
 
 
 async def test_card_identities_stay_on_the_table_but_reach_the_rules(
@@ -78,7 +78,7 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
     short = ShuffleCompleted(device="shuffler", shuffle_id=1, card_count=51, counted=True,
                              deck="single", back_colour="red", missing_count=1, extra_count=0,
                              missing_cards=("AS",))  # fmt: skip
-    daemon.runtime.handle(daemon.devices["shuffler"], short)
+    daemon.runtime.handle(daemon.runtime.devices["shuffler"], short)
     records = await journaled(daemon, first)
     event = records[0][1]
     assert event["event"] == "shuffle_complete" and "missing_cards" not in event["data"]
@@ -90,10 +90,10 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
 async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon) -> None:
     first = daemon.journal.next_seq
     press = ButtonPressed(device="progressive", button="no_more_bets")
-    assert daemon.runtime.handle(daemon.devices["progressive"], press) == [
+    assert daemon.runtime.handle(daemon.runtime.devices["progressive"], press) == [
         DeviceAction("acceptors", "lock_out")
     ]
-    assert daemon.table_state.phase.value == "no_more_bets"
+    assert daemon.runtime.state.phase.value == "no_more_bets"
     # a person's word does the same; "bets open" releases
     assert daemon.runtime.person("bets_open", {}) == [DeviceAction("acceptors", "release")]
     assert daemon.runtime.person("no_more_bets", {}) == [DeviceAction("acceptors", "lock_out")]
@@ -104,17 +104,17 @@ async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon)
 async def test_a_word_the_table_cannot_take_is_refused_and_journals_nothing(
     daemon: TableDaemon,
 ) -> None:
-    first, before = daemon.journal.next_seq, daemon.table_state
+    first, before = daemon.journal.next_seq, daemon.runtime.state
     with pytest.raises(ValueError, match="chips_collected: args count"):
         daemon.runtime.person("chips_collected", {"count": "many"})
-    assert daemon.table_state == before
+    assert daemon.runtime.state == before
     assert await journaled(daemon, first) == []
 
 
 async def test_a_lock_out_that_failed_is_an_event_of_its_own(daemon: TableDaemon) -> None:
     first = daemon.journal.next_seq
     failed = TableActionFailed(device="acceptors", action="lock_out", detail="bus down")
-    daemon.runtime.handle(daemon.devices["acceptors"], failed)
+    daemon.runtime.handle(daemon.runtime.devices["acceptors"], failed)
     (topic, event), *_ = await journaled(daemon, first)
     assert topic == "device/acceptors/event"
     assert event["event"] == "table_action_failed"

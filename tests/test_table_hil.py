@@ -112,8 +112,8 @@ async def test_the_command_line_asks_as_a_role(mosquitto: Mosquitto, tmp_path: P
                                        "dealing=hand") == 1  # fmt: skip
         assert await asyncio.to_thread(ask, "dealer", "table", "stub_count", "count=52",
                                        "misdealt=false") == 0  # fmt: skip
-        assert table.daemon.table_state.phase.value == "open"
-        assert table.daemon.table_state.rounds_since_stub_count == 0
+        assert table.daemon.runtime.state.phase.value == "open"
+        assert table.daemon.runtime.state.rounds_since_stub_count == 0
         assert main(["command", "dealer", "table", "open_table", "--broker", mosquitto.url]) == 2
 
 
@@ -194,7 +194,7 @@ async def test_stub_count_and_alternating_decks_from_the_devices(
         assert [(r["clause"], r["round"]) for r in rulings] == [("58 Pa. Code § 555.10(d)", 6)]
         await ask(port, "dealer", "stub_count", "s1", count=52, misdealt=False)
         assert (await result(table, "s1"))["ok"]
-        assert table.daemon.table_state.rounds_since_stub_count == 0
+        assert table.daemon.runtime.state.rounds_since_stub_count == 0
         # Deal again without a shuffle: the deck dealt last round comes round again.
         await deal(port, 7)
         found = await sub.wait_for(
@@ -253,7 +253,7 @@ async def test_spanish_21_tens_through_the_daemon(mosquitto: Mosquitto, tmp_path
             assert (await result(table, rid))["ok"], rid
         found = await sub.wait_for(lambda m: m.kind == "ruling", count=2)
         assert found[-1].payload["clause"] == "58 Pa. Code § 551.16(b)"
-        assert table.daemon.table_state.up_card is None
+        assert table.daemon.runtime.state.up_card is None
 
 
 async def test_baccarat_card_values_through_the_daemon(

@@ -90,7 +90,7 @@ async def test_deck_age_driven_by_a_test_clock(mosquitto: Mosquitto, tmp_path: P
         await table.daemon.publisher.connected.wait()
         port = mosquitto.port
         assert (await _ask(table, port, "floorperson", "open_table", "o"))["ok"]
-        opened = table.daemon.table_state.cards_in_play_since
+        opened = table.daemon.runtime.state.cards_in_play_since
         assert opened is not None
         while table.daemon.journal.clock.now() - opened < 8.1 * 3600:
             await asyncio.sleep(0.05)
