@@ -8,6 +8,11 @@ the daemon, so a change to the daemon's decoder cannot move the baseline.
 
 One task per ``--pty``; frames from the n-th go to ``<topic>/<n>``. ``--ready-topic``: publish
 ``online`` there once connected (for cold-start timing).
+
+``--durable FILE``: the durable twin, the honest limit for a daemon that journals before it
+sends (issue 20). The same code, but every frame of one read is appended to FILE and made durable
+with one ``fdatasync`` (on a worker thread, so other devices' reads go on) before any of them is
+ACKed or published.
 """
 
 from __future__ import annotations
@@ -68,28 +73,40 @@ async def open_pty(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
     return reader, writer
 
 
-async def forward_one(path: str, client: aiomqtt.Client, topic: str) -> None:
+def append_durably(fd: int, data: bytes) -> None:
+    """Append ``data`` and return once it is on the disk (one fdatasync)."""
+    os.write(fd, data)
+    os.fdatasync(fd)
+
+
+async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: int | None) -> None:
     reader, writer = await open_pty(path)
     buffer = bytearray()
     while data := await reader.read(4096):
         buffer += data
-        for seq, kind, payload in frames(buffer):
-            if kind in (ACK, NAK):
-                continue
+        found = [(seq, kind, payload) for seq, kind, payload in frames(buffer)
+                 if kind not in (ACK, NAK)]  # fmt: skip
+        if durable is not None and found:
+            record = b"".join(frame(seq, kind, payload) for seq, kind, payload in found)
+            await asyncio.to_thread(append_durably, durable, record)
+        for seq, kind, payload in found:
             writer.write(frame(seq, ACK))
             if kind == SHUFFLE_COMPLETE and len(payload) >= 4:
                 shuffle_id = int.from_bytes(payload[:4], "big")
                 await client.publish(topic, json.dumps({"shuffle_id": shuffle_id}), qos=1)
 
 
-async def forward(ptys: list[str], broker: str, topic: str, ready_topic: str | None) -> None:
+async def forward(
+    ptys: list[str], broker: str, topic: str, ready_topic: str | None, durable: str | None
+) -> None:
+    fd = None if durable is None else os.open(durable, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     parts = urlsplit(broker)
     async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883) as client:
         if ready_topic:
             await client.publish(ready_topic, "online", qos=1, retain=True)
         async with asyncio.TaskGroup() as tg:
             for n, path in enumerate(ptys):
-                tg.create_task(forward_one(path, client, f"{topic}/{n}"))
+                tg.create_task(forward_one(path, client, f"{topic}/{n}", fd))
 
 
 def main() -> None:
@@ -98,8 +115,9 @@ def main() -> None:
     parser.add_argument("--broker", required=True)
     parser.add_argument("--topic", default="bench/raw")
     parser.add_argument("--ready-topic")
+    parser.add_argument("--durable", metavar="FILE", help="append and fdatasync each read first")
     args = parser.parse_args()
-    asyncio.run(forward(args.pty, args.broker, args.topic, args.ready_topic))
+    asyncio.run(forward(args.pty, args.broker, args.topic, args.ready_topic, args.durable))
 
 
 if __name__ == "__main__":

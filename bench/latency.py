@@ -3,7 +3,10 @@
 Runs, in one launch, the same device traffic through
   * ``tableside run`` (the real daemon, as a user starts it, in its own process),
   * ``bench/forwarder.py`` (a bare pty → aiomqtt forwarder with its own minimal framing: the
-    baseline), and
+    baseline),
+  * the same forwarder made durable (``--durable``: each read's frames appended to a file with one
+    ``fdatasync`` before any is ACKed or published: the honest limit for a daemon that journals
+    before it sends), and
   * with ``--before COMMIT``, ``tableside run`` of that commit (``git archive`` into a
     temporary folder, run from there),
 alternating (``--rounds``), so drift on a shared machine hits each.
@@ -37,7 +40,8 @@ Modes:
 
     .venv/bin/python bench/latency.py --flood --events 1000 --interval 0.02 --rounds 1
 
-Starts its own Mosquitto on a free loopback port (or use --broker URL).
+Starts its own Mosquitto on a free loopback port (or use --broker URL). At the end it prints each
+tableside variant's medians over the rounds as ratios to the baseline and the durable twin.
 """
 
 from __future__ import annotations
@@ -427,6 +431,32 @@ def before_tree(commit: str, directory: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(directory / "src")}
 
 
+#: the figures whose ratios to the baseline and the durable twin are printed at the end
+RATIO_KEYS = (
+    "p50_ms", "p99_ms", "cpu_per_event_us", "events_per_s", "cold_start_s", "idle_rss_mib",
+)  # fmt: skip
+TWINS = ("baseline", "durable")
+
+
+def summarise(results: list[dict[str, Any]]) -> list[str]:
+    """Each variant's median over the rounds of each RATIO_KEYS figure, and every tableside
+    variant's as a ratio to the baseline's and the durable twin's."""
+    medians: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys(r["variant"] for r in results):
+        rows = [r for r in results if r["variant"] == name]
+        medians[name] = {k: statistics.median(r[k] for r in rows) for k in RATIO_KEYS
+                         if all(isinstance(r.get(k), int | float) for r in rows)}  # fmt: skip
+    lines = []
+    for name, figures in medians.items():
+        shown = []
+        for key, value in figures.items():
+            versus = [f"{value / medians[b][key]:.2f}x {b}" for b in TWINS
+                      if name not in TWINS and medians.get(b, {}).get(key)]  # fmt: skip
+            shown.append(f"{key} {value:g}" + (f" ({', '.join(versus)})" if versus else ""))
+        lines.append(f"median {name:<20} " + "; ".join(shown))
+    return lines
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -468,12 +498,18 @@ async def main() -> None:
             config = daemon_config(directory, broker, devices, args.flood)
             variants = []
             if not (args.flood or args.no_baseline):
-                variants.append(Variant(
-                    "baseline",
-                    lambda ptys: [sys.executable, str(HERE / "forwarder.py"), "--broker", broker,
-                                  "--ready-topic", "bench/raw-status",
-                                  *(x for pty in ptys for x in ("--pty", pty))],
-                    "bench/raw/+", "bench/raw-status"))  # fmt: skip
+
+                def forwarder(*extra: str) -> Callable[[list[str]], list[str]]:
+                    return lambda ptys: [
+                        sys.executable, str(HERE / "forwarder.py"), "--broker", broker,
+                        "--ready-topic", "bench/raw-status", *extra,
+                        *(x for pty in ptys for x in ("--pty", pty)),
+                    ]  # fmt: skip
+
+                durable_log = str(directory / "state" / "durable.log")
+                variants.append(Variant("baseline", forwarder(), "bench/raw/+", "bench/raw-status"))
+                variants.append(Variant("durable", forwarder("--durable", durable_log),
+                                        "bench/raw/+", "bench/raw-status"))  # fmt: skip
 
             def tableside(ptys: list[str]) -> list[str]:
                 if args.flood:
@@ -496,9 +532,10 @@ async def main() -> None:
                 for variant in variants:
                     # a fresh journal each time: every variant starts from the same state
                     shutil.rmtree(directory / "state", ignore_errors=True)
+                    (directory / "state").mkdir()
                     if args.idle:
                         r = await run_idle(variant, broker)
-                        if variant.name != "baseline":
+                        if variant.name not in ("baseline", "durable"):
                             r.update(import_time(variant.env))
                     elif args.throughput:
                         r = await run_throughput(variant, broker, devices, args.throughput, 3.0)
@@ -513,6 +550,9 @@ async def main() -> None:
             if mosquitto is not None:
                 mosquitto.terminate()
                 await mosquitto.wait()
+    ratios = summarise(results)
+    for line in ratios:
+        print(line)
     meta = {
         "python": platform.python_version(),
         "machine": platform.machine(),
