@@ -179,8 +179,10 @@ class _Cells:
         hits = self.hits[cell]
         p = min(1.0, self.n * self.n * laws.binomial_sf(hits, shuffles, 1.0 / self.n))
         row, column = divmod(cell, self.n)
+        # the card itself is not named: an alert leaves the table, card identities do not
+        what = f"input position {row + 1}" if self.name == "positions" else "one card"
         detail = (
-            f"{self.what} {row + 1} at position {column + 1} in {hits} of {shuffles} shuffles "
+            f"{what} at output position {column + 1} in {hits} of {shuffles} shuffles "
             f"(1 in {self.n} expected; p Bonferroni over the {self.n * self.n} cells)"
         )
         alert = Alert(self.name, hits / shuffles, p, shuffles, self.value[cell], self.threshold,
