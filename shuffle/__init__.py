@@ -2,7 +2,15 @@
 sequential decision per shuffler (docs/shuffle.md). Pure: no I/O, standard library only."""
 
 from tableside.shuffle.deck import CardSpellingError, new_deck, parse_card, parse_deck, spell
-from tableside.shuffle.models import Fair, Model, Riffle, Rig, Shelf, ShuffleSpecError, parse_shuffle
+from tableside.shuffle.models import (
+    Fair,
+    Model,
+    Riffle,
+    Rig,
+    Shelf,
+    ShuffleSpecError,
+    parse_shuffle,
+)
 from tableside.shuffle.monitor import BUDGET, Alert, ShuffleMonitor, TestStatus
 
 __all__ = [

@@ -14,14 +14,14 @@ from functools import cache
 
 __all__ = [
     "Law",
-    "chi2_sf",
     "binomial_sf",
+    "chi2_sf",
     "colour_changes_law",
     "guess_law",
     "normal_sf",
     "riffle_rising_law",
-    "rising_law",
     "riffle_tv",
+    "rising_law",
     "successions_law",
     "valleys_law",
 ]
@@ -173,7 +173,7 @@ def guess_law(n: int) -> Law:
 @cache
 def colour_changes_law(red: int, black: int) -> Law:
     """Colour changes between neighbours when ``red`` red and ``black`` black cards are in
-    uniform order: the Wald–Wolfowitz runs law, changes = runs - 1."""
+    uniform order: the Wald-Wolfowitz runs law, changes = runs - 1."""
     n = red + black
     counts = [0] * max(1, n)
     for runs in range(1, n + 1):

@@ -57,7 +57,7 @@ class Fair:
 
 @dataclass(frozen=True)
 class Riffle:
-    """``times`` riffles in the Gilbert–Shannon–Reeds model: cut Binomial(n, 1/2), then drop
+    """``times`` riffles in the Gilbert-Shannon-Reeds model: cut Binomial(n, 1/2), then drop
     from each packet with probability proportional to its size."""
 
     times: int

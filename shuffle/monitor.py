@@ -145,7 +145,7 @@ class _Test:
 
 
 class _Cells:
-    """n × n Bernoulli CUSUMs (what lands where), updated lazily: a shuffle touches n cells."""
+    """n x n Bernoulli CUSUMs (what lands where), updated lazily: a shuffle touches n cells."""
 
     def __init__(self, name: str, n: int, threshold: float) -> None:
         self.name, self.n, self.threshold = name, n, threshold
@@ -193,7 +193,8 @@ class _Cells:
     def status(self) -> TestStatus:
         t = self.seen
         level = max(
-            max(0.0, v + self.down * (t - last)) for v, last in zip(self.value, self.last, strict=True)
+            max(0.0, v + self.down * (t - last))
+            for v, last in zip(self.value, self.last, strict=True)
         )
         return TestStatus(self.name, t, 1.0 / self.n, 1.0 / self.n, level / self.threshold)
 
@@ -238,23 +239,48 @@ class ShuffleMonitor:
         pairs, kept = laws.successions_law(n), _kept_law(n)
         red = sum(map(is_red, deck))
         colour = laws.colour_changes_law(red, n - red)
-        self._with_input: list[tuple[_Test, Callable[[Sequence[int], Sequence[int],
-                                                      list[int]], int]]] = [  # fmt: skip
-            (test("guessing score", guess, True, "correct guesses",
-                  _tilt(guess, 0.3), _tilt(guess, 0.9)), lambda a, b, s: stats.guess_score(s)),
-            (test("rising sequences", rising, False, "rising sequences",
-                  _ratio(laws.riffle_rising_law(n, 5), rising),
-                  _ratio(laws.riffle_rising_law(n, 7), rising)),
-             lambda a, b, s: stats.rising_sequences(s)),
-            (test("valleys", vall, False, "valleys", _tilt(vall, -0.5), _tilt(vall, -1.5)),
-             lambda a, b, s: stats.valleys(s)),
-            (test("adjacent pairs kept", pairs, True, "pairs", _tilt(pairs, 1.0)),
-             lambda a, b, s: stats.successions(s)),
-            (test("top cards kept", kept, True, "cards", _kept(n), family=2),
-             lambda a, b, s: stats.prefix_kept(a, b)),
-            (test("bottom cards kept", kept, True, "cards", _kept(n), family=2),
-             lambda a, b, s: stats.suffix_kept(a, b)),
-        ]  # fmt: skip
+        self._with_input: list[
+            tuple[_Test, Callable[[Sequence[int], Sequence[int], list[int]], int]]
+        ] = [
+            (
+                test(
+                    "guessing score",
+                    guess,
+                    True,
+                    "correct guesses",
+                    _tilt(guess, 0.3),
+                    _tilt(guess, 0.9),
+                ),
+                lambda a, b, s: stats.guess_score(s),
+            ),
+            (
+                test(
+                    "rising sequences",
+                    rising,
+                    False,
+                    "rising sequences",
+                    _ratio(laws.riffle_rising_law(n, 5), rising),
+                    _ratio(laws.riffle_rising_law(n, 7), rising),
+                ),
+                lambda a, b, s: stats.rising_sequences(s),
+            ),
+            (
+                test("valleys", vall, False, "valleys", _tilt(vall, -0.5), _tilt(vall, -1.5)),
+                lambda a, b, s: stats.valleys(s),
+            ),
+            (
+                test("adjacent pairs kept", pairs, True, "pairs", _tilt(pairs, 1.0)),
+                lambda a, b, s: stats.successions(s),
+            ),
+            (
+                test("top cards kept", kept, True, "cards", _kept(n), family=2),
+                lambda a, b, s: stats.prefix_kept(a, b),
+            ),
+            (
+                test("bottom cards kept", kept, True, "cards", _kept(n), family=2),
+                lambda a, b, s: stats.suffix_kept(a, b),
+            ),
+        ]
         self._colour = test("colour changes", colour, False, "colour changes",
                             _tilt(colour, 0.25), _tilt(colour, -0.25))  # fmt: skip
         self._tests = [t for t, _ in self._with_input] + [self._colour]
@@ -271,8 +297,10 @@ class ShuffleMonitor:
         strongest alert any test raised on it, or None."""
         if self._cards is None:
             self._build(after)
-        if frozenset(after) != self._cards or len(after) != len(self._cards) or (
-            before is not None and (len(before) != len(after) or set(before) != self._cards)
+        if (
+            frozenset(after) != self._cards
+            or len(after) != len(self._cards)
+            or (before is not None and (len(before) != len(after) or set(before) != self._cards))
         ):
             self.skipped += 1
             return None
@@ -305,8 +333,8 @@ class ShuffleMonitor:
         alert: Alert | None = None
         if key in named:
             p = len(named) / fact
-            alert = Alert("sorted output", 1.0, p, 1, -math.log(p), -math.log(self._immediate),
-                          "the output is the input order, its reverse, or a sorted deck")  # fmt: skip
+            why = "the output is the input order, its reverse, or a sorted deck"
+            alert = Alert("sorted output", 1.0, p, 1, -math.log(p), -math.log(self._immediate), why)
         elif key in self._remembered:
             p = len(self._memory) / fact
             alert = Alert("repeated output", 1.0, p, len(self._memory), -math.log(p),

@@ -3,6 +3,7 @@ others read that (or the output alone). Each is O(n): the table runs them on eve
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from tableside.shuffle.deck import is_red
@@ -26,7 +27,7 @@ def positions(before: Sequence[int], after: Sequence[int]) -> list[int]:
 
 
 def rising_sequences(sigma: Sequence[int]) -> int:
-    """Rising sequences (Bayer–Diaconis): 1 + the input cards i whose successor i+1 lies above
+    """Rising sequences (Bayer and Diaconis): 1 + the input cards i whose successor i+1 lies above
     them in the output."""
     return 1 + sum(1 for i in range(len(sigma) - 1) if sigma[i + 1] < sigma[i])
 
@@ -41,9 +42,7 @@ def valleys(sigma: Sequence[int]) -> int:
     came_from = [0] * n  # came_from[j]: input position of the card at output position j
     for i, j in enumerate(sigma):
         came_from[j] = i
-    return sum(
-        1 for j in range(1, n - 1) if came_from[j - 1] > came_from[j] < came_from[j + 1]
-    )
+    return sum(1 for j in range(1, n - 1) if came_from[j - 1] > came_from[j] < came_from[j + 1])
 
 
 def successions(sigma: Sequence[int]) -> int:
@@ -69,7 +68,7 @@ def suffix_kept(before: Sequence[int], after: Sequence[int]) -> int:
 def colour_changes(after: Sequence[int]) -> int:
     """Neighbours of different colours (red: diamonds, hearts)."""
     colours = [is_red(c) for c in after]
-    return sum(1 for a, b in zip(colours, colours[1:], strict=False) if a != b)
+    return sum(1 for a, b in itertools.pairwise(colours) if a != b)
 
 
 def guess_score(sigma: Sequence[int]) -> int:

@@ -243,7 +243,14 @@ def _parser() -> argparse.ArgumentParser:
     from tableside.floor.cli import add_parser as add_floor
 
     add_floor(sub)
+    _add_shuffle_parsers(sub)
     return parser
+
+
+def _add_shuffle_parsers(sub: Any) -> None:
+    from tableside.shuffle_lab import add_parsers
+
+    add_parsers(sub)
 
 
 #: a stop that has not finished this long after SIGTERM/SIGINT is forced; below the unit's
@@ -909,6 +916,18 @@ def _cmd_commands(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_shuffle_test(args: argparse.Namespace) -> int:
+    from tableside.shuffle_lab import shuffle_test
+
+    return shuffle_test(args)
+
+
+def _cmd_shuffle_decks(args: argparse.Namespace) -> int:
+    from tableside.shuffle_lab import shuffle_decks
+
+    return shuffle_decks(args)
+
+
 def _cmd_floor(args: argparse.Namespace) -> int:
     from tableside.floor.cli import command
 
@@ -930,6 +949,8 @@ _COMMANDS = {
     "demo": _cmd_demo,
     "schemas": _cmd_schemas,
     "verify-install": _cmd_verify_install,
+    "shuffle-test": _cmd_shuffle_test,
+    "shuffle-decks": _cmd_shuffle_decks,
 }
 
 

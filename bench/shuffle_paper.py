@@ -1,0 +1,111 @@
+"""Diaconis, Fulman and Holmes (2013) and Bayer and Diaconis (1992), from tableside.shuffle.
+
+* the guessing score (with feedback, the input order known) under a uniform deck, exactly, and
+  after one pass through m = 1, 2, 4, 10, 20, 64 shelves and two 10-shelf passes, simulated;
+* colour changes of a deck with all red above all black, uniform (exact) and after one 10-shelf
+  pass (simulated); the original top card still on top after one pass (1/(2m));
+* total variation from uniform after k = 1 … 10 riffles of 52 cards, exactly, from the law of
+  rising sequences.
+
+    nice .venv/bin/python bench/shuffle_paper.py --decks 20000
+
+Writes bench/results/shuffle_paper.json with the command and commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from provenance import commit, machine
+
+from tableside.shuffle import Shelf
+from tableside.shuffle.deck import is_red, new_deck
+from tableside.shuffle.laws import colour_changes_law, guess_law, riffle_tv
+from tableside.shuffle.stats import colour_changes, guess_score, positions
+
+PAPER_GUESS = {1: (39, 3.2), 2: (27, 5.6), 4: (17.6, 6.0), 10: (9.3, 4.7), 20: (6.2, 3.8),
+               64: (4.7, 3.1)}  # fmt: skip
+PAPER_TV = [1.000, 1.000, 1.000, 1.000, 0.924, 0.614, 0.334, 0.167, 0.085, 0.043]
+
+
+def guessing(decks: int, rng: random.Random) -> dict[str, object]:
+    deck = new_deck()
+    law = guess_law(52)
+    rows: dict[str, object] = {"uniform (exact)": {"mean": law.mean, "variance": law.variance}}
+    for m, (mean, var) in PAPER_GUESS.items():
+        scores = [guess_score(positions(deck, Shelf(m).shuffle(deck, rng))) for _ in range(decks)]
+        rows[f"one pass, {m} shelves"] = {
+            "mean": statistics.fmean(scores), "variance": statistics.variance(scores),
+            "se_of_mean": statistics.stdev(scores) / math.sqrt(decks), "decks": decks,
+            "paper_mean": mean, "paper_variance": var,
+        }  # fmt: skip
+    twice = [guess_score(positions(deck, Shelf(10, 2).shuffle(deck, rng)))
+             for _ in range(5 * decks)]  # fmt: skip
+    rows["two passes, 10 shelves"] = {
+        "mean": statistics.fmean(twice), "excess_over_uniform": statistics.fmean(twice) - law.mean,
+        "se_of_mean": statistics.stdev(twice) / math.sqrt(5 * decks), "decks": 5 * decks,
+        "paper_excess": 0.02,
+    }  # fmt: skip
+    return rows
+
+
+def colours(decks: int, rng: random.Random) -> dict[str, object]:
+    cards = new_deck()
+    deck = tuple(c for c in cards if is_red(c)) + tuple(c for c in cards if not is_red(c))
+    law = colour_changes_law(26, 26)
+    changes = [colour_changes(Shelf(10).shuffle(deck, rng)) for _ in range(decks)]
+    return {
+        "uniform (exact)": {"mean": law.mean, "sd": math.sqrt(law.variance), "paper": "26 ± 3.6"},
+        "one pass, 10 shelves": {"mean": statistics.fmean(changes),
+                                 "sd": statistics.stdev(changes), "decks": decks,
+                                 "paper": "17 ± 1.8"},
+    }  # fmt: skip
+
+
+def top_stays(decks: int, rng: random.Random) -> dict[str, object]:
+    deck = new_deck()
+    return {
+        str(m): {"simulated": sum(Shelf(m).shuffle(deck, rng)[0] == deck[0]
+                                  for _ in range(decks)) / decks, "1/(2m)": 1 / (2 * m)}
+        for m in (1, 2, 10)
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--decks", type=int, default=20_000, help="simulated decks per row")
+    parser.add_argument("--seed", type=int, default=2013)
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    result = {
+        "command": " ".join(["bench/shuffle_paper.py", *sys.argv[1:]]),
+        "commit": commit(),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seed": args.seed,
+        "riffle_tv": [
+            {"k": k, "tv": round(riffle_tv(52, k), 4), "paper": PAPER_TV[k - 1]}
+            for k in range(1, 11)
+        ],
+        "guessing": guessing(args.decks, rng),
+        "colour_changes": colours(args.decks, rng),
+        "top_card_stays_on_top": top_stays(args.decks, rng),
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    out = args.output / "shuffle_paper.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
