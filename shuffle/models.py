@@ -177,14 +177,14 @@ _EXPECTED = "fair, riffle:K, shelf:M or shelf:MxP, rig:steer=CARD@POS[/N],keep=K
 
 def parse_shuffle(text: str) -> Model:
     """``fair``, ``riffle:7``, ``shelf:10``, ``shelf:10x2``, ``rig:steer=AS@5,keep=3/10``."""
-    name, _, arg = text.strip().lower().partition(":")
-    name = name.strip()
+    name, _, arg = text.strip().partition(":")
+    name = name.strip().lower()
     if name in _FAIR and not arg:
         return Fair()
     if name in _RIFFLE:
         return Riffle(_count(arg, "riffles", text))
     if name in _SHELF:
-        shelves, sep, passes = arg.replace("*", "x").partition("x")
+        shelves, sep, passes = arg.lower().replace("*", "x").partition("x")
         return Shelf(_count(shelves, "shelves", text), _count(passes, "passes", text) if sep else 1)
     if name in _RIG:
         return Rig(tuple(_rig_step(part, text) for part in arg.split(",")), text.strip())
@@ -202,7 +202,7 @@ def _rig_step(part: str, spec: str) -> Steer | Keep | Fixed:
     key, _, value = part.strip().partition("=")
     body, slash, every_text = (value if value else key).partition("/")
     every = _count(every_text, "every", spec) if slash else 1
-    key = key.partition("/")[0].strip()
+    key = key.partition("/")[0].strip().lower()
     if key == "steer":
         card_text, at, position = body.partition("@")
         try:
