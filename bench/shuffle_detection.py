@@ -69,6 +69,7 @@ def detection(specs: list[str], runs: int, cap: int, with_input: bool) -> list[d
 
 def false_alarms(total: int, shufflers: int) -> dict[str, object]:
     alarms: list[dict[str, object]] = []
+    highest: dict[str, float] = {}
     cpu = 0.0
     per = total // shufflers
     for seed in range(shufflers):
@@ -82,6 +83,8 @@ def false_alarms(total: int, shufflers: int) -> dict[str, object]:
                 alarms.append({"shuffler": seed, "shuffle": t, "test": alert.test,
                                "p_value": alert.p_value, "shuffles": alert.shuffles})  # fmt: skip
             deck = out
+        for status in monitor.status():
+            highest[status.test] = max(highest.get(status.test, 0.0), round(status.high, 3))
         print(f"shuffler {seed}: {per} fair shuffles, alarms so far {len(alarms)}", flush=True)
     return {
         "fair_shuffles": per * shufflers,
@@ -89,6 +92,7 @@ def false_alarms(total: int, shufflers: int) -> dict[str, object]:
         "false_alarms": len(alarms),
         "alarms": alarms,
         "cpu_us_per_shuffle": round(cpu / (per * shufflers) * 1e6, 1),
+        "highest_level": highest,  # each test's closest approach to its threshold (1 = alert)
         "goal": "fewer than 1 per 100,000 fair shuffles",
     }
 

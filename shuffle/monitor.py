@@ -56,6 +56,7 @@ class TestStatus:
     mean: float  # of the test's statistic per shuffle
     expected: float  # its mean under a fair shuffler
     level: float  # the largest of its detectors' CUSUMs as a fraction of its threshold
+    high: float  # the largest level it ever reached (1 is an alert)
 
 
 class _Cusum:
@@ -115,13 +116,16 @@ class _Test:
     unit: str
     seen: int = 0
     summed: int = 0
+    high: float = 0.0
 
     def observe(self, x: int) -> Alert | None:
         self.seen += 1
         self.summed += x
         hit: Alert | None = None
         for cusum, h in zip(self.detectors, self.thresholds, strict=True):
-            if cusum.add(x) >= h and hit is None:
+            value = cusum.add(x)
+            self.high = max(self.high, value / h)
+            if value >= h and hit is None:
                 hit = self._alert(cusum, h)
         if hit is not None:
             for cusum in self.detectors:
@@ -141,7 +145,7 @@ class _Test:
     def status(self) -> TestStatus:
         level = max(c.value / h for c, h in zip(self.detectors, self.thresholds, strict=True))
         mean = self.summed / self.seen if self.seen else math.nan
-        return TestStatus(self.name, self.seen, mean, self.law.mean, level)
+        return TestStatus(self.name, self.seen, mean, self.law.mean, level, self.high)
 
 
 class _Cells:
@@ -157,6 +161,7 @@ class _Cells:
         self.hits = [0] * (n * n)
         self.start = [0] * (n * n)
         self.seen = 0
+        self.high = 0.0
 
     def observe(self, rows: Sequence[int]) -> Alert | None:
         """``rows[j]``: the row (input position, or card index) that landed at position j."""
@@ -170,6 +175,7 @@ class _Cells:
             self.value[cell] = decayed + self.up
             self.hits[cell] += 1
             self.last[cell] = t
+            self.high = max(self.high, self.value[cell] / self.threshold)
             if self.value[cell] >= self.threshold and hit is None:
                 hit = self._alert(cell)
         return hit
@@ -196,7 +202,8 @@ class _Cells:
             max(0.0, v + self.down * (t - last))
             for v, last in zip(self.value, self.last, strict=True)
         )
-        return TestStatus(self.name, t, 1.0 / self.n, 1.0 / self.n, level / self.threshold)
+        n = 1.0 / self.n
+        return TestStatus(self.name, t, n, n, level / self.threshold, self.high)
 
 
 def _kept_law(n: int) -> laws.Law:
