@@ -21,6 +21,7 @@ from tableside.shuffle import (
     parse_card,
     parse_shuffle,
 )
+from tableside.shuffle.models import Steer
 from tableside.shuffle.stats import positions, prefix_kept, valleys
 
 
@@ -29,13 +30,13 @@ class Scripted(random.Random):
 
     def __init__(self, choices: Sequence[int]) -> None:
         super().__init__(0)
-        self.choices = list(choices)
+        self.script = list(choices)
 
     def randrange(self, stop: int) -> int:  # type: ignore[override]
-        return self.choices.pop(0)
+        return self.script.pop(0)
 
     def random(self) -> float:
-        return 0.25 if self.choices.pop(0) else 0.75
+        return 0.25 if self.script.pop(0) else 0.75
 
 
 def shelf_law(model: Shelf, n: int) -> dict[tuple[int, ...], Fraction]:
@@ -136,7 +137,7 @@ def test_a_rig_spec_reads_its_steps() -> None:
     rig = parse_shuffle("rig:steer=10h@1/2, keep=5/10, fixed/20")
     assert isinstance(rig, Rig)
     assert [type(s).__name__ for s in rig.steps] == ["Steer", "Keep", "Fixed"]
-    assert rig.steps[0] == type(rig.steps[0])(parse_card("10H"), 1, 2)
+    assert rig.steps[0] == Steer(parse_card("10H"), 1, 2)
 
 
 @pytest.mark.parametrize(
