@@ -212,6 +212,53 @@ def _kept_law(n: int) -> laws.Law:
     return laws.Law.from_counts([a - b for a, b in zip(at_least, [*at_least[1:], 0], strict=True)])
 
 
+def _colour_law(deck: Sequence[int]) -> laws.Law:
+    red = sum(map(is_red, deck))
+    return laws.colour_changes_law(red, len(deck) - red)
+
+
+#: a statistic of (input, output, sigma); sigma is empty for the tests of outputs alone
+Statistic = Callable[[Sequence[int], Sequence[int], list[int]], int]
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A test as the decision runs it: its law, which side is suspicious, its detectors."""
+
+    name: str
+    law: Callable[[Sequence[int]], laws.Law]
+    upper: bool
+    unit: str
+    detectors: Callable[[laws.Law, int], list[list[float]]]  # (law, n) → step tables
+    statistic: Statistic
+    family: int = 1  # tests sharing one family's share of the budget
+
+
+_WITH_INPUT = (
+    _Spec("guessing score", lambda d: laws.guess_law(len(d)), True, "correct guesses",
+          lambda law, n: [_tilt(law, 0.3), _tilt(law, 0.9)],
+          lambda a, b, s: stats.guess_score(s)),
+    _Spec("rising sequences", lambda d: laws.rising_law(len(d)), False, "rising sequences",
+          lambda law, n: [_ratio(laws.riffle_rising_law(n, k), law) for k in (5, 7)],
+          lambda a, b, s: stats.rising_sequences(s)),
+    _Spec("valleys", lambda d: laws.valleys_law(len(d)), False, "valleys",
+          lambda law, n: [_tilt(law, -0.5), _tilt(law, -1.5)],
+          lambda a, b, s: stats.valleys(s)),
+    _Spec("adjacent pairs kept", lambda d: laws.successions_law(len(d)), True, "pairs",
+          lambda law, n: [_tilt(law, 1.0)], lambda a, b, s: stats.successions(s)),
+    _Spec("top cards kept", lambda d: _kept_law(len(d)), True, "cards",
+          lambda law, n: [_kept(n)], lambda a, b, s: stats.prefix_kept(a, b), family=2),
+    _Spec("bottom cards kept", lambda d: _kept_law(len(d)), True, "cards",
+          lambda law, n: [_kept(n)], lambda a, b, s: stats.suffix_kept(a, b), family=2),
+)  # fmt: skip
+_COLOUR = _Spec("colour changes", _colour_law, False, "colour changes",
+                lambda law, n: [_tilt(law, 0.25), _tilt(law, -0.25)],
+                lambda a, b, s: stats.colour_changes(b))  # fmt: skip
+#: the families sharing the budget: the six above (top and bottom cards as one), colour, the
+#: two cell families, and the repeated or sorted orders
+FAMILIES = 10
+
+
 class ShuffleMonitor:
     """One shuffler's sequential decision; feed it every shuffle with :meth:`observe`.
 
@@ -234,62 +281,17 @@ class ShuffleMonitor:
         n = len(deck)
         self._cards = frozenset(deck)
         self._index = {card: i for i, card in enumerate(sorted(deck))}
-        families = 10  # the five below, two cell families, colour, repeats, sorted orders
-        share = self.budget / families
+        share = self.budget / FAMILIES
 
-        def test(name: str, law: laws.Law, upper: bool, unit: str, *steps: list[float],
-                 family: int = 1) -> _Test:  # fmt: skip
-            h = math.log(len(steps) * family / share)
-            return _Test(name, [_Cusum(s) for s in steps], [h] * len(steps), law, upper, unit)
+        def test(spec: _Spec) -> _Test:
+            law = spec.law(deck)
+            steps = spec.detectors(law, n)
+            h = math.log(len(steps) * spec.family / share)
+            return _Test(spec.name, [_Cusum(s) for s in steps], [h] * len(steps), law,
+                         spec.upper, spec.unit)  # fmt: skip
 
-        guess, rising, vall = laws.guess_law(n), laws.rising_law(n), laws.valleys_law(n)
-        pairs, kept = laws.successions_law(n), _kept_law(n)
-        red = sum(map(is_red, deck))
-        colour = laws.colour_changes_law(red, n - red)
-        self._with_input: list[
-            tuple[_Test, Callable[[Sequence[int], Sequence[int], list[int]], int]]
-        ] = [
-            (
-                test(
-                    "guessing score",
-                    guess,
-                    True,
-                    "correct guesses",
-                    _tilt(guess, 0.3),
-                    _tilt(guess, 0.9),
-                ),
-                lambda a, b, s: stats.guess_score(s),
-            ),
-            (
-                test(
-                    "rising sequences",
-                    rising,
-                    False,
-                    "rising sequences",
-                    _ratio(laws.riffle_rising_law(n, 5), rising),
-                    _ratio(laws.riffle_rising_law(n, 7), rising),
-                ),
-                lambda a, b, s: stats.rising_sequences(s),
-            ),
-            (
-                test("valleys", vall, False, "valleys", _tilt(vall, -0.5), _tilt(vall, -1.5)),
-                lambda a, b, s: stats.valleys(s),
-            ),
-            (
-                test("adjacent pairs kept", pairs, True, "pairs", _tilt(pairs, 1.0)),
-                lambda a, b, s: stats.successions(s),
-            ),
-            (
-                test("top cards kept", kept, True, "cards", _kept(n), family=2),
-                lambda a, b, s: stats.prefix_kept(a, b),
-            ),
-            (
-                test("bottom cards kept", kept, True, "cards", _kept(n), family=2),
-                lambda a, b, s: stats.suffix_kept(a, b),
-            ),
-        ]
-        self._colour = test("colour changes", colour, False, "colour changes",
-                            _tilt(colour, 0.25), _tilt(colour, -0.25))  # fmt: skip
+        self._with_input = [(test(spec), spec.statistic) for spec in _WITH_INPUT]
+        self._colour = test(_COLOUR)
         self._tests = [t for t, _ in self._with_input] + [self._colour]
         cell_h = math.log(n * n / share)
         self._cells = {
@@ -321,7 +323,7 @@ class ShuffleMonitor:
             for i, j in enumerate(sigma):
                 came_from[j] = i
             found.append(self._cells["positions"].observe(came_from))
-        found.append(self._colour.observe(stats.colour_changes(after)))
+        found.append(self._colour.observe(_COLOUR.statistic((), after, [])))
         found.append(self._cells["card positions"].observe([self._index[c] for c in after]))
         alerts = [a for a in found if a is not None]
         if not alerts:
