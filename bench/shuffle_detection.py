@@ -9,6 +9,7 @@
 
     nice .venv/bin/python bench/shuffle_detection.py --runs 200
     nice .venv/bin/python bench/shuffle_detection.py --fair 1000000 --shufflers 10
+    nice .venv/bin/python bench/shuffle_detection.py --fair 1000000 --output-only
 
 Seeds are fixed (``random.Random(seed)``), so a run repeats exactly. Writes
 bench/results/shuffle_detection.json or shuffle_false_alarms.json, with the command and commit.
@@ -67,7 +68,7 @@ def detection(specs: list[str], runs: int, cap: int, with_input: bool) -> list[d
     return rows
 
 
-def false_alarms(total: int, shufflers: int) -> dict[str, object]:
+def false_alarms(total: int, shufflers: int, with_input: bool) -> dict[str, object]:
     alarms: list[dict[str, object]] = []
     highest: dict[str, float] = {}
     cpu = 0.0
@@ -77,7 +78,7 @@ def false_alarms(total: int, shufflers: int) -> dict[str, object]:
         for t in range(1, per + 1):
             out = tuple(rng.sample(deck, len(deck)))
             start = time.process_time()
-            alert = monitor.observe(deck, out)
+            alert = monitor.observe(deck if with_input else None, out)
             cpu += time.process_time() - start
             if alert is not None:
                 alarms.append({"shuffler": seed, "shuffle": t, "test": alert.test,
@@ -88,6 +89,7 @@ def false_alarms(total: int, shufflers: int) -> dict[str, object]:
         print(f"shuffler {seed}: {per} fair shuffles, alarms so far {len(alarms)}", flush=True)
     return {
         "fair_shuffles": per * shufflers,
+        "input_known": with_input,
         "shufflers": shufflers,
         "false_alarms": len(alarms),
         "alarms": alarms,
@@ -104,6 +106,7 @@ def main() -> int:
     parser.add_argument("--model", action="append", help="only these (default: all)")
     parser.add_argument("--fair", type=int, help="count false alarms over this many")
     parser.add_argument("--shufflers", type=int, default=10)
+    parser.add_argument("--output-only", action="store_true", help="--fair: outputs alone")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     result: dict[str, object] = {
@@ -113,8 +116,8 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     if args.fair:
-        result |= false_alarms(args.fair, args.shufflers)
-        name = "shuffle_false_alarms.json"
+        result |= false_alarms(args.fair, args.shufflers, not args.output_only)
+        name = "shuffle_false_alarms" + ("_output_only" if args.output_only else "") + ".json"
     else:
         specs = args.model or MODELS
         result["with_input"] = detection(specs, args.runs, args.cap, True)
