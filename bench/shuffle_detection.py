@@ -21,12 +21,11 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from provenance import commit, machine
+from shuffle_results import RESULTS, provenance, write
 
 from tableside.shuffle import ShuffleMonitor, new_deck, parse_shuffle
 
@@ -107,14 +106,9 @@ def main() -> int:
     parser.add_argument("--fair", type=int, help="count false alarms over this many")
     parser.add_argument("--shufflers", type=int, default=10)
     parser.add_argument("--output-only", action="store_true", help="--fair: outputs alone")
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
-    result: dict[str, object] = {
-        "command": " ".join(["bench/shuffle_detection.py", *sys.argv[1:]]),
-        "commit": commit(),
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    result = provenance("shuffle_detection.py")
     if args.fair:
         result |= false_alarms(args.fair, args.shufflers, not args.output_only)
         name = "shuffle_false_alarms" + ("_output_only" if args.output_only else "") + ".json"
@@ -124,10 +118,7 @@ def main() -> int:
         rigs = [s for s in specs if s.startswith("rig")]
         result["output_only"] = detection(rigs, args.runs, args.cap, False)
         name = "shuffle_detection.json"
-    args.output.mkdir(parents=True, exist_ok=True)
-    out = args.output / name
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written: {out}")
+    write(result, args.output, name)
     return 0
 
 

@@ -19,11 +19,9 @@ import json
 import math
 import random
 import statistics
-import sys
-import time
 from pathlib import Path
 
-from provenance import commit, machine
+from shuffle_results import RESULTS, provenance, write
 
 from tableside.shuffle import Shelf
 from tableside.shuffle.deck import is_red, new_deck
@@ -82,14 +80,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decks", type=int, default=20_000, help="simulated decks per row")
     parser.add_argument("--seed", type=int, default=2013)
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    result = {
-        "command": " ".join(["bench/shuffle_paper.py", *sys.argv[1:]]),
-        "commit": commit(),
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    result = provenance("shuffle_paper.py") | {
         "seed": args.seed,
         "riffle_tv": [
             {"k": k, "tv": round(riffle_tv(52, k), 4), "paper": PAPER_TV[k - 1]}
@@ -99,11 +93,8 @@ def main() -> int:
         "colour_changes": colours(args.decks, rng),
         "top_card_stays_on_top": top_stays(args.decks, rng),
     }
-    args.output.mkdir(parents=True, exist_ok=True)
-    out = args.output / "shuffle_paper.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
-    print(f"written: {out}")
+    write(result, args.output, "shuffle_paper.json")
     return 0
 
 
