@@ -243,14 +243,10 @@ def _parser() -> argparse.ArgumentParser:
     from tableside.floor.cli import add_parser as add_floor
 
     add_floor(sub)
-    _add_shuffle_parsers(sub)
+    from tableside.shuffle_lab import add_parsers as add_shuffle
+
+    add_shuffle(sub.add_parser)
     return parser
-
-
-def _add_shuffle_parsers(sub: Any) -> None:
-    from tableside.shuffle_lab import add_parsers
-
-    add_parsers(sub)
 
 
 #: a stop that has not finished this long after SIGTERM/SIGINT is forced; below the unit's

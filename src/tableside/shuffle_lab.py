@@ -8,9 +8,9 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from tableside.shuffle import (
     CardSpellingError,
@@ -33,12 +33,13 @@ class DeckFileError(ValueError):
     """A line of a deck file that is not a deck: ``file:line: what``."""
 
 
-def add_parsers(sub: Any) -> None:
-    test = sub.add_parser("shuffle-test", help="every shuffle test over a file of decks")
+def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """``add``: the subparsers' ``add_parser``."""
+    test = add("shuffle-test", help="every shuffle test over a file of decks")
     test.add_argument("file", type=Path, help='JSON lines: {"input": [...], "output": [...]}')
     test.add_argument("--level", type=float, default=0.05, help="reject below this p-value")
     test.add_argument("--plots", type=Path, metavar="DIR", help="write the SVG figures here")
-    decks = sub.add_parser("shuffle-decks", help="write decks shuffled by a simulated machine")
+    decks = add("shuffle-decks", help="write decks shuffled by a simulated machine")
     decks.add_argument("spec", help="fair, riffle:K, shelf:M[xP], rig:steer=AS@5 …")
     decks.add_argument("--count", type=int, default=1000, help="decks (default 1000)")
     decks.add_argument("--seed", type=int, help="random.Random(SEED) (default: the OS CSPRNG)")
