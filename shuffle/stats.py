@@ -72,7 +72,7 @@ def colour_changes(after: Sequence[int]) -> int:
 
 
 def guess_score(sigma: Sequence[int]) -> int:
-    """Correct guesses of the strategy of Diaconis, Fulman and Holmes (§5), knowing the input
+    """Correct guesses of the strategy of Diaconis, Fulman and Holmes, knowing the input
     order and seeing each card after guessing it. In the machine's deal labels each shelf comes
     out as a V (falling to its first card, then rising), so: first guess the card dealt last
     (the input's top); after a card, guess the nearest unseen label in the direction the deck
