@@ -101,3 +101,19 @@ def test_the_package_does_no_io_and_knows_nothing_of_the_table() -> None:
                 assert not name.startswith(("tableside.daemon", "tableside.floor")), path.name
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id != "open", f"{path.name} opens a file"
+
+
+def test_the_budget_bounds_the_false_alarm_rate() -> None:
+    """With a budget large enough to see alarms in a test's time (one per 100 shuffles), a fair
+    shuffler raises some, and no more than the budget allows: the thresholds are calibrated,
+    neither slack nor loose."""
+    budget, shuffles = 1e-2, 10_000
+    monitor = ShuffleMonitor(budget=budget)
+    rng, deck = random.Random(77), new_deck()
+    alarms = 0
+    for _ in range(shuffles):
+        out = tuple(rng.sample(deck, 52))
+        alarms += monitor.observe(deck, out) is not None
+        deck = out
+    assert 0 < alarms <= budget * shuffles
+    assert monitor.alerts == alarms
