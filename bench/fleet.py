@@ -97,7 +97,7 @@ from tableside.drivers.events import ConnectionState, DeviceEvent
 from tableside.rules import Observation, TableFacts, evaluate
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
-from tableside.rules.table import TableEvent, TableState, step
+from tableside.rules.table import DeviceReport, TableState, step
 from tableside.simulators.listen import serve_socket
 from tableside.simulators.registry import build_simulator
 

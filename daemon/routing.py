@@ -32,11 +32,11 @@ from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
 from tableside.drivers.errors import TablesideDriverError
 from tableside.rules import evaluate
-from tableside.rules.commands import Args, Command, Refused, Replay, Role, admit
+from tableside.rules.commands import COMMANDS, Args, Command, Override, Refused, Replay, Role, admit
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.rulings import halting
-from tableside.rules.table import TableEvent, step
+from tableside.rules.table import step
 
 __all__ = ["CommandRouter", "Spawn"]
 
@@ -127,7 +127,8 @@ class CommandRouter:
         if not command.deals:
             return None
         facts, state = self.table.facts, self.table.state
-        _, seen = step(facts, state, TableEvent("start_round", self.table.clock.now()))
+        trial = COMMANDS["start_round"].said(Override(), self.table.clock.now())
+        _, seen = step(facts, state, trial)
         halts = [r.rule for o in seen for r in evaluate(facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
         held = halting(state.rulings)
@@ -153,7 +154,7 @@ class CommandRouter:
     ) -> None:
         """A person tells the table something (docs/commands.md, device "table")."""
         try:
-            actions = self.table.person(request.command, args.data())
+            actions = self.table.person(request.command, args)
         except ValueError as exc:
             self.result(role, request, str(exc), reply)
             return

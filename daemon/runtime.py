@@ -13,7 +13,7 @@ tests/test_runtime.py runs it with a journal and no broker.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -47,7 +47,16 @@ from tableside.drivers.progressive.events import ButtonPressed
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.model import Action
 from tableside.rules.rulings import HALTING, RulingRecord
-from tableside.rules.table import TableEvent, TableState, step
+from tableside.rules.commands import COMMANDS, Args
+from tableside.rules.table import (
+    DeviceReport,
+    EscalateRulings,
+    Halt,
+    RulingsOpened,
+    TableEvent,
+    TableState,
+    step,
+)
 
 if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothing else
     from tableside.daemon.publisher import Publisher, Topics
@@ -210,9 +219,9 @@ class TableRuntime:
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
         # buttons, …), typed as the driver reported it, and leaves the rest; a device that
         # halts dealing stops the table.
-        self.step(observation.kind, {}, ts, now, device=event)
+        self.step(DeviceReport(observation.kind, now, event), ts)
         if halts:
-            self.step("halt", {"device_class": rt.driver.device_class}, ts, now)
+            self.step(Halt(rt.driver.device_class, now), ts)
 
     def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
         match event:
@@ -232,39 +241,32 @@ class TableRuntime:
 
     # -- a person's word ---------------------------------------------------------------------
 
-    def person(self, command: str, data: Mapping[str, Any]) -> list[DeviceAction]:
-        """A person tells the table something (docs/commands.md, device "table"); raises
-        ValueError when the table cannot take it. "No more bets" said by a person locks the
-        acceptors out as the button does (and "bets open", a floorperson's, releases them)."""
-        self.step(command, data, utc_ms())
+    def person(self, command: str, args: Args) -> list[DeviceAction]:
+        """A person tells the table something (docs/commands.md, device "table"), its
+        arguments as parsed (rules/commands.py); raises ValueError when the table cannot take
+        it. "No more bets" said by a person locks the acceptors out as the button does (and
+        "bets open" releases them)."""
+        declared = COMMANDS.get(command)
+        if declared is None:
+            raise ValueError(f"unknown command {command!r}")
+        self.step(declared.said(args, self.clock.now()), utc_ms())
         return self.button_actions(command)
 
     # -- the table: phase, round, and what the rules count -------------------------------------
 
-    def step(
-        self,
-        kind: str,
-        data: Mapping[str, Any],
-        ts: str,
-        now: float | None = None,
-        *,
-        device: DeviceEvent | None = None,
-    ) -> None:
-        """Move the table by a person's (or the daemon's) ``kind`` with its ``data``, or by a
-        ``device``'s typed event (raises ValueError for a person's event it cannot take);
-        publish its state when it changed, and the rulings its rows give. ``now``: the run's
-        clock as read for the event (read here when not given)."""
-        if now is None:
-            now = self.clock.now()
+    def step(self, event: TableEvent, ts: str) -> None:
+        """Move the table by ``event`` (rules/table.py: a device's, a person's or the daemon's
+        own; raises ValueError for a person's it cannot take); publish its state when it
+        changed, and the rulings its rows give."""
+        now = event.at
         before = self.state
-        event = TableEvent(kind, now, dict(data), device)
         self.state, seen = step(self.facts, before, event)
         # Published when what is published changed (a coup's cards change the state, unseen).
         shown = self.state != before and self.state.to_dict() != before.to_dict()
         if not shown and not seen:
             return
         self._lifecycle(before, ts, now)
-        seq = self.publish_table(kind, ts, now)
+        seq = self.publish_table(event.kind, ts, now)
         given = []
         for observation in seen:
             source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
@@ -275,7 +277,7 @@ class TableRuntime:
 
     def escalate(self, after_s: float) -> None:
         """Rulings nobody acknowledged within ``after_s`` (the table's clock) are escalated."""
-        self.step("escalate_rulings", {"after_s": after_s}, utc_ms())
+        self.step(EscalateRulings(after_s, self.clock.now()), utc_ms())
 
     # -- the records -------------------------------------------------------------------------
 
@@ -340,7 +342,7 @@ class TableRuntime:
     def _open_rulings(self, given: list[RulingRecord], ts: str, now: float) -> None:
         """The rulings just published join the table's state, each open (rules/rulings.py)."""
         if given:
-            self.step("rulings_opened", {"rulings": given}, ts, now)
+            self.step(RulingsOpened(tuple(given), now), ts)
 
     def _lifecycle(self, before: TableState, ts: str, now: float) -> None:
         """A ``ruling_state`` message for each ruling whose lifecycle moved (a ruling just

@@ -13,10 +13,11 @@ publish there (docs/commands.md).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -30,12 +31,39 @@ from pydantic import (
     model_validator,
 )
 
-from tableside.rules.model import Action
-from tableside.rules.rulings import MAX_NOTE_CHARS
-from tableside.rules.table import DealingMethod, Phase, ShufflingMethod
+from tableside.rules.hands import FiveCard
+from tableside.rules.model import Action, Game
+from tableside.rules.paytables import MINIMUMS
+from tableside.rules.progressive import payout
+from tableside.rules.rulings import MAX_NOTE_CHARS, acknowledge, resolve
+from tableside.rules.table import (
+    BACCARAT,
+    EXPECTED,
+    TRANSITIONS,
+    Claim,
+    DealingMethod,
+    Phase,
+    Said,
+    ShufflingMethod,
+    TableState,
+    Turn,
+    burn,
+    coup,
+    coup_begins,
+    gate,
+    meter,
+    open_betting,
+    refusal,
+    round_begins,
+    shuffled,
+)
+
+if TYPE_CHECKING:
+    from tableside.rules.progressive import PayTable
 
 __all__ = [
     "COMMANDS",
+    "Handler",
     "MAX_REPLAY",
     "REPLAY",
     "Args",
@@ -72,6 +100,9 @@ class Args(BaseModel):
 
 class NoArgs(Args):
     pass
+
+
+A = TypeVar("A", bound=Args)
 
 
 Seat = Annotated[StrictInt, Field(ge=1, le=7, description="a betting position, 1..7")]
@@ -231,415 +262,617 @@ _FLOOR = frozenset({Role.FLOORPERSON})
 _FLOOR_AND_TECH = frozenset({Role.FLOORPERSON, Role.TECHNICIAN})
 _TECH = frozenset({Role.TECHNICIAN})
 
-_OPEN = frozenset(Phase) - {Phase.CLOSED}
-#: a round may start at an open table, never while bets are being taken (555.10(a)(2): "no
-#: more bets" comes first) nor while a round is being dealt; the last round's decisions and
-#: settlement may go unreported
-_ROUND_MAY_START = frozenset(
-    {Phase.OPEN, Phase.NO_MORE_BETS, Phase.DECISIONS, Phase.SETTLEMENT, Phase.COMPLETE}
-)
-_IN_ROUND = frozenset({Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT})
-#: a payout is recorded at an open table (a table with no shoe and no dealer's word on its
-#: phases may never reach "decisions"); 555.12(b)'s steps are what the table enforces
-_PAYING = _OPEN
+#: a table command's handler: the table as it was and the arguments as parsed → the table
+Handler = Callable[[Turn, A], TableState]
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One command: what it is called, who may give it, with what arguments, when."""
+    """One command: what it is called, who may give it, with what arguments, and (for the
+    table's) its handler. When it is taken and what phase it leads to: rules/table.py
+    ``TRANSITIONS``."""
 
     name: str
     doc: str
     roles: frozenset[Role]
     args: type[Args] = NoArgs
-    #: who carries it out: "table" (the table's state, rules/table.py), or the device class
-    #: whose driver does it ("shoe"), or "device" for any device whose driver has it
+    #: who carries it out: "table" (its ``run``), or the device class whose driver does it
+    #: ("shoe"), or "device" for any device whose driver has it
     target: str = "table"
-    #: the table phases it may be given in (None: any)
-    phases: frozenset[Phase] | None = None
     #: it deals (a round starts): refused while a rule halts dealing, unless a floorperson
     #: overrides with a reason
     deals: bool = False
     #: why these roles, for docs/commands.md
     why: str = ""
-    #: arguments that work, for the docs and the test that sends every command
+    #: arguments that work, for the docs and the tests that send every command
     example: Mapping[str, Any] = field(default_factory=dict)
     #: the device command that carries it out, when it is not its own name (``deal_round``
     #: becomes the shoe's ``deal`` with the game's dispense pattern)
     via: str | None = None
+    #: the phases in which only a floorperson may give it (``bets_open`` once "no more bets"
+    #: was said: reopening betting in the middle of a round)
+    supervised_in: frozenset[Phase] = frozenset()
+    #: the table's handler (a table command's; None for a device's)
+    run: Callable[[Turn, Args], TableState] | None = field(default=None, compare=False)
 
     @property
     def device_command(self) -> str:
         return self.via or self.name
 
+    @property
+    def phases(self) -> frozenset[Phase] | None:
+        """The phases it is taken in (TRANSITIONS; None: any)."""
+        row = TRANSITIONS.get(self.name)
+        return None if row is None else frozenset(row)
+
+    def parse(self, raw: Mapping[str, Any]) -> Args:
+        """Its arguments, typed; ``Refused`` says what is wrong with them, and where."""
+        try:
+            return self.args.model_validate(dict(raw))
+        except ValidationError as exc:
+            raise Refused(f"{self.name}: {_problems(exc)}") from None
+
+    def said(self, args: Args, at: float) -> Said:
+        """This table command with its parsed arguments, for the table's ``step``."""
+        run = self.run
+        if run is None:
+            raise Refused(f"{self.name!r} is carried out by a device, not the table")
+        return Said(self.name, at, lambda turn: run(turn, args))
+
+
+_DECLARED: list[Command] = []
+
 
 def _device(name: str, target: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
-            phases: frozenset[Phase] | None = None, *, why: str = "",
-            example: Mapping[str, Any] | None = None, deals: bool = False,
-            via: str | None = None) -> Command:  # fmt: skip
-    return Command(name, doc, roles, args, target, phases, deals, why, example or {}, via)
+            *, why: str = "", example: Mapping[str, Any] | None = None, deals: bool = False,
+            via: str | None = None) -> None:  # fmt: skip
+    """A command a device's driver carries out."""
+    _DECLARED.append(Command(name, doc, roles, args, target, deals, why, example or {}, via))
 
 
-def _table(name: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
-           phases: frozenset[Phase] | None = None, **more: Any) -> Command:  # fmt: skip
-    """A command the table itself takes (its ``step()``)."""
-    return _device(name, "table", doc, roles, args, phases, **more)
+def _table(
+    name: str,
+    doc: str,
+    roles: frozenset[Role],
+    args: type[A],
+    *,
+    why: str = "",
+    example: Mapping[str, Any] | None = None,
+    deals: bool = False,
+    supervised_in: frozenset[Phase] = frozenset(),
+) -> Callable[[Handler[A]], Handler[A]]:
+    """A command the table itself takes, declared on its handler."""
+
+    def declare(handler: Handler[A]) -> Handler[A]:
+        def run(turn: Turn, given: Args) -> TableState:
+            if not isinstance(given, args):
+                raise TypeError(f"{name} takes {args.__name__}, not {type(given).__name__}")
+            return handler(turn, given)
+
+        _DECLARED.append(Command(name, doc, roles, args, "table", deals, why, example or {},
+                                 None, supervised_in, run))  # fmt: skip
+        return handler
+
+    return declare
 
 
-COMMANDS: dict[str, Command] = {
-    c.name: c
-    for c in (
-        # -- devices ---------------------------------------------------------------------------
-        _device("start_shuffle", "shuffler", "the shuffler shuffles the deck", _EVERYONE),
-        _device(
-            "deal_round",
-            "shoe",
-            "deal a round to the seats with a wager, in the game's "
-            "dispense pattern (555.10(b), 557.10(b), 559.12(b))",
-            _DEALERS,
-            DealRound,
-            _ROUND_MAY_START,
-            deals=True,
-            why="dealing a round is the dealer's",
-            example={"positions": [1, 3]},
-            via="deal",
-        ),
-        _device(
-            "set_lights",
-            "progressive_controller",
-            "light these seats' acceptors (555.12(b)(2))",
-            _EVERYONE,
-            SetLights,
-            example={"seats": [2]},
-        ),
-        _device(
-            "lock_out",
-            "device",
-            'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
-            _DEALERS,
-            why='closing bets by hand, where no control device says "no more bets"',
-        ),
-        _device(
-            "release",
-            "device",
-            "the acceptors take wagers again",
-            _FLOOR,
-            why="reopening betting by hand is a supervisor's decision",
-        ),
-        _device(
-            "set_meter",
-            "progressive_controller",
-            "set the progressive meter's display",
-            _FLOOR,
-            SetMeter,
-            why="the progressive meter is a supervisor's",
-            example={"cents": 100000},
-        ),
-        _device(
-            "deal",
-            "shoe",
-            "the shoe dispenses these stacks as they are (testing a shoe)",
-            _TECH,
-            Deal,
-            frozenset(Phase) - _IN_ROUND,
-            why="raw stacks from the shoe are for testing a shoe, not for dealing a round",
-            example={"round": 90, "stacks": [{"target": 1, "size": 5}]},
-        ),
-        _device("self_test", "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE),
-        _device("query_status", "device", "the device reports its status", _EVERYONE),
-        _device(
-            "query_identity",
-            "device",
-            "the device says who it is: model, serial, firmware and its hash",
-            _EVERYONE,
-        ),
-        # -- the table: the round ----------------------------------------------------------------
-        _table(
-            "open_table",
-            "the cards were inspected; the table opens (deck age starts, 555.4)",
-            _FLOOR,
-            phases=frozenset({Phase.CLOSED}),
-            why="opening a table is a supervisor's",
-        ),
-        _table("close_table", "the table closes", _FLOOR, phases=_OPEN),
-        _table(
-            "bets_open",
-            "betting opens for the next round (when no control device says so); "
-            "with a progressive system its acceptors take wagers again",
-            _FLOOR,
-            phases=frozenset({Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS}),
-            why="it releases the acceptors' lock-out, as release does: a supervisor's",
-        ),
-        _table(
-            "no_more_bets",
-            '"no more bets", where no control device says so: the table\'s phase, and the '
-            "acceptors are locked out exactly as the control device's button does "
-            "(555.2(f)(2); lockout_applied, or lockout_failed per seat)",
-            _DEALERS,
-            phases=frozenset({Phase.OPEN, Phase.BETTING, Phase.COMPLETE}),
-        ),
-        _table(
-            "start_round",
-            "dealing starts (when no automated shoe says so)",
-            _DEALERS,
-            Override,
-            _ROUND_MAY_START,
-            deals=True,
-        ),
-        _table(
-            "deal_done",
-            "every card of the round is out (when no automated shoe says so)",
-            _DEALERS,
-            phases=frozenset({Phase.DEALING}),
-        ),
-        _table(
-            "reveal",
-            "decisions are made; the dealer reveals",
-            _DEALERS,
-            phases=frozenset({Phase.DEALING, Phase.DECISIONS}),
-        ),
-        _table("round_settled", "every wager of the round is settled", _DEALERS, phases=_PAYING),
-        _table("shuffled", "the cards were shuffled by hand (when no shuffler says so)", _DEALERS),
-        _table(
-            "stub_count",
-            "the stub count (555.8(f)-(h) and their like): 52 resets the five-round count; a "
-            "wrong count is a ruling",
-            _DEALERS,
-            StubCount,
-            example={"count": 52, "misdealt": False},
-        ),
-        _table(
-            "new_cards",
-            "new decks in play (deck age starts again, 555.3(c); baccarat: a new shoe, its "
-            "burn due)",
-            _DEALERS,
-        ),
-        _table(
-            "declare_method",
-            "how the table deals (automated_shoe, manual_shoe, hand) and shuffles (device, "
-            "manual) now; another method while the device is on the table is a ruling "
-            "(555.14(g))",
-            _FLOOR,
-            DeclareMethod,
-            example={"dealing": "automated_shoe"},
-        ),
-        _table(
-            "device_removed",
-            "a device leaves the table",
-            _FLOOR_AND_TECH,
-            DeviceOnTable,
-            example={"device_class": "shuffler"},
-        ),
-        _table(
-            "device_installed",
-            "a device joins the table (again); it clears a halt it caused (551.16(m))",
-            _FLOOR_AND_TECH,
-            DeviceOnTable,
-            example={"device_class": "shuffler"},
-        ),
-        _table(
-            "reader_inspected",
-            "the floorperson inspected the card reader for this gaming day (551.2(e))",
-            _FLOOR,
-            why="551.2(e): the floorperson inspects the card reader each gaming day",
-        ),
-        # -- the table: progressive and bonus payouts ----------------------------------------------
-        _table(
-            "progressive_hand",
-            "a winning progressive hand at that seat (555.12(b)(1)); a shoe that reads cards "
-            "records it by itself from the player's stack, ranked as 555.6 ranks it",
-            _DEALERS,
-            ProgressiveHand,
-            _PAYING,
-            example={"seat": 2, "hand": "flush"},
-            why="555.12(b): the dealer verifies the hand and the light",
-        ),
-        _table(
-            "validate_payout",
-            "a floorperson validated that seat's payout (555.12(b)(3))",
-            _FLOOR,
-            AtSeat,
-            _PAYING,
-            example={"seat": 2},
-            why="555.12(b)(3): a floorperson validates",
-        ),
-        _table(
-            "pay_progressive",
-            "pay it: refused unless the hand was recorded, the seat's light is lit "
-            "(555.12(b)(2)) and it was validated; refused out of turn (from the dealer's "
-            "right, seat 7 first); paid at the meter as it stands (555.13(f)); royal flushes "
-            "share the meter",
-            _DEALERS,
-            AtSeat,
-            _PAYING,
-            example={"seat": 2},
-        ),
-        _table(
-            "pay_bonus",
-            "Let It Ride: pay the Let It Ride Bonus at the table's amounts "
-            "([pay_tables.let_it_ride_bonus], else the 559.14(d) minimums); a lesser hand is "
-            "refused (it loses the wager)",
-            _DEALERS,
-            PayBonus,
-            _PAYING,
-            example={"seat": 1, "hand": "flush"},
-        ),
-        _table(
-            "chips_collected",
-            "the progressive (or bonus) wager chips collected; a count other than the wagers "
-            "the acceptors accepted since betting opened is a ruling (555.8(b), 559.12(a)(2))",
-            _DEALERS,
-            ChipsCollected,
-            _OPEN,
-            example={"count": 0},
-        ),
-        # -- the table: a ruling's lifecycle (rules/rulings.py) --------------------------------
-        _table(
-            "acknowledge_ruling",
-            "a named floorperson has seen the ruling (open or escalated → acknowledged); "
-            "refused for an unknown id or one already acknowledged or resolved",
-            _FLOOR,
-            AcknowledgeRuling,
-            why="a ruling's alert is for a floorperson (\"after notification to a floorperson "
-            'or higher", 551.16(l)); the dealer gives the rulings and a technician repairs '
-            "devices: neither is the floorperson's notice",
-            example={"ruling": 21, "by": "ann"},
-        ),
-        _table(
-            "resolve_ruling",
-            "what was done, one of the ruling's own actions, and a note (at most 500 "
-            "characters): acknowledged → resolved; refused before it is acknowledged, and for "
-            "an action the ruling does not require. Only its resolution lifts a ruling's halt "
-            "on dealing (halt_dealing, remove_deck)",
-            _FLOOR,
-            ResolveRuling,
-            why="clearing an irregularity is a floorperson's, as the clauses give a floorperson "
-            "or above the validations (555.12(b)(3)) and the torn ten (551.16(b)); a dealer "
-            "never clears a ruling on their own game, and a technician's repair is "
-            "device_installed",
-            example={"ruling": 21, "action": "remove_deck", "note": "deck 4411 out", "by": "ann"},
-        ),
-        # -- the table: irregularities the dealer reports ------------------------------------------
-        _table(
-            "card_exposed",
-            "a card was exposed; the phase decides the ruling (555.14(a): a hole card before "
-            '"no more bets"; 557.13(d): a dealer\'s card before the reveal)',
-            _DEALERS,
-            CardExposed,
-            _OPEN,
-            example={"card": "hole"},
-        ),
-        _table(
-            "misdeal",
-            "a hand got the wrong number of cards, dealt by hand or from a manual shoe: the "
-            "same rulings as a shoe's miscounted stack (555.14(d), 557.13(c), 559.15(c))",
-            _DEALERS,
-            Misdeal,
-            _IN_ROUND,
-            example={"target": "seat1", "count": 5},
-        ),
-        _table(
-            "up_card",
-            "Spanish 21: the dealer's first card; A, K, Q, J send the hole card through the "
-            "reader before more cards (551.8(e)); another rank in the reader is a ruling by "
-            "the reader's model (551.16(l)(1) or (2)); a 10 is no up card (no tens are in "
-            "play, 551.3(a)) but a ten found in the shoe (551.16(b))",
-            _DEALERS,
-            UpCard,
-            _IN_ROUND,
-            example={"rank": "K"},
-        ),
-        _table(
-            "more_cards",
-            "Spanish 21: the dealer starts dealing the players' additional cards",
-            _DEALERS,
-            phases=_IN_ROUND,
-        ),
-        _table(
-            "insurance_placed",
-            "Spanish 21: an Insurance Wager was placed (551.10(b))",
-            _DEALERS,
-            phases=_IN_ROUND,
-        ),
-        _table(
-            "insurance_collected",
-            "Spanish 21: losing Insurance Wagers were collected (551.10(d))",
-            _DEALERS,
-            phases=_IN_ROUND,
-        ),
-        _table(
-            "match_the_dealer_settled",
-            "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))",
-            _DEALERS,
-            phases=_IN_ROUND,
-        ),
-        _table(
-            "card_face_up",
-            "Spanish 21: a card found face up in the shoe; the first this round is discarded,"
-            " a second voids the round (551.16(a))",
-            _DEALERS,
-            phases=_OPEN,
-        ),
-        _table(
-            "ten_found",
-            "Spanish 21: a 10 found in the shoe; the first this round is torn up, a second "
-            "voids the round (551.16(b))",
-            _DEALERS,
-            phases=_OPEN,
-        ),
-        _table(
-            "too_few_cards",
-            "too few cards for the round: Spanish 21 shuffles the discards, burns one and "
-            "finishes the round (551.16(g)); baccarat voids it (543.14(e))",
-            _DEALERS,
-            phases=_OPEN,
-        ),
-        _table(
-            "first_card",
-            "baccarat: the first card of a new shoe; burn it and as many more as "
-            "its value (543.5(g), 545.5(f)); refused once a coup is dealt from the shoe",
-            _DEALERS,
-            UpCard,
-            _OPEN,
-            example={"rank": "7"},
-        ),
-        _table(
-            "cover_card",
-            "baccarat: the cover card came out: this hand, then the last hand, then new decks"
-            " (543.10(e)); a hand dealt after that is a ruling",
-            _DEALERS,
-            phases=_OPEN,
-        ),
-        _table(
-            "drawn_in_error",
-            "a card drawn in error: in poker, one not exposed is the next card (555.14(c), "
-            "557.13(b), 559.15(b)); in baccarat, 543.14(a), (c)",
-            _DEALERS,
-            DrawnInError,
-            _OPEN,
-            example={"disclosed": False},
-        ),
-        _table(
-            "card_face_up_in_shoe",
-            "baccarat: a card found face up in the shoe: discard it and as many more, face "
-            "up, as its value (543.14(d), 543.6: a 10 or court card is zero)",
-            _DEALERS,
-            UpCard,
-            _OPEN,
-            example={"rank": "4"},
-        ),
-        _table(
-            "coup",
-            "baccarat: the coup against the drawing rules (543.11 and Table 1): a third card "
-            "after a Natural, a Player's third card not allowed (543.14(b)), a Player who "
-            "stayed below 6, a Banker who drew or stayed against Table 1",
-            _DEALERS,
-            Coup,
-            _OPEN,
-            example={"player": ["K", "7"], "banker": ["5", "Q", "2"]},
-        ),
-    )
-}
+def _same(turn: Turn, args: Args) -> TableState:
+    """The table's phase moves (TRANSITIONS) and nothing else."""
+    return turn.state
+
+
+def _observed(turn: Turn, args: Args) -> TableState:
+    """The rows judge it (``table.<command>``) and the table stays as it is."""
+    turn.observe(turn.kind)
+    return turn.state
+
+
+def _gated(turn: Turn, args: Args) -> TableState:
+    """Spanish 21: the rows judge it against the up card and the reader (551.8(e) …)."""
+    state = turn.state
+    turn.observe(turn.kind, up_card=state.up_card, gate=gate(state),
+                 hole_card_checked=state.hole_card_checked)  # fmt: skip
+    return state
+
+
+# -- devices ---------------------------------------------------------------------------------
+_device("start_shuffle", "shuffler", "the shuffler shuffles the deck", _EVERYONE)
+_device(
+    "deal_round",
+    "shoe",
+    "deal a round to the seats with a wager, in the game's dispense pattern (555.10(b), "
+    "557.10(b), 559.12(b))",
+    _DEALERS,
+    DealRound,
+    deals=True,
+    why="dealing a round is the dealer's",
+    example={"positions": [1, 3]},
+    via="deal",
+)
+_device("set_lights", "progressive_controller", "light these seats' acceptors (555.12(b)(2))",
+        _EVERYONE, SetLights, example={"seats": [2]})  # fmt: skip
+_device("lock_out", "device", 'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
+        _DEALERS, why='closing bets by hand, where no control device says "no more bets"')  # fmt: skip
+_device(
+    "release",
+    "device",
+    "the acceptors take wagers again, whatever the table's phase",
+    _FLOOR,
+    why="releasing the lock-out outside the round's flow (bets_open is the dealer's next round)"
+    " is a supervisor's decision",
+)
+_device("set_meter", "progressive_controller", "set the progressive meter's display", _FLOOR,
+        SetMeter, why="the progressive meter is a supervisor's",
+        example={"cents": 100000})  # fmt: skip
+_device(
+    "deal",
+    "shoe",
+    "the shoe dispenses these stacks as they are (testing a shoe)",
+    _TECH,
+    Deal,
+    why="raw stacks from the shoe are for testing a shoe, not for dealing a round",
+    example={"round": 90, "stacks": [{"target": 1, "size": 5}]},
+)
+_device("self_test", "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE)
+_device("query_status", "device", "the device reports its status", _EVERYONE)
+_device("query_identity", "device",
+        "the device says who it is: model, serial, firmware and its hash", _EVERYONE)  # fmt: skip
+
+
+# -- the table: the round --------------------------------------------------------------------
+@_table("open_table", "the cards were inspected; the table opens (deck age starts, 555.4)",
+        _FLOOR, NoArgs, why="opening a table is a supervisor's")  # fmt: skip
+def _open_table(turn: Turn, args: NoArgs) -> TableState:
+    since = turn.state.cards_in_play_since or turn.at
+    return dataclasses.replace(turn.state, cards_in_play_since=since)
+
+
+_table("close_table", "the table closes", _FLOOR, NoArgs)(_same)
+
+
+@_table(
+    "bets_open",
+    "betting opens for the next round (when no control device says so); with a progressive "
+    "system its acceptors take wagers again, as the control device's button does",
+    _DEALERS,
+    NoArgs,
+    supervised_in=frozenset({Phase.NO_MORE_BETS}),
+    why="opening the next round's betting is the dealer's, as pressing the control device's "
+    'button is (555.2(f)(2): "no more bets" is the dealer\'s announcement); reopening betting '
+    'after "no more bets" (the lock-out released in the middle of a round) is a '
+    "floorperson's",
+)
+def _bets_open(turn: Turn, args: NoArgs) -> TableState:
+    return open_betting(turn.state)
+
+
+_table(
+    "no_more_bets",
+    '"no more bets", where no control device says so: the table\'s phase, and the acceptors '
+    "are locked out exactly as the control device's button does (555.2(f)(2); "
+    "lockout_applied, or lockout_failed per seat)",
+    _DEALERS,
+    NoArgs,
+)(_same)
+
+
+@_table("start_round", "dealing starts (when no automated shoe says so)", _DEALERS, Override,
+        deals=True)  # fmt: skip
+def _start_round(turn: Turn, args: Override) -> TableState:
+    return round_begins(turn)
+
+
+_table("deal_done", "every card of the round is out (when no automated shoe says so)",
+       _DEALERS, NoArgs)(_same)  # fmt: skip
+_table("reveal", "decisions are made; the dealer reveals", _DEALERS, NoArgs)(_same)
+_table("round_settled", "every wager of the round is settled", _DEALERS, NoArgs)(_same)
+
+
+@_table("shuffled", "the cards were shuffled by hand (when no shuffler says so)", _DEALERS,
+        NoArgs)  # fmt: skip
+def _shuffled(turn: Turn, args: NoArgs) -> TableState:
+    if "shuffler" in turn.state.devices:
+        # A hand shuffle reported while the shuffler is on the table: another method before
+        # the device was removed (555.14(g) and its like: the game's rows say whether it is a
+        # ruling), the same as a declared manual shuffle; not the round's shuffle.
+        turn.observe("other_method", method="manual_shuffle", device_class="shuffler")
+        return turn.state
+    return shuffled(turn, None)
+
+
+@_table(
+    "stub_count",
+    "the stub count (555.8(f)-(h) and their like): 52 resets the five-round count; a wrong "
+    "count is a ruling",
+    _DEALERS,
+    StubCount,
+    example={"count": 52, "misdealt": False},
+)
+def _stub_count(turn: Turn, args: StubCount) -> TableState:
+    state = turn.state
+    turn.observe("stub_count", count=args.count, misdealt=args.misdealt,
+                 full=args.count in turn.facts.full_deck_counts,
+                 dealing=state.dealing.value)  # fmt: skip
+    return dataclasses.replace(state, rounds_since_stub_count=0)
+
+
+@_table(
+    "new_cards",
+    "new decks in play (deck age starts again, 555.3(c); baccarat: a new shoe, its burn due)",
+    _DEALERS,
+    NoArgs,
+)
+def _new_cards(turn: Turn, args: NoArgs) -> TableState:
+    return dataclasses.replace(turn.state, cards_in_play_since=turn.at, deck_ready=None,
+                               deck_last_dealt=None, cover_card_round=None,
+                               burn_due=turn.facts.game in BACCARAT,
+                               coups_in_shoe=0)  # fmt: skip
+
+
+@_table(
+    "declare_method",
+    "how the table deals (automated_shoe, manual_shoe, hand) and shuffles (device, manual) "
+    "now; another method while the device is on the table is a ruling (555.14(g))",
+    _FLOOR,
+    DeclareMethod,
+    example={"dealing": "automated_shoe"},
+)
+def _declare_method(turn: Turn, args: DeclareMethod) -> TableState:
+    state = turn.state
+    dealt = args.dealing or state.dealing
+    shuffling = args.shuffling or state.shuffling
+    # 555.14(g): another method while the device is still on the table
+    if shuffling is ShufflingMethod.MANUAL and "shuffler" in state.devices:
+        turn.observe("other_method", method="manual_shuffle", device_class="shuffler")
+    if dealt is not DealingMethod.AUTOMATED_SHOE and "shoe" in state.devices:
+        turn.observe("other_method", method=dealt.value, device_class="shoe")
+    return dataclasses.replace(state, dealing=dealt, shuffling=shuffling)
+
+
+@_table("device_removed", "a device leaves the table", _FLOOR_AND_TECH, DeviceOnTable,
+        example={"device_class": "shuffler"})  # fmt: skip
+def _device_removed(turn: Turn, args: DeviceOnTable) -> TableState:
+    return dataclasses.replace(turn.state, devices=turn.state.devices - {args.device_class})
+
+
+@_table(
+    "device_installed",
+    "a device joins the table (again); a card reader installed in place of one that "
+    "malfunctioned ends its halt on dealing (551.16(m): \"until … replaced\")",
+    _FLOOR_AND_TECH,
+    DeviceOnTable,
+    example={"device_class": "shuffler"},
+)
+def _device_installed(turn: Turn, args: DeviceOnTable) -> TableState:
+    turn.observe("device_installed", device_class=args.device_class)
+    return dataclasses.replace(turn.state, devices=turn.state.devices | {args.device_class})
+
+
+@_table(
+    "reader_inspected",
+    "the floorperson inspected the card reader for this gaming day (551.2(e)); it ends the "
+    "halt on dealing a missing inspection gave",
+    _FLOOR,
+    NoArgs,
+    why="551.2(e): the floorperson inspects the card reader each gaming day",
+)
+def _reader_inspected(turn: Turn, args: NoArgs) -> TableState:
+    turn.observe("reader_inspected")
+    return dataclasses.replace(turn.state, reader_inspected_on=turn.facts.gaming_day.of(turn.at))
+
+
+# -- the table: progressive and bonus payouts --------------------------------------------------
+
+
+def _progressive_table(turn: Turn, kind: str) -> PayTable:
+    if turn.facts.progressive is None:
+        raise ValueError(f"{kind}: this table has no progressive pay table ([progressive])")
+    return turn.facts.progressive
+
+
+def _unpaid_claim(turn: Turn, kind: str, seat: int) -> Claim:
+    _progressive_table(turn, kind)
+    claim = turn.state.claim(seat)
+    if claim is None:
+        raise ValueError(f"{kind}: no progressive hand recorded at seat {seat} this round")
+    if claim.paid_cents is not None:
+        raise ValueError(f"{kind}: seat {seat} has been paid this round")
+    return claim
+
+
+@_table(
+    "progressive_hand",
+    "a winning progressive hand at that seat (555.12(b)(1)); a shoe that reads cards records "
+    "it by itself from the player's stack, ranked as 555.6 ranks it",
+    _DEALERS,
+    ProgressiveHand,
+    example={"seat": 2, "hand": "flush"},
+    why="555.12(b): the dealer verifies the hand and the light",
+)
+def _progressive_hand(turn: Turn, args: ProgressiveHand) -> TableState:
+    _progressive_table(turn, "progressive_hand")
+    claim = turn.state.claim(args.seat)
+    if claim is not None and claim.paid_cents is not None:
+        raise ValueError(f"progressive_hand: seat {args.seat} has been paid this round")
+    return turn.state.with_claim(Claim(args.seat, args.hand))
+
+
+@_table("validate_payout", "a floorperson validated that seat's payout (555.12(b)(3))", _FLOOR,
+        AtSeat, example={"seat": 2}, why="555.12(b)(3): a floorperson validates")  # fmt: skip
+def _validate_payout(turn: Turn, args: AtSeat) -> TableState:
+    claim = _unpaid_claim(turn, "validate_payout", args.seat)
+    return turn.state.with_claim(dataclasses.replace(claim, validated=True))
+
+
+@_table(
+    "pay_progressive",
+    "pay it: refused unless the hand was recorded, the seat's light is lit (555.12(b)(2)) and "
+    "it was validated; refused out of turn (from the dealer's right, seat 7 first); paid at "
+    "the meter as it stands (555.13(f)); royal flushes share the meter",
+    _DEALERS,
+    AtSeat,
+    example={"seat": 2},
+)
+def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
+    """555.12(b): every step, and in turn (from the dealer's right: the highest seat first);
+    555.13(f): paid at the meter as it stands at its turn, and royal flushes share it."""
+    state, seat = turn.state, args.seat
+    claim = _unpaid_claim(turn, "pay_progressive", seat)
+    missing = claim.missing()
+    if missing:
+        raise ValueError(f"pay_progressive: not paid: {'; '.join(missing)}")
+    before = [c.seat for c in state.claims if c.seat > seat and c.paid_cents is None]
+    if before:
+        raise ValueError(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
+                         "right)")  # fmt: skip
+    hand = FiveCard[claim.hand.upper()]
+    sharing = [c for c in state.claims if c.hand == "royal_flush"]
+    if hand is not FiveCard.ROYAL_FLUSH:
+        sharing = [claim]
+    waiting = [m for c in sharing for m in c.missing()]
+    if waiting:
+        raise ValueError("pay_progressive: the royal flushes share the meter and are paid "
+                         f"together: {'; '.join(waiting)}")  # fmt: skip
+    before_cents = meter(turn.facts, state)
+    paytable = _progressive_table(turn, "pay_progressive")
+    share, after = payout(paytable, hand, before_cents, royal_flushes=len(sharing))
+    new = state
+    for paid in sharing:
+        new = new.with_claim(dataclasses.replace(paid, paid_cents=share))
+        turn.observe("progressive_paid", seat=paid.seat, hand=paid.hand, cents=share,
+                     meter_cents_before=before_cents // 1000,
+                     shared_by=len(sharing))  # fmt: skip
+    return dataclasses.replace(new, meter_millicents=after)
+
+
+@_table(
+    "pay_bonus",
+    "Let It Ride: pay the Let It Ride Bonus at the table's amounts "
+    "([pay_tables.let_it_ride_bonus], else the 559.14(d) minimums); a lesser hand is refused "
+    "(it loses the wager)",
+    _DEALERS,
+    PayBonus,
+    example={"seat": 1, "hand": "flush"},
+)
+def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
+    """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
+    559.14(d) or the casino's higher one; three of a kind or better wins."""
+    if turn.facts.game is not Game.LET_IT_RIDE:
+        raise ValueError("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
+    table = turn.facts.bonus_pays or MINIMUMS["let_it_ride_bonus"]
+    if args.hand not in table:
+        raise ValueError(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
+                         "a lesser hand loses the wager")  # fmt: skip
+    turn.observe("bonus_paid", seat=args.seat, hand=args.hand, dollars=table[args.hand])
+    return turn.state
+
+
+@_table(
+    "chips_collected",
+    "the progressive (or bonus) wager chips collected; a count other than the wagers the "
+    "acceptors accepted since betting opened is a ruling (555.8(b), 559.12(a)(2))",
+    _DEALERS,
+    ChipsCollected,
+    example={"count": 0},
+)
+def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
+    state = turn.state
+    turn.observe("chips_collected", count=args.count, accepted=state.wagers_accepted,
+                 events_unaccounted=state.events_unaccounted,
+                 resets_unaccounted=state.resets_unaccounted,
+                 game=turn.facts.game.value)  # fmt: skip
+    return state
+
+
+# -- the table: a ruling's lifecycle (rules/rulings.py) ----------------------------------------
+@_table(
+    "acknowledge_ruling",
+    "a named floorperson has seen the ruling (open or escalated → acknowledged); refused for "
+    "an unknown id or one already acknowledged or resolved",
+    _FLOOR,
+    AcknowledgeRuling,
+    why="a ruling's alert is for a floorperson (\"after notification to a floorperson or "
+    'higher", 551.16(l)); the dealer gives the rulings and a technician repairs devices: '
+    "neither is the floorperson's notice",
+    example={"ruling": 21, "by": "ann"},
+)
+def _acknowledge_ruling(turn: Turn, args: AcknowledgeRuling) -> TableState:
+    rulings = acknowledge(turn.state.rulings, args.ruling, args.by, turn.at)
+    return dataclasses.replace(turn.state, rulings=rulings)
+
+
+@_table(
+    "resolve_ruling",
+    f"what was done, one of the ruling's own actions, and a note (at most {MAX_NOTE_CHARS} "
+    "characters): acknowledged → resolved; refused before it is acknowledged, and for an "
+    "action the ruling does not require. A halting ruling (halt_dealing, remove_deck) halts "
+    "dealing until it is resolved, or until the end its clause names is seen (551.16(m): the "
+    "card reader repaired or replaced; 551.2(e): the day's inspection)",
+    _FLOOR,
+    ResolveRuling,
+    why="clearing an irregularity is a floorperson's, as the clauses give a floorperson or "
+    "above the validations (555.12(b)(3)) and the torn ten (551.16(b)); a dealer never clears "
+    "a ruling on their own game, and a technician's repair is device_installed",
+    example={"ruling": 21, "action": "remove_deck", "note": "deck 4411 out", "by": "ann"},
+)
+def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
+    rulings = resolve(turn.state.rulings, args.ruling, args.action, args.by, args.note, turn.at)
+    return dataclasses.replace(turn.state, rulings=rulings)
+
+
+# -- the table: irregularities the dealer reports ------------------------------------------------
+@_table(
+    "card_exposed",
+    "a card was exposed; the phase decides the ruling (555.14(a): a hole card before \"no "
+    "more bets\"; 557.13(d): a dealer's card before the reveal)",
+    _DEALERS,
+    CardExposed,
+    example={"card": "hole"},
+)
+def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
+    turn.observe("card_exposed", card=args.card, phase=turn.state.phase.value)
+    return turn.state
+
+
+@_table(
+    "misdeal",
+    "a hand got the wrong number of cards, dealt by hand or from a manual shoe: the same "
+    "rulings as a shoe's miscounted stack (555.14(d), 557.13(c), 559.15(c))",
+    _DEALERS,
+    Misdeal,
+    example={"target": "seat1", "count": 5},
+)
+def _misdeal(turn: Turn, args: Misdeal) -> TableState:
+    rules = EXPECTED.get(turn.facts.game.value, {})
+    expected = args.expected or rules.get("seat" if args.target.startswith("seat") else args.target)
+    if expected is None:
+        raise ValueError(f"misdeal: args expected (the cards {args.target} should get): the "
+                         "game has no rule for it")  # fmt: skip
+    turn.observe("misdeal", target=args.target, count=args.count, expected=expected)
+    return turn.state
+
+
+@_table(
+    "up_card",
+    "Spanish 21: the dealer's first card; A, K, Q, J send the hole card through the reader "
+    "before more cards (551.8(e)); another rank in the reader is a ruling by the reader's "
+    "model (551.16(l)(1) or (2)); a 10 is no up card (no tens are in play, 551.3(a)) but a "
+    "ten found in the shoe (551.16(b))",
+    _DEALERS,
+    UpCard,
+    example={"rank": "K"},
+)
+def _up_card(turn: Turn, args: UpCard) -> TableState:
+    state = turn.state
+    if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
+        # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
+        # the shoe, torn up (551.16(b)); the up card is still to come.
+        turn.observe("ten_found", found=state.tens_found + 1, up_card=True)
+        return dataclasses.replace(state, tens_found=state.tens_found + 1)
+    return dataclasses.replace(state, up_card=args.rank)
+
+
+for _gated_name, _gated_doc in (
+    ("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards"),
+    ("insurance_placed", "Spanish 21: an Insurance Wager was placed (551.10(b))"),
+    ("insurance_collected", "Spanish 21: losing Insurance Wagers were collected (551.10(d))"),
+    ("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))"),
+):
+    _table(_gated_name, _gated_doc, _DEALERS, NoArgs)(_gated)
+
+
+def _found(turn: Turn, args: NoArgs) -> TableState:
+    """A card face up, or a ten, found in the shoe this round: counted, and judged."""
+    name = "face_up_found" if turn.kind == "card_face_up" else "tens_found"
+    found = getattr(turn.state, name) + 1
+    turn.observe(turn.kind, found=found)
+    return dataclasses.replace(turn.state, **{name: found})
+
+
+_table("card_face_up", "Spanish 21: a card found face up in the shoe; the first this round is "
+       "discarded, a second voids the round (551.16(a))", _DEALERS, NoArgs)(_found)  # fmt: skip
+_table("ten_found", "Spanish 21: a 10 found in the shoe; the first this round is torn up, a "
+       "second voids the round (551.16(b))", _DEALERS, NoArgs)(_found)  # fmt: skip
+_table(
+    "too_few_cards",
+    "too few cards for the round: Spanish 21 shuffles the discards, burns one and finishes the "
+    "round (551.16(g)); baccarat voids it (543.14(e))",
+    _DEALERS,
+    NoArgs,
+)(_observed)
+
+
+@_table(
+    "first_card",
+    "baccarat: the first card of a new shoe; burn it and as many more as its value (543.5(g), "
+    "545.5(f)); refused once a coup is dealt from the shoe",
+    _DEALERS,
+    UpCard,
+    example={"rank": "7"},
+)
+def _first_card(turn: Turn, args: UpCard) -> TableState:
+    dealt = turn.state.coups_in_shoe
+    if dealt:
+        raise ValueError(f"first_card: {dealt} coups were dealt from this shoe; the first card "
+                         "is burned before a new shoe's first coup (543.5(g), 545.5(f))")  # fmt: skip
+    turn.observe("first_card", burn=burn(args.rank, first=True))
+    return dataclasses.replace(turn.state, burn_due=False)
+
+
+@_table(
+    "cover_card",
+    "baccarat: the cover card came out: this hand, then the last hand, then new decks "
+    "(543.10(e)); a hand dealt after that is a ruling",
+    _DEALERS,
+    NoArgs,
+)
+def _cover_card(turn: Turn, args: NoArgs) -> TableState:
+    turn.observe("cover_card")
+    return dataclasses.replace(turn.state, cover_card_round=turn.state.round)
+
+
+@_table(
+    "drawn_in_error",
+    "a card drawn in error: in poker, one not exposed is the next card (555.14(c), 557.13(b), "
+    "559.15(b)); in baccarat, 543.14(a), (c)",
+    _DEALERS,
+    DrawnInError,
+    example={"disclosed": False},
+)
+def _drawn_in_error(turn: Turn, args: DrawnInError) -> TableState:
+    turn.observe("drawn_in_error", disclosed=args.disclosed, burn=1 if args.disclosed else 0)
+    return turn.state
+
+
+@_table(
+    "card_face_up_in_shoe",
+    "baccarat: a card found face up in the shoe: discard it and as many more, face up, as its "
+    "value (543.14(d), 543.6: a 10 or court card is zero)",
+    _DEALERS,
+    UpCard,
+    example={"rank": "4"},
+)
+def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
+    turn.observe("card_face_up_in_shoe", burn=burn(args.rank, first=False))
+    return turn.state
+
+
+@_table(
+    "coup",
+    "baccarat: the coup against the drawing rules (543.11 and Table 1): a third card after a "
+    "Natural, a Player's third card not allowed (543.14(b)), a Player who stayed below 6, a "
+    "Banker who drew or stayed against Table 1",
+    _DEALERS,
+    Coup,
+    example={"player": ["K", "7"], "banker": ["5", "Q", "2"]},
+)
+def _coup(turn: Turn, args: Coup) -> TableState:
+    new = coup_begins(turn, turn.state)
+    turn.observe("coup", **coup(args.player, args.banker, args.extra))
+    return new
+
+
+COMMANDS: dict[str, Command] = {c.name: c for c in _DECLARED}
 
 
 # -- the auditor: records sent again from the journal (docs/floor.md) ---------------------
@@ -662,13 +895,14 @@ class Replay(Args):
         return self
 
 
-REPLAY = _table(
+REPLAY = Command(
     "replay",
     "send these journal records again, each as it was journaled, on "
     "`<prefix>/<table>/replay` (not journaled: a repeat); the result says how many went and, "
     "when retention deleted some, `pruned_before` (docs/floor.md)",
     frozenset({Role.AUDITOR}),
     Replay,
+    "table",
     why="the floor repairs a gap from the table's journal; the auditor may ask for nothing else",
     example={"from_seq": 0, "to_seq": 2},
 )
@@ -698,16 +932,16 @@ def authorise(name: str, role: str) -> Command:
 def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[Command, Args]:
     """The command and its typed arguments, or ``Refused`` with the reason, checked in this
     order: a known role, a known command, one that role may give, arguments of the right names
-    and types, a phase the command is valid in."""
+    and types, a phase the command is taken in (rules/table.py ``TRANSITIONS``), and in that
+    phase a role that may give it there."""
     command = authorise(name, role)
-    try:
-        typed = command.args.model_validate(dict(args))
-    except ValidationError as exc:
-        raise Refused(f"{name}: {_problems(exc)}") from None
-    if command.phases is not None and phase not in command.phases:
-        valid = ", ".join(p.value for p in Phase if p in command.phases)
-        raise Refused(f"{name!r} is refused while the table is {phase.value} (it is taken when "
-                      f"the table is {valid})")  # fmt: skip
+    typed = command.parse(args)
+    why = refusal(name, phase)
+    if why is not None:
+        raise Refused(why)
+    if phase in command.supervised_in and role != Role.FLOORPERSON:
+        raise Refused(f"{name!r} while the table is {phase.value} needs a floorperson "
+                      f"({command.why})")  # fmt: skip
     return command, typed
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "Rule",
     "Ruling",
     "TableFacts",
+    "Until",
     "When",
 ]
 
@@ -190,6 +191,20 @@ class When:
 
 
 @dataclass(frozen=True, slots=True)
+class Until:
+    """The end a halting clause names for itself (551.16(m): "until the card reader device is
+    repaired or replaced"): an observation of ``trigger`` for which every ``when`` holds."""
+
+    trigger: str
+    when: tuple[When, ...] = ()
+
+    def met(self, facts: TableFacts, observation: Observation) -> bool:
+        return observation.kind == self.trigger and all(
+            w.holds(facts, observation.data) for w in self.when
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One row: a clause of the rules, what triggers it, and what it requires."""
 
@@ -207,6 +222,9 @@ class Rule:
     #: e.g. seat3) or "none"; left empty, "all" when an action voids, returns or completes
     #: hands, "none" otherwise (a card discarded, a deck removed, a floorperson alerted)
     affects: str = ""
+    #: a halting row whose clause names its own end: any one of these ends the halt (the
+    #: ruling stays unresolved for a floorperson); none: only its resolution ends it
+    until: tuple[Until, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.affects:

@@ -7,7 +7,7 @@ import dataclasses
 
 from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
-from tableside.rules.table_rows import TABLE_RULES
+from tableside.rules.table_rows import READER_REPAIRED, TABLE_RULES
 
 __all__ = ["REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
 
@@ -237,10 +237,13 @@ SHOE_RULES: tuple[Rule, ...] = (
     _row("559.15(c)", _LIR, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
          "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
     # -- card reader device ------------------------------------------------------------------
-    _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
-         (When("fault", "==", "malfunction"),), (Action.HALT_DEALING, Action.ALERT),
-         "The card reader malfunctioned: no more dealing at this table until it is repaired "
-         "or replaced."),
+    dataclasses.replace(
+        _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
+             (When("fault", "==", "malfunction"),), (Action.HALT_DEALING, Action.ALERT),
+             "The card reader malfunctioned: no more dealing at this table until it is "
+             "repaired or replaced."),
+        until=READER_REPAIRED,
+    ),
 )  # fmt: skip
 
 #: the same misdeal rules when the dealer reports the stack (dealt by hand or a manual shoe)

@@ -14,7 +14,10 @@ A ruling that requires ``halt_dealing`` or ``remove_deck`` *halts dealing* until
 resolved: 551.16(m) "may not continue dealing … until the card reader device is repaired or
 replaced"; 555.5(b) and its like "the deck shall be removed from the table": no card of that
 deck may be dealt, and the table cannot see a deck leave, so the floorperson's resolution is
-the record that it did.
+the record that it did. A halting row whose clause names its own end (``Rule.until``: 551.16(m)
+"until the card reader device is repaired or replaced", 551.2(e) the gaming day's inspection)
+stops halting when the table sees that end (``end_halts``); the ruling itself stays open for a
+floorperson to acknowledge and resolve.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tableside.rules.model import Action
+from tableside.rules.model import Action, Observation, TableFacts, Until
+from tableside.rules.rows import RULES
 
 __all__ = [
     "HALTING",
@@ -37,7 +41,9 @@ __all__ = [
     "RulingState",
     "acknowledge",
     "due",
+    "end_halts",
     "escalate",
+    "halt_ends",
     "halting",
     "open_rulings",
     "resolve",
@@ -97,11 +103,18 @@ class RulingRecord:
     #: what was done: one of ``actions``
     action: Action | None = None
     note: str | None = None
+    #: when the end its clause names was seen (``Rule.until``): it no longer halts dealing
+    halt_ended_at: float | None = None
 
     @property
     def halts(self) -> bool:
-        """It halts dealing now: a halting action, and not resolved."""
-        return self.state not in _DONE and any(a in HALTING for a in self.actions)
+        """It halts dealing now: a halting action, not resolved, and its clause's own end not
+        yet seen."""
+        return (
+            self.state not in _DONE
+            and self.halt_ended_at is None
+            and any(a in HALTING for a in self.actions)
+        )
 
     @property
     def unresolved(self) -> bool:
@@ -177,33 +190,23 @@ def open_rulings(rulings: Rulings, new: tuple[RulingRecord, ...], at: float) -> 
     return out
 
 
-def acknowledge(rulings: Rulings, data: Mapping[str, Any], at: float) -> Rulings:
+def acknowledge(rulings: Rulings, ruling: int, by: str, at: float) -> Rulings:
     """``acknowledge_ruling``: a named floorperson has seen it."""
-    record = _find(rulings, data.get("ruling"), "acknowledge_ruling")
-    by = data.get("by")
-    if not isinstance(by, str) or not by.strip():
-        raise ValueError("acknowledge_ruling: args by, the floorperson's name")
+    record = _find(rulings, ruling, "acknowledge_ruling")
     state = _moved(record, "acknowledge")
     return _replace(rulings, dataclasses.replace(record, state=state, acknowledged_by=by,
                                                  acknowledged_at=at))  # fmt: skip
 
 
-def resolve(rulings: Rulings, data: Mapping[str, Any], at: float) -> Rulings:
+def resolve(  # noqa: PLR0913 (the resolution's own fields)
+    rulings: Rulings, ruling: int, action: Action, by: str, note: str, at: float
+) -> Rulings:
     """``resolve_ruling``: what was done (one of the ruling's actions) and a note."""
-    record = _find(rulings, data.get("ruling"), "resolve_ruling")
-    by, note = data.get("by"), data.get("note", "")
-    if not isinstance(by, str) or not by.strip():
-        raise ValueError("resolve_ruling: args by, the floorperson's name")
-    if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
-        raise ValueError(f"resolve_ruling: args note, text of at most {MAX_NOTE_CHARS} characters")
-    try:
-        action: Action | None = Action(str(data.get("action")))
-    except ValueError:
-        action = None
-    if action is None or action not in record.actions:
+    record = _find(rulings, ruling, "resolve_ruling")
+    if action not in record.actions:
         allowed = ", ".join(a.value for a in record.actions)
         raise ValueError(f"resolve_ruling: ruling {record.id} ({record.clause}) requires "
-                         f"{allowed}; {data.get('action')!r} is none of them")  # fmt: skip
+                         f"{allowed}; {action.value!r} is none of them")  # fmt: skip
     state = _moved(record, "resolve")
     return _replace(rulings, dataclasses.replace(record, state=state, resolved_by=by,
                                                  resolved_at=at, action=action,
@@ -229,3 +232,28 @@ def escalate(rulings: Rulings, after_s: float, at: float) -> Rulings:
 def halting(rulings: Rulings) -> list[RulingRecord]:
     """The rulings that halt dealing now, oldest first."""
     return [r for r in rulings if r.halts]
+
+
+#: rule id → the ends its clause names for its halt
+_UNTIL: Mapping[str, tuple[Until, ...]] = {r.id: r.until for r in RULES if r.until}
+
+
+def end_halts(rulings: Rulings, facts: TableFacts, seen: Observation, at: float) -> Rulings:
+    """Every ruling that halts dealing and whose clause's own end ``seen`` is stops halting
+    (it stays unresolved: a floorperson still acknowledges and resolves it)."""
+    out = rulings
+    for r in rulings:
+        if r.halts and any(u.met(facts, seen) for u in _UNTIL.get(r.rule_id, ())):
+            out = _replace(out, dataclasses.replace(r, halt_ended_at=at))
+    return out
+
+
+def halt_ends(facts: TableFacts, device_class: str, seen: Observation) -> bool:
+    """Whether ``seen`` ends the halt that ``device_class``'s halting rows put on dealing
+    (the table's ``halted_by``): the same ends as those rows' rulings."""
+    return any(
+        u.met(facts, seen)
+        for r in RULES
+        if r.trigger.startswith(f"{device_class}.") and Action.HALT_DEALING in r.actions
+        for u in r.until
+    )

@@ -4,7 +4,13 @@ event, so a journal replayed gives the same table back.
 
 Phases, in order (the chapters' dealing procedures, 555.8-555.11 and their like):
 ``closed`` → ``open`` (cards inspected, 555.4) → ``betting`` → ``no_more_bets`` → ``dealing``
-→ ``decisions`` → ``settlement`` → ``complete`` → ``betting`` again.
+→ ``decisions`` → ``settlement`` → ``complete`` → ``betting`` again: every move in one table,
+``TRANSITIONS``.
+
+What moves the table is a ``TableEvent``: a device's event (``DeviceReport``, dispatched by its
+type to its handler here), a person's command (``Said``: its handler is declared with it in
+rules/commands.py and takes its arguments as they were parsed), or one of the daemon's own
+words (``RulingsOpened``, ``Halt``, ``EscalateRulings``), which no person can give.
 
 What the state machine knows and the rows judge at the start of each round (``table.round``):
 whether the cards were shuffled since the last round (555.5(a)), which deck of two is dealt
@@ -21,9 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, ClassVar, TypeVar
 
 from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus
 from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
@@ -48,16 +54,24 @@ from tableside.rules.hands import (
 )
 from tableside.rules.model import Game, Observation, TableFacts
 from tableside.rules.patterns import plan_misfit
-from tableside.rules.paytables import MINIMUMS
-from tableside.rules.progressive import PAYING_HANDS, payout
-from tableside.rules.rulings import RulingRecord, acknowledge, escalate, open_rulings, resolve
+from tableside.rules.progressive import PAYING_HANDS
+from tableside.rules.rulings import RulingRecord, end_halts, escalate, halt_ends, open_rulings
 
 __all__ = [
+    "TRANSITIONS",
+    "Claim",
     "DealingMethod",
+    "DeviceReport",
+    "EscalateRulings",
+    "Halt",
     "Phase",
+    "RulingsOpened",
+    "Said",
     "ShufflingMethod",
     "TableEvent",
     "TableState",
+    "Turn",
+    "refusal",
     "step",
 ]
 
@@ -201,25 +215,325 @@ class TableState:
 
 
 @dataclass(frozen=True, slots=True)
-class TableEvent:
-    """Something that moves the table: a person's request (``open_table``…) or the daemon's
-    own word (``rulings_opened``…) by name with its arguments in ``data``; or a device's event,
-    ``device``, typed as its driver reported it (``kind`` then names it
-    ``<device class>.<kind>``, for the published state's ``cause``). ``at`` is Unix time."""
+class DeviceReport:
+    """A device's event, typed as its driver reported it; ``kind`` names it
+    ``<device class>.<kind>`` (the published state's ``cause``). ``at`` is Unix time."""
 
     kind: str
     at: float
-    data: Mapping[str, Any] = field(default_factory=dict)
-    device: DeviceEvent | None = None
+    event: DeviceEvent
 
     @classmethod
-    def of(cls, device_class: str, event: DeviceEvent, at: float) -> TableEvent:
+    def of(cls, device_class: str, event: DeviceEvent, at: float) -> DeviceReport:
         """A device's event, as the table takes it."""
-        return cls(f"{device_class}.{event.kind}", at, device=event)
+        return cls(f"{device_class}.{event.kind}", at, event)
 
 
-#: records what the rows must judge: ``observe("round", shuffled=False, …)``
-Observe = Callable[..., None]
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A person's command to the table (rules/commands.py ``Command.said``): its handler,
+    bound to the arguments as they were parsed."""
+
+    kind: str
+    at: float
+    handler: Callable[[Turn], TableState] = field(compare=False)
+
+
+# -- the daemon's own words: not people's commands, and never given by one ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RulingsOpened:
+    """The daemon published these rulings: they join the table's, each open."""
+
+    rulings: tuple[RulingRecord, ...]
+    at: float
+    kind: ClassVar[str] = "rulings_opened"
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """A device's ruling halts dealing until that device is repaired or replaced."""
+
+    device_class: str
+    at: float
+    kind: ClassVar[str] = "halt"
+
+
+@dataclass(frozen=True, slots=True)
+class EscalateRulings:
+    """Rulings nobody acknowledged within ``after_s`` escalate."""
+
+    after_s: float
+    at: float
+    kind: ClassVar[str] = "escalate_rulings"
+
+
+#: everything that moves the table
+TableEvent = DeviceReport | Said | RulingsOpened | Halt | EscalateRulings
+
+
+@dataclass(slots=True)
+class Turn:
+    """One event being taken: the table as it was, and what the rows must judge of it
+    (``observe("round", shuffled=False, …)``; stamped with the round the event leaves the
+    table in, unless ``round`` is given)."""
+
+    facts: TableFacts
+    state: TableState
+    kind: str
+    at: float
+    notes: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
+
+    def observe(self, what: str, *, round: int | None = None, **fields: Any) -> None:
+        self.notes.append((what, round, fields))
+
+
+_OPEN = frozenset(Phase) - {Phase.CLOSED}
+#: a round may start at an open table, never while bets are being taken (555.10(a)(2): "no
+#: more bets" comes first) nor while a round is being dealt; the last round's decisions and
+#: settlement may go unreported
+_ROUND_MAY_START = frozenset(
+    {Phase.OPEN, Phase.NO_MORE_BETS, Phase.DECISIONS, Phase.SETTLEMENT, Phase.COMPLETE}
+)
+_IN_ROUND = frozenset({Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT})
+
+
+def _to(target: Phase, phases: Iterable[Phase]) -> dict[Phase, Phase]:
+    return dict.fromkeys(phases, target)
+
+
+def _stays(phases: Iterable[Phase]) -> dict[Phase, Phase]:
+    return {p: p for p in phases}
+
+
+#: what moves the table's phase, h11's way: a command (by name) or a device's event (by type)
+#: → {a phase it is taken in: the phase it leads to}. A command is refused in a phase not in
+#: its row (``refusal``, asked by rules/commands.py ``admit`` before the command reaches the
+#: table) and one with no row is taken in any phase and leaves it as it is; a device's event
+#: is never refused (the device says what happened): in a phase not in its row it leaves the
+#: phase as it is, and so does a command ``step`` is given there directly.
+TRANSITIONS: Mapping[str | type[DeviceEvent], Mapping[Phase, Phase]] = {
+    "open_table": {Phase.CLOSED: Phase.OPEN},
+    "close_table": _to(Phase.CLOSED, _OPEN),
+    "bets_open": _to(Phase.BETTING, (Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS)),
+    "no_more_bets": _to(Phase.NO_MORE_BETS, (Phase.OPEN, Phase.BETTING, Phase.COMPLETE)),
+    "start_round": _to(Phase.DEALING, _ROUND_MAY_START),
+    "deal_round": _stays(_ROUND_MAY_START),  # the shoe's deal_started moves it
+    "deal": _stays(frozenset(Phase) - _IN_ROUND),
+    "deal_done": {Phase.DEALING: Phase.DECISIONS},
+    "reveal": _to(Phase.SETTLEMENT, (Phase.DEALING, Phase.DECISIONS)),
+    # a payout is recorded at an open table (a table with no shoe and no dealer's word on its
+    # phases may never reach "decisions"); 555.12(b)'s steps are what the table enforces
+    "round_settled": _to(Phase.COMPLETE, _OPEN),
+    **{name: _stays(_OPEN) for name in (
+        "progressive_hand", "validate_payout", "pay_progressive", "pay_bonus",
+        "chips_collected", "card_exposed", "card_face_up", "ten_found", "too_few_cards",
+        "first_card", "cover_card", "drawn_in_error", "card_face_up_in_shoe", "coup")},
+    **{name: _stays(_IN_ROUND) for name in (
+        "misdeal", "up_card", "more_cards", "insurance_placed", "insurance_collected",
+        "match_the_dealer_settled")},
+    DealStarted: _to(Phase.DEALING, Phase),
+    DealCompleted: _to(Phase.DECISIONS, Phase),
+}  # fmt: skip
+
+
+def refusal(command: str, phase: Phase) -> str | None:
+    """Why ``command`` is not taken while the table is in ``phase`` (None: it is)."""
+    row = TRANSITIONS.get(command)
+    if row is None or phase in row:
+        return None
+    valid = ", ".join(p.value for p in Phase if p in row)
+    return (f"{command!r} is refused while the table is {phase.value} (it is taken when the "
+            f"table is {valid})")  # fmt: skip
+
+
+def step(
+    facts: TableFacts, state: TableState, event: TableEvent
+) -> tuple[TableState, list[Observation]]:
+    """The next state, and ``table.*`` observations for the rule rows. Raises ValueError for a
+    command the table cannot take (what its handler checks), with the reason, and TypeError for
+    anything that is not a ``TableEvent``."""
+    turn = Turn(facts, state, event.kind, event.at)
+    match event:
+        case DeviceReport(event=reported):
+            new = _reported(turn, reported)
+        case Said():
+            new = _lead(event.kind, state.phase, event.handler(turn))
+        case RulingsOpened(rulings=given):
+            new = dataclasses.replace(state, rulings=open_rulings(state.rulings, given, event.at))
+        case Halt(device_class=device):
+            new = dataclasses.replace(state, halted_by=device)
+        case EscalateRulings(after_s=after):
+            new = dataclasses.replace(state, rulings=escalate(state.rulings, after, event.at))
+        case _:
+            raise TypeError(f"the table takes a TableEvent, not {event!r}")
+    seen = [Observation(f"table.{what}", "table",
+                        {"round": new.round if round_ is None else round_, **fields})
+            for what, round_, fields in turn.notes]  # fmt: skip
+    return _halts_end(facts, new, event, seen), seen
+
+
+def _lead(trigger: str | type[DeviceEvent], phase: Phase, state: TableState) -> TableState:
+    """``state`` in the phase ``trigger`` leads to from ``phase`` (TRANSITIONS)."""
+    target = TRANSITIONS.get(trigger, {}).get(phase)
+    if target is None or target is state.phase:
+        return state
+    return dataclasses.replace(state, phase=target)
+
+
+# -- a device's event, dispatched by its type -------------------------------------------------
+
+_DeviceHandler = Callable[[Turn, DeviceEvent], TableState]
+_ON: dict[type[DeviceEvent], _DeviceHandler] = {}
+E = TypeVar("E", bound=DeviceEvent)
+
+
+def _on(kind: type[E]) -> Callable[[Callable[[Turn, E], TableState]], Callable[[Turn, E], TableState]]:
+    """Declares the table's handler for one type of device event."""
+
+    def declare(handler: Callable[[Turn, E], TableState]) -> Callable[[Turn, E], TableState]:
+        def run(turn: Turn, event: DeviceEvent) -> TableState:
+            assert isinstance(event, kind)  # _reported looked it up by this type
+            return handler(turn, event)
+
+        _ON[kind] = run
+        return handler
+
+    return declare
+
+
+def _reported(turn: Turn, event: DeviceEvent) -> TableState:
+    """A device's event moves the table by its type's handler; an event of a type the table
+    has none for (a status, a heartbeat …) leaves it as it is."""
+    handler = _ON.get(type(event))
+    if handler is None:
+        return turn.state
+    return _lead(type(event), turn.state.phase, handler(turn, event))
+
+
+@_on(ButtonPressed)
+def _button(turn: Turn, event: ButtonPressed) -> TableState:
+    """The control device's buttons: what a person's ``no_more_bets`` and ``bets_open`` do,
+    whatever the phase (the device says it was pressed)."""
+    row = TRANSITIONS.get(event.button)
+    if row is None:
+        return turn.state
+    state = open_betting(turn.state) if event.button == "bets_open" else turn.state
+    return dataclasses.replace(state, phase=next(iter(row.values())))
+
+
+@_on(DealStarted)
+def _deal_started(turn: Turn, event: DealStarted) -> TableState:
+    new = round_begins(turn)
+    misfit = plan_misfit(turn.facts.game, event.plan)
+    if misfit is not None:
+        turn.observe("deal_plan", reason=misfit)
+    return new
+
+
+@_on(DealCompleted)
+def _deal_completed(turn: Turn, event: DealCompleted) -> TableState:
+    return turn.state  # the phase: TRANSITIONS
+
+
+@_on(ShuffleCompleted)
+def _shuffle_completed(turn: Turn, event: ShuffleCompleted) -> TableState:
+    return shuffled(turn, event.deck)
+
+
+@_on(CardsLoaded)
+def _cards_loaded(turn: Turn, event: CardsLoaded) -> TableState:
+    if turn.facts.game not in BACCARAT:
+        return turn.state
+    # a baccarat shoe says so when a new shoe starts: its burn comes first
+    return dataclasses.replace(turn.state, burn_due=True, coups_in_shoe=0)
+
+
+@_on(WagerAccepted)
+def _wager_accepted(turn: Turn, event: WagerAccepted) -> TableState:
+    state, facts = turn.state, turn.facts
+    new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
+    if facts.progressive is not None:
+        added = meter(facts, state) + facts.progressive.contribution_millicents()
+        new = dataclasses.replace(new, meter_millicents=added)
+    return new
+
+
+@_on(EventsLost)
+def _events_lost(turn: Turn, event: EventsLost) -> TableState:
+    state = turn.state
+    if event.lost is None:  # a reset: how many is unknown
+        return dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
+    return dataclasses.replace(state, events_unaccounted=state.events_unaccounted + event.lost)
+
+
+@_on(LightsChanged)
+def _lights_changed(turn: Turn, event: LightsChanged) -> TableState:
+    claims = tuple(dataclasses.replace(c, lit=c.seat in event.lit) for c in turn.state.claims)
+    return dataclasses.replace(turn.state, claims=claims)
+
+
+@_on(ReaderStatus)
+def _reader_status(turn: Turn, event: ReaderStatus) -> TableState:
+    return dataclasses.replace(turn.state, reader_reveals=event.reveals_hole_card)
+
+
+@_on(HoleCardChecked)
+def _hole_card_checked(turn: Turn, event: HoleCardChecked) -> TableState:
+    state = turn.state
+    turn.observe("hole_card_checked", up_card=state.up_card, gate=gate(state),
+                 reveals=state.reader_reveals)  # fmt: skip
+    return dataclasses.replace(state, hole_card_checked=True)
+
+
+@_on(FirstCardBurned)
+def _first_card_burned(turn: Turn, event: FirstCardBurned) -> TableState:
+    # the shoe's own report: the first card's value against the cards it burned
+    turn.observe("shoe_burn", burn=burn(event.card[:-1], first=True), burned=event.burned)
+    return dataclasses.replace(turn.state, burn_due=False)
+
+
+@_on(CardDrawn)
+def _card_drawn_event(turn: Turn, event: CardDrawn) -> TableState:
+    state = turn.state
+    if event.round != state.coup_round:
+        state = coup_begins(turn, state)
+    return _card_drawn(turn, state, event)
+
+
+@_on(StackDispensed)
+def _stack_dispensed(turn: Turn, event: StackDispensed) -> TableState:
+    return _read_hand(turn.facts, turn.state, event)
+
+
+# -- a halt ends when its clause's own condition is met ---------------------------------------
+
+
+def _halts_end(
+    facts: TableFacts, state: TableState, event: TableEvent, seen: list[Observation]
+) -> TableState:
+    """What the table just saw (a device's event, its own observations) may be the end a
+    halting clause names for itself (``Rule.until``: 551.16(m) "until the card reader device is
+    repaired or replaced", 551.2(e) the gaming day's inspection): those rulings stop halting
+    dealing (they stay unresolved, for a floorperson to acknowledge and resolve), and so does a
+    device's halt (``halted_by``)."""
+    if not any(r.halts for r in state.rulings) and state.halted_by is None:
+        return state
+    observed = list(seen)
+    if isinstance(event, DeviceReport):
+        observed.append(Observation(event.kind, "", event.event.data(include_cards=True)))
+    rulings, halted_by = state.rulings, state.halted_by
+    for observation in observed:
+        rulings = end_halts(rulings, facts, observation, event.at)
+        if halted_by is not None and halt_ends(facts, halted_by, observation):
+            halted_by = None
+    if rulings == state.rulings and halted_by == state.halted_by:
+        return state
+    return dataclasses.replace(state, rulings=rulings, halted_by=halted_by)
+
+
+# -- what commands and devices share ----------------------------------------------------------
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
 _RANKS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
@@ -228,245 +542,39 @@ _READER_GATE = ("A", "K", "Q", "J")
 
 #: cards each hand should get, by game (555.10(b), 557.10(b) with the dealer's sixth card,
 #: 559.12(b) with two community cards after the discard)
-_BACCARAT = frozenset({Game.BACCARAT, Game.MIDIBACCARAT})
+BACCARAT = frozenset({Game.BACCARAT, Game.MIDIBACCARAT})
 
-_EXPECTED: dict[str, dict[str, int]] = {
+EXPECTED: dict[str, dict[str, int]] = {
     "caribbean_stud": {"seat": 5, "dealer": 5},
     "four_card_poker": {"seat": 5, "dealer": 6},
     "let_it_ride": {"seat": 3, "community": 2},
 }
 
 
-def step(
-    facts: TableFacts, state: TableState, event: TableEvent
-) -> tuple[TableState, list[Observation]]:
-    """The next state, and ``table.*`` observations for the rule rows. Raises ValueError for an
-    event the table cannot take (bad arguments), with the reason."""
-    kind, at, data = event.kind, event.at, event.data
-    seen: list[Observation] = []
-    new = state
+def gate(state: TableState) -> bool | None:
+    """Whether the up card sends the hole card through the reader (551.8(e)); None: no up
+    card yet."""
+    return state.up_card in _READER_GATE if state.up_card else None
 
-    def observe(what: str, **fields: Any) -> None:
-        seen.append(Observation(f"table.{what}", "table", {"round": new.round, **fields}))
 
-    # A device's event, typed as its driver reported it (drivers/*/events.py).
-    match event.device:
-        case None:
-            pass  # a person's request or the daemon's own word: below, by name
-        case ButtonPressed(button="no_more_bets" | "bets_open" as button):
-            return step(facts, state, TableEvent(button, at))
-        case DealStarted(plan=plan):
-            new = _round_begins(state)
-            observe("round", **_round_facts(facts, state, at))
-            misfit = plan_misfit(facts.game, plan)
-            if misfit is not None:
-                observe("deal_plan", reason=misfit)
-        case DealCompleted():
-            new = dataclasses.replace(state, phase=Phase.DECISIONS)
-        case ShuffleCompleted(deck=deck):
-            new = _shuffled(state, deck, observe)
-        case CardsLoaded() if facts.game in _BACCARAT:
-            # a baccarat shoe says so when a new shoe starts: its burn comes first
-            new = dataclasses.replace(state, burn_due=True, coups_in_shoe=0)
-        case WagerAccepted():
-            new = dataclasses.replace(state, wagers_accepted=state.wagers_accepted + 1)
-            if facts.progressive is not None:
-                added = _meter(facts, state) + facts.progressive.contribution_millicents()
-                new = dataclasses.replace(new, meter_millicents=added)
-        case EventsLost(lost=None):  # a reset: how many is unknown
-            new = dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
-        case EventsLost(lost=int(lost)):
-            new = dataclasses.replace(state, events_unaccounted=state.events_unaccounted + lost)
-        case LightsChanged(lit=lit):
-            claims = tuple(dataclasses.replace(c, lit=c.seat in lit) for c in state.claims)
-            new = dataclasses.replace(state, claims=claims)
-        case ReaderStatus(reveals_hole_card=reveals):
-            new = dataclasses.replace(state, reader_reveals=reveals)
-        case HoleCardChecked():
-            new = dataclasses.replace(state, hole_card_checked=True)
-            observe("hole_card_checked", up_card=state.up_card,
-                    gate=state.up_card in _READER_GATE if state.up_card else None,
-                    reveals=state.reader_reveals)  # fmt: skip
-        case FirstCardBurned(card=first, burned=burned):
-            # the shoe's own report: the first card's value against the cards it burned
-            value = _baccarat_burn("first_card", {"rank": first[:-1]})
-            new = dataclasses.replace(state, burn_due=False)
-            observe("shoe_burn", burn=value, burned=burned)
-        case CardDrawn(round=coup_round):
-            if coup_round != state.coup_round:
-                state = _coup_begins(state, observe)
-            new = _card_drawn(state, event.device, observe)
-        case StackDispensed():
-            new = _read_hand(facts, state, event.device)
-    if event.device is not None:
-        return new, seen
+def open_betting(state: TableState) -> TableState:
+    """Betting opens (the control device's button, or a person's word): what the acceptors
+    count is counted again (555.8(b))."""
+    return dataclasses.replace(state, wagers_accepted=0, events_unaccounted=0,
+                               resets_unaccounted=0)  # fmt: skip
 
-    match kind:
-        case "open_table":
-            since = state.cards_in_play_since or at
-            new = dataclasses.replace(state, phase=Phase.OPEN, cards_in_play_since=since)
-        case "close_table":
-            new = dataclasses.replace(state, phase=Phase.CLOSED)
-        case "bets_open":
-            new = dataclasses.replace(state, phase=Phase.BETTING, wagers_accepted=0,
-                                      events_unaccounted=0, resets_unaccounted=0)  # fmt: skip
-        case "no_more_bets":
-            new = dataclasses.replace(state, phase=Phase.NO_MORE_BETS)
-        case "start_round":
-            new = _round_begins(state)
-            observe("round", **_round_facts(facts, state, at))
-        case "deal_done":
-            new = dataclasses.replace(state, phase=Phase.DECISIONS)
-        case "reveal":
-            new = dataclasses.replace(state, phase=Phase.SETTLEMENT)
-        case "round_settled":
-            new = dataclasses.replace(state, phase=Phase.COMPLETE)
-        case "shuffled" if "shuffler" in state.devices:
-            # A hand shuffle reported while the shuffler is on the table: another method
-            # before the device was removed (555.14(g) and its like: the game's rows say
-            # whether it is a ruling), the same as a declared manual shuffle; not the round's
-            # shuffle the rules ask for.
-            observe("other_method", method="manual_shuffle", device_class="shuffler")
-        case "shuffled":
-            new = _shuffled(state, data.get("deck"), observe)
-        case "stub_count":
-            count, misdealt = data.get("count"), data.get("misdealt", False)
-            if not _is_int(count) or not isinstance(misdealt, bool):
-                raise ValueError("stub_count: args count (an integer) and misdealt (true/false)")
-            full = count in facts.full_deck_counts
-            new = dataclasses.replace(state, rounds_since_stub_count=0)
-            observe("stub_count", count=count, full=full, misdealt=misdealt,
-                    dealing=state.dealing.value)  # fmt: skip
-        case "declare_method":
-            dealing, shuffling = data.get("dealing"), data.get("shuffling")
-            try:
-                dealt = DealingMethod(dealing) if dealing is not None else state.dealing
-                shuffled = ShufflingMethod(shuffling) if shuffling is not None else state.shuffling
-            except ValueError as exc:
-                raise ValueError(f"declare_method: {exc}") from None
-            new = dataclasses.replace(state, dealing=dealt, shuffling=shuffled)
-            # 555.14(g): another method while the device is still on the table
-            if shuffled is ShufflingMethod.MANUAL and "shuffler" in state.devices:
-                observe("other_method", method="manual_shuffle", device_class="shuffler")
-            if dealt is not DealingMethod.AUTOMATED_SHOE and "shoe" in state.devices:
-                observe("other_method", method=dealt.value, device_class="shoe")
-        case "device_removed" | "device_installed":
-            device = data.get("device_class")
-            if not isinstance(device, str) or not device:
-                raise ValueError(f"{kind}: args device_class, e.g. shuffler")
-            if kind == "device_removed":
-                new = dataclasses.replace(state, devices=state.devices - {device})
-            else:
-                halt = None if state.halted_by == device else state.halted_by
-                new = dataclasses.replace(state, devices=state.devices | {device}, halted_by=halt)
-        case "halt":
-            new = dataclasses.replace(state, halted_by=str(data.get("device_class")))
-        case "new_cards":
-            new = dataclasses.replace(state, cards_in_play_since=at, deck_ready=None,
-                                      deck_last_dealt=None, cover_card_round=None,
-                                      burn_due=facts.game in _BACCARAT,
-                                      coups_in_shoe=0)  # fmt: skip
-        case "reader_inspected":
-            new = dataclasses.replace(state, reader_inspected_on=facts.gaming_day.of(at))
-        case "chips_collected":
-            chips = data.get("count")
-            if not _is_int(chips) or chips < 0:
-                raise ValueError("chips_collected: args count, the gaming chips collected")
-            observe("chips_collected", count=chips, accepted=state.wagers_accepted,
-                    events_unaccounted=state.events_unaccounted,
-                    resets_unaccounted=state.resets_unaccounted,
-                    game=facts.game.value)  # fmt: skip
-        case "card_exposed":
-            card = data.get("card")
-            if card not in ("hole", "dealer"):
-                raise ValueError("card_exposed: args card, hole or dealer")
-            observe("card_exposed", card=card, phase=state.phase.value)
-        case "misdeal":
-            target, count = data.get("target"), data.get("count")
-            expected = data.get(
-                "expected",
-                _EXPECTED.get(facts.game.value, {}).get(
-                    "seat" if isinstance(target, str) and target.startswith("seat") else str(target)
-                ),
-            )
-            if not isinstance(target, str) or not _is_int(count) or expected is None:
-                raise ValueError(
-                    "misdeal: args target (seat1..seat7, dealer, community) and "
-                    "count (the cards it got); expected when the game has no rule"
-                )
-            observe("misdeal", target=target, count=count, expected=expected)  # fmt: skip
-        case "up_card":
-            rank = str(data.get("rank", "")).upper()
-            if rank not in _RANKS:
-                raise ValueError(f"up_card: args rank, one of {', '.join(_RANKS)}")
-            if rank == "10" and facts.game is Game.SPANISH_21:
-                # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card
-                # found in the shoe, torn up (551.16(b)); the up card is still to come.
-                found = state.tens_found + 1
-                new = dataclasses.replace(state, tens_found=found)
-                observe("ten_found", found=found, up_card=True)
-            else:
-                new = dataclasses.replace(state, up_card=rank)
-        case "more_cards" | "insurance_placed" | "insurance_collected" | "match_the_dealer_settled":
-            observe(kind, up_card=state.up_card,
-                    gate=state.up_card in _READER_GATE if state.up_card else None,
-                    hole_card_checked=state.hole_card_checked)  # fmt: skip
-        case "card_face_up" | "ten_found":
-            field_name = "face_up_found" if kind == "card_face_up" else "tens_found"
-            found = getattr(state, field_name) + 1
-            new = dataclasses.replace(state, **{field_name: found})
-            observe(kind, found=found)
-        case "too_few_cards":
-            observe(kind)
-        case "first_card" if state.coups_in_shoe:
-            raise ValueError(
-                f"first_card: {state.coups_in_shoe} coups were dealt from this shoe; the first "
-                "card is burned before a new shoe's first coup (543.5(g), 545.5(f))"
-            )
-        case "first_card" | "card_face_up_in_shoe":
-            value = _baccarat_burn(kind, data)
-            if kind == "first_card":
-                new = dataclasses.replace(state, burn_due=False)
-            observe(kind, burn=value)
-        case "cover_card":
-            new = dataclasses.replace(state, cover_card_round=state.round)
-            observe(kind)
-        case "drawn_in_error":
-            disclosed = data.get("disclosed")
-            if not isinstance(disclosed, bool):
-                raise ValueError("drawn_in_error: args disclosed (true/false)")
-            observe(kind, disclosed=disclosed, burn=1 if disclosed else 0)
-        case "coup":
-            new = _coup_begins(state, observe)
-            observe(kind, **_coup(data))
-        case "progressive_hand" | "validate_payout" | "pay_progressive":
-            new = _progressive(facts, state, kind, data, observe)
-        case "pay_bonus":
-            observe("bonus_paid", **_bonus(facts, data))
-        # -- rulings: given (by the daemon, as it publishes them), acknowledged, resolved,
-        # escalated (rules/rulings.py)
-        case "rulings_opened":
-            new = dataclasses.replace(
-                state, rulings=open_rulings(state.rulings, tuple(data["rulings"]), at)
-            )
-        case "acknowledge_ruling":
-            new = dataclasses.replace(state, rulings=acknowledge(state.rulings, data, at))
-        case "resolve_ruling":
-            new = dataclasses.replace(state, rulings=resolve(state.rulings, data, at))
-        case "escalate_rulings":
-            new = dataclasses.replace(
-                state, rulings=escalate(state.rulings, float(data["after_s"]), at)
-            )
-        case _:
-            return state, []
-    return new, seen
+
+
+def round_begins(turn: Turn) -> TableState:
+    """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``): the rows
+    judge it (``table.round``) from the table before it."""
+    turn.observe("round", **_round_facts(turn.facts, turn.state, turn.at))
+    return _round_begins(turn.state)
 
 
 def _round_begins(state: TableState) -> TableState:
-    """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``)."""
     return dataclasses.replace(
         state,
-        phase=Phase.DEALING,
         round=state.round + 1,
         shuffled_since_last_round=False,
         rounds_since_stub_count=state.rounds_since_stub_count + 1,
@@ -500,30 +608,17 @@ def _round_facts(facts: TableFacts, state: TableState, at: float) -> dict[str, A
     }
 
 
-def _shuffled(state: TableState, deck: object, observe: Observe) -> TableState:
+def shuffled(turn: Turn, deck: str | None) -> TableState:
     """The cards were shuffled (the shuffler's ``shuffle_complete``, or the dealer's word):
     with two decks, the one shuffled now must not be the one in play this round."""
-    ready = deck if deck in ("A", "B") else state.deck_ready
+    state = turn.state
+    two = deck in ("A", "B")
     in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
-    if deck in ("A", "B") and in_play and deck == state.deck_last_dealt:
-        observe("deck_in_both", deck=deck)
+    if two and in_play and deck == state.deck_last_dealt:
+        turn.observe("deck_in_both", deck=deck)
     return dataclasses.replace(
-        state, shuffled_since_last_round=True, deck_ready=ready if ready is None else str(ready)
+        state, shuffled_since_last_round=True, deck_ready=deck if two else state.deck_ready
     )
-
-
-def _bonus(facts: TableFacts, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
-    559.14(d) or the casino's higher one; three of a kind or better wins."""
-    if facts.game.value != "let_it_ride":
-        raise ValueError("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
-    seat = _seat("pay_bonus", data)
-    table = facts.bonus_pays or MINIMUMS["let_it_ride_bonus"]
-    hand = str(data.get("hand"))
-    if hand not in table:
-        raise ValueError(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
-                         "a lesser hand loses the wager")  # fmt: skip
-    return {"seat": seat, "hand": hand, "dollars": table[hand]}
 
 
 def _read_hand(facts: TableFacts, state: TableState, stack: StackDispensed) -> TableState:
@@ -551,89 +646,22 @@ def _card(name: str) -> tuple[int, int]:
     return _RANKS.index(rank) + 1, "CDHS".index(suit)
 
 
-def _meter(facts: TableFacts, state: TableState) -> int:
+def meter(facts: TableFacts, state: TableState) -> int:
     """The meter in millicents: as kept, or the initial amount before the first wager."""
     if state.meter_millicents is not None:
         return state.meter_millicents
     return 0 if facts.progressive is None else facts.progressive.initial_cents * 1000
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    """An integer, and not a bool (which Python counts as one: ``count = true`` is no count)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _seat(kind: str, data: Mapping[str, Any]) -> int:
-    seat = data.get("seat")
-    if not _is_int(seat) or not 1 <= seat <= 7:
-        raise ValueError(f"{kind}: args seat, a betting position 1-7")
-    return seat
-
-
-def _progressive(
-    facts: TableFacts, state: TableState, kind: str, data: Mapping[str, Any], observe: Observe
-) -> TableState:
-    """555.12(b): before a progressive hand is paid, (1) it wins, (2) the seat's light is lit,
-    (3) a floorperson validated it; 555.13(f): paid at the meter as it stands at its turn, and
-    royal flushes share the meter."""
-    table = facts.progressive
-    if table is None:
-        raise ValueError(f"{kind}: this table has no progressive pay table ([progressive])")
-    seat = _seat(kind, data)
-    claim = state.claim(seat)
-    if kind == "progressive_hand":
-        names = [h.name.lower() for h in PAYING_HANDS]
-        hand = data.get("hand")
-        if hand not in names:
-            raise ValueError(f"progressive_hand: hand must be one of {', '.join(names)}")
-        if claim is not None and claim.paid_cents is not None:
-            raise ValueError(f"progressive_hand: seat {seat} has been paid this round")
-        return state.with_claim(Claim(seat, str(hand)))
-    if claim is None:
-        raise ValueError(f"{kind}: no progressive hand recorded at seat {seat} this round")
-    if claim.paid_cents is not None:
-        raise ValueError(f"{kind}: seat {seat} has been paid this round")
-    if kind == "validate_payout":
-        return state.with_claim(dataclasses.replace(claim, validated=True))
-    # pay_progressive: every step, and in turn (from the dealer's right: the highest seat first)
-    missing = claim.missing()
-    if missing:
-        raise ValueError(f"pay_progressive: not paid: {'; '.join(missing)}")
-    before = [c.seat for c in state.claims if c.seat > seat and c.paid_cents is None]
-    if before:
-        raise ValueError(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
-                         "right)")  # fmt: skip
-    meter = _meter(facts, state)
-    hand = FiveCard[claim.hand.upper()]
-    if hand is FiveCard.ROYAL_FLUSH:
-        royals = [c for c in state.claims if c.hand == "royal_flush"]
-        waiting = [m for c in royals for m in c.missing()]
-        if waiting:
-            raise ValueError("pay_progressive: the royal flushes share the meter and are paid "
-                             f"together: {'; '.join(waiting)}")  # fmt: skip
-        share, after = payout(table, hand, meter, royal_flushes=len(royals))
-        new = state
-        for royal in royals:
-            new = new.with_claim(dataclasses.replace(royal, paid_cents=share))
-            observe("progressive_paid", seat=royal.seat, hand=royal.hand, cents=share,
-                    meter_cents_before=meter // 1000, shared_by=len(royals))  # fmt: skip
-        return dataclasses.replace(new, meter_millicents=after)
-    amount, after = payout(table, hand, meter)
-    observe("progressive_paid", seat=seat, hand=claim.hand, cents=amount,
-            meter_cents_before=meter // 1000, shared_by=1)  # fmt: skip
-    paid = state.with_claim(dataclasses.replace(claim, paid_cents=amount))
-    return dataclasses.replace(paid, meter_millicents=after)
-
-
-def _coup_begins(state: TableState, observe: Observe) -> TableState:
+def coup_begins(turn: Turn, state: TableState) -> TableState:
     """A coup is dealt from the shoe (by the dealer's word or a shoe that reads cards): a new
     shoe's first coup without its burn is a ruling, given once."""
     if state.burn_due:
-        observe("no_burn")
+        turn.observe("no_burn", round=state.round)
     return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1)
 
 
-def _card_drawn(state: TableState, drawn: CardDrawn, observe: Observe) -> TableState:
+def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
     """A baccarat shoe that reads cards reports each card drawn: the table deals them to the
     Player's and Banker's Hands in order (543.9(c), 543.10) and judges the coup against the
     drawing rules as soon as it is complete, has a card too many, or (when the next coup
@@ -642,11 +670,10 @@ def _card_drawn(state: TableState, drawn: CardDrawn, observe: Observe) -> TableS
         rank = _card(drawn.card)[0]
     except ValueError:
         return state  # an unreadable card: the dealer reports the coup instead
-    coup_round = drawn.round
-    if coup_round != state.coup_round:
+    if drawn.round != state.coup_round:
         if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
-            observe("coup", **_coup(_split(state.coup)))
-        state = dataclasses.replace(state, coup_round=coup_round, coup=(), coup_judged=0,
+            turn.observe("coup", round=state.round, **coup(**_split(state.coup)))
+        state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
                                     round=state.round + 1, phase=Phase.DEALING)  # fmt: skip
     new = dataclasses.replace(state, coup=(*state.coup, rank))
     if len(new.coup) < 4:
@@ -654,7 +681,7 @@ def _card_drawn(state: TableState, drawn: CardDrawn, observe: Observe) -> TableS
     due = _due(new.coup)
     # complete: judged once; a card after that is one too many: judged again, with it
     if due is not None and len(new.coup) >= due and len(new.coup) > new.coup_judged:
-        observe("coup", **_coup(_split(new.coup)))
+        turn.observe("coup", **coup(**_split(new.coup)))
         return dataclasses.replace(new, coup_judged=len(new.coup))
     return new
 
@@ -687,46 +714,32 @@ def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
     return {"player": player, "banker": banker, "extra": rest}
 
 
-def _baccarat_burn(kind: str, data: Mapping[str, Any]) -> int:
+def burn(rank: str, *, first: bool) -> int:
     """How many cards more are burned. The first card of a shoe (543.5(g), 545.5(f)) counts a
     10, jack, queen or king as ten; a card found face up (543.14(d), 545.15(d)) burns "the value
     of the card", and 543.6(a)(2) gives those a value of zero. An ace is one either way."""
-    rank = str(data.get("rank", "")).upper()
     if rank not in _RANKS:
-        raise ValueError(f"{kind}: args rank, one of {', '.join(_RANKS)}")
-    if kind == "first_card":
+        raise ValueError(f"no card rank {rank!r} ({', '.join(_RANKS)})")
+    if first:
         return 1 if rank == "A" else 10 if rank in ("10", "J", "Q", "K") else int(rank)
     return baccarat_value(_RANKS.index(rank) + 1)
 
 
-def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A coup as dealt (from a shoe that reads cards, or the dealer) against 543.11 and its
-    Table 1: who drew, and who should have."""
-
-    def ranks(side: str) -> list[int]:
-        cards = data.get(side)
-        if not isinstance(cards, list) or not 2 <= len(cards) <= 3:
-            raise ValueError(f'coup: args {side}, its two or three cards, e.g. ["K", "7"]')
-        out = []
-        for card in cards:
-            text = str(card).upper()
-            if text not in _RANKS:
-                raise ValueError(f"coup: {card!r} is no card rank ({', '.join(_RANKS)})")
-            out.append(_RANKS.index(text) + 1)
-        return out
-
-    player, banker = ranks("player"), ranks("banker")
-    p, b = baccarat_point(player[:2]), baccarat_point(banker[:2])
+def coup(player: Sequence[str], banker: Sequence[str], extra: Sequence[str]) -> dict[str, Any]:
+    """A coup as dealt (from a shoe that reads cards, or the dealer: two or three ranks a hand)
+    against 543.11 and its Table 1: who drew, and who should have."""
+    p_ranks = [_RANKS.index(r) + 1 for r in player]
+    b_ranks = [_RANKS.index(r) + 1 for r in banker]
+    p, b = baccarat_point(p_ranks[:2]), baccarat_point(b_ranks[:2])
     natural = p >= 8 or b >= 8
     player_should = player_draws(p, b)
-    extra = data.get("extra") or []
-    extra_cards = len(extra) if isinstance(extra, list) else 0
-    banker_drew = len(banker) == 3
+    extra_cards = len(extra)
+    banker_drew = len(b_ranks) == 3
     # 543.14(b), 545.15(b): a third card the Player's Hand was not allowed is the Banker's
     # third when the Banker must draw (judged as if the Player stood), else the first card of
     # the next hand. The Banker is then judged with that card where the clause puts it, never
     # with it as the Player's third.
-    in_error = not natural and len(player) == 3 and not player_should
+    in_error = not natural and len(p_ranks) == 3 and not player_should
     if in_error:
         banker_should = banker_draws(p, b, None)
         goes = "banker" if banker_should else "next_hand"
@@ -734,16 +747,16 @@ def _coup(data: Mapping[str, Any]) -> dict[str, Any]:
             extra_cards += banker_drew  # the Banker's own third card is one card too many
             banker_drew = True
     else:
-        third = baccarat_value(player[2]) if len(player) == 3 else None
+        third = baccarat_value(p_ranks[2]) if len(p_ranks) == 3 else None
         banker_should, goes = banker_draws(p, b, third), None
     return {
         "extra_cards": extra_cards,
         "natural": natural,
-        "player_drew": len(player) == 3,
+        "player_drew": len(p_ranks) == 3,
         "player_should_draw": player_should,
         "player_third_goes_to": goes,
         "banker_drew": banker_drew,
         "banker_should_draw": banker_should,
-        "player_points": baccarat_point(player[:2] if in_error else player),
-        "banker_points": baccarat_point(banker),
+        "player_points": baccarat_point(p_ranks[:2] if in_error else p_ranks),
+        "banker_points": baccarat_point(b_ranks),
     }

@@ -6,7 +6,9 @@ cited as (c)(2) is the (c) line followed by its item (2)."""
 
 from __future__ import annotations
 
-from tableside.rules.model import Action, FieldRef, Game, Rule, When
+import dataclasses
+
+from tableside.rules.model import Action, FieldRef, Game, Rule, Until, When
 
 __all__ = ["TABLE_RULES"]
 
@@ -368,6 +370,16 @@ _SHOE_DEALING = {_CS: "555.10(b)", _FCP: "557.10(b)", _LIR: "559.12(b)"}
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
 
 
+#: 551.16(m) "until the card reader device is repaired or replaced": it passes its self-test
+#: (repaired), or a reader is installed in its place (replaced)
+READER_REPAIRED = (
+    Until("card_reader.self_test", (When("passed", "==", True),)),
+    Until("table.device_installed", (When("device_class", "==", "card_reader"),)),
+)
+#: 551.2(e): the floorperson's inspection of the card reader for the gaming day
+READER_INSPECTED = (Until("table.reader_inspected"),)
+
+
 def _row(
     citation: str, game: Game, name: str, trigger: str, when: tuple[When, ...],
     actions: tuple[Action, ...], summary: str,
@@ -508,10 +520,16 @@ TABLE_RULES: tuple[Rule, ...] = (
     _row("551.16(g)", _S21, "too-few-cards", "table.too_few_cards", (),
          (Action.RESHUFFLE, Action.BURN_CARD),
          "Too few cards to finish the round: shuffle the discards, burn one, finish the round."),
-    _row("551.2(e)", _S21, "reader-inspection", "table.round",
-         (When("reader_inspected_today", "==", False),), (Action.HALT_DEALING, Action.ALERT),
-         "No floorperson inspection of the card reader is recorded for this gaming day."),
-    _row("551.16(m)", _S21, "halted-reader", "table.round",
-         (When("halted_by", "==", "card_reader"),), (Action.HALT_DEALING, Action.ALERT),
-         "A round is being dealt while dealing is halted for the card reader."),
+    dataclasses.replace(
+        _row("551.2(e)", _S21, "reader-inspection", "table.round",
+             (When("reader_inspected_today", "==", False),), (Action.HALT_DEALING, Action.ALERT),
+             "No floorperson inspection of the card reader is recorded for this gaming day."),
+        until=READER_INSPECTED,
+    ),
+    dataclasses.replace(
+        _row("551.16(m)", _S21, "halted-reader", "table.round",
+             (When("halted_by", "==", "card_reader"),), (Action.HALT_DEALING, Action.ALERT),
+             "A round is being dealt while dealing is halted for the card reader."),
+        until=READER_REPAIRED,
+    ),
 )  # fmt: skip

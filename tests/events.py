@@ -7,7 +7,8 @@ from typing import Any
 
 from tableside.drivers.catalog import event_type
 from tableside.drivers.events import DeviceEvent
-from tableside.rules.table import TableEvent
+from tableside.rules.commands import COMMANDS
+from tableside.rules.table import DeviceReport, EscalateRulings, Halt, RulingsOpened, TableEvent
 
 
 def _blank(annotation: str) -> Any:
@@ -39,8 +40,18 @@ def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
 
 
 def table_event(kind: str, at: float, data: dict[str, Any] | None = None) -> TableEvent:
-    """A person's request by name, or (``<class>.<kind>``) a device's typed event."""
+    """A person's command by name, its arguments parsed as the daemon parses them (a bad one
+    is a ValueError), the daemon's own word (``rulings_opened``, ``halt``,
+    ``escalate_rulings``), or (``<class>.<kind>``) a device's typed event."""
+    given = data or {}
+    if kind == "rulings_opened":
+        return RulingsOpened(tuple(given["rulings"]), at)
+    if kind == "halt":
+        return Halt(given["device_class"], at)
+    if kind == "escalate_rulings":
+        return EscalateRulings(given["after_s"], at)
     if "." in kind:
         device_class = kind.partition(".")[0]
-        return TableEvent.of(device_class, device_event(kind, **(data or {})), at)
-    return TableEvent(kind, at, data or {})
+        return DeviceReport.of(device_class, device_event(kind, **(data or {})), at)
+    command = COMMANDS[kind]
+    return command.said(command.parse(data or {}), at)

@@ -118,7 +118,8 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
     dealing: start_round is refused with the clause (never "ok" then a ruling); the dealer
     cannot override; a floorperson can, with a reason that the result carries. The round so
     dealt is itself a ruling that halts dealing: the override was for one deal, so the next is
-    refused, inspection recorded or not, until a floorperson resolves that ruling."""
+    refused until the end its clause names, the day's inspection, is recorded; then dealing goes
+    on while the ruling stays open for a floorperson to acknowledge and resolve."""
     from tableside.rules.model import Game
 
     async with simulated_table(
@@ -145,7 +146,6 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         assert table.daemon.runtime.state.phase.value == "dealing"
         (dealt,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
         assert dealt.payload["rule_id"] == "551.2(e).reader-inspection" and dealt.payload["halts"]
-        assert (await ask("floorperson", "reader_inspected", "i"))["ok"]
         assert (await ask("dealer", "reveal", "r"))["ok"]
         assert (await ask("dealer", "round_settled", "rs"))["ok"]
         held = await ask("dealer", "start_round", "s4")
@@ -153,9 +153,17 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
             f"start_round: dealing is halted — ruling {dealt.payload['seq']} is open (58 Pa. "
             "Code § 551.2(e): halt_dealing, alert; a floorperson resolves it)"
         ), held["error"]
+        inspected = await ask("floorperson", "reader_inspected", "i")
+        assert inspected["ok"], inspected
         ruling = dealt.payload["seq"]
+        # the retained table state says so: the ruling open, its halt ended
+        (state,) = await table.subscriber.wait_for(
+            lambda m: m.kind == "table" and m.payload["cause"] == "reader_inspected"
+        )
+        (open_,) = [r for r in state.payload["state"]["rulings"] if r["id"] == ruling]
+        assert open_["state"] == "open" and open_["halt_ended_at"] is not None
+        assert (await ask("dealer", "start_round", "s5"))["ok"], "the inspection ends the halt"
         assert (await ask("floorperson", "acknowledge_ruling", "a", ruling=ruling, by="fl"))["ok"]
         resolved = await ask("floorperson", "resolve_ruling", "rr", ruling=ruling,
                              action="halt_dealing", note="reader inspected", by="fl")  # fmt: skip
         assert resolved["ok"], resolved
-        assert (await ask("dealer", "start_round", "s5"))["ok"]

@@ -11,7 +11,7 @@ import pytest
 from tableside.daemon.config import ConfigError, validate_config
 from tableside.rules import Game, TableFacts
 from tableside.rules.progressive import PayTable
-from tableside.rules.table import TableEvent, TableState, step
+from tableside.rules.table import Phase, TableState, step
 
 from .events import table_event
 from .test_roles import refusal
@@ -134,15 +134,15 @@ def test_fixed_amounts_do_not_touch_the_meter() -> None:
 
 def test_what_is_no_progressive_hand_is_refused() -> None:
     table = Table()
-    with pytest.raises(ValueError, match="hand must be one of royal_flush"):
+    with pytest.raises(ValueError, match="progressive_hand: hand: Input should be 'royal_flush'"):
         table("progressive_hand", seat=1, hand="two_pair")
-    with pytest.raises(ValueError, match="seat, a betting position"):
+    with pytest.raises(ValueError, match="seat: Input should be less than or equal to 7"):
         table("validate_payout", seat=9)
     with pytest.raises(ValueError, match="no progressive hand recorded at seat 4"):
         table("validate_payout", seat=4)
     bare = TableFacts(Game.CARIBBEAN_STUD)
     with pytest.raises(ValueError, match="no progressive pay table"):
-        step(bare, TableState(), TableEvent("progressive_hand", 0.0, {"seat": 1, "hand": "flush"}))
+        step(bare, TableState(phase=Phase.OPEN), table_event("progressive_hand", 0.0, {"seat": 1, "hand": "flush"}))
 
 
 def test_a_new_round_starts_without_claims() -> None:
@@ -179,7 +179,7 @@ def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
     casino = TableFacts(Game.LET_IT_RIDE, bonus_pays=pays)
 
     def paid(facts: TableFacts, hand: str) -> dict[str, Any]:
-        _, seen = step(facts, TableState(), TableEvent("pay_bonus", 0.0, {"seat": 2, "hand": hand}))
+        _, seen = step(facts, TableState(phase=Phase.OPEN), table_event("pay_bonus", 0.0, {"seat": 2, "hand": hand}))
         return dict(seen[0].data)
 
     assert paid(minimums, "royal_flush")["dollars"] == 25_000  # 559.14(d)
@@ -189,5 +189,5 @@ def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
     with pytest.raises(ValueError, match="a lesser hand loses"):
         paid(minimums, "two_pair")
     with pytest.raises(ValueError, match="Let It Ride's"):
-        step(TableFacts(Game.CARIBBEAN_STUD), TableState(),
-             TableEvent("pay_bonus", 0.0, {"seat": 1, "hand": "flush"}))  # fmt: skip
+        step(TableFacts(Game.CARIBBEAN_STUD), TableState(phase=Phase.OPEN),
+             table_event("pay_bonus", 0.0, {"seat": 1, "hand": "flush"}))  # fmt: skip

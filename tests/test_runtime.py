@@ -14,6 +14,7 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.daemon.runtime import DeviceAction, TableActionFailed
+from tableside.rules.commands import NoArgs, PayBonus
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 
@@ -95,8 +96,10 @@ async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon)
     ]
     assert daemon.runtime.state.phase.value == "no_more_bets"
     # a person's word does the same; "bets open" releases
-    assert daemon.runtime.person("bets_open", {}) == [DeviceAction("acceptors", "release")]
-    assert daemon.runtime.person("no_more_bets", {}) == [DeviceAction("acceptors", "lock_out")]
+    assert daemon.runtime.person("bets_open", NoArgs()) == [DeviceAction("acceptors", "release")]
+    assert daemon.runtime.person("no_more_bets", NoArgs()) == [
+        DeviceAction("acceptors", "lock_out")
+    ]
     causes = [p["cause"] for topic, p in await journaled(daemon, first) if topic == "table"]
     assert causes == ["progressive_controller.button", "bets_open", "no_more_bets"]
 
@@ -105,8 +108,10 @@ async def test_a_word_the_table_cannot_take_is_refused_and_journals_nothing(
     daemon: TableDaemon,
 ) -> None:
     first, before = daemon.journal.next_seq, daemon.runtime.state
-    with pytest.raises(ValueError, match="chips_collected: args count"):
-        daemon.runtime.person("chips_collected", {"count": "many"})
+    with pytest.raises(ValueError, match="unknown command 'open_vault'"):
+        daemon.runtime.person("open_vault", NoArgs())
+    with pytest.raises(ValueError, match="the Let It Ride Bonus is Let It Ride's"):
+        daemon.runtime.person("pay_bonus", PayBonus(seat=1, hand="flush"))
     assert daemon.runtime.state == before
     assert await journaled(daemon, first) == []
 

@@ -277,7 +277,7 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
     Banker's side — an irregularity either way, which is what the rule must catch."""
     from tableside.drivers.cards import card_name
     from tableside.rules import Game, TableFacts, evaluate
-    from tableside.rules.table import TableEvent, TableState, step
+    from tableside.rules.table import DeviceReport, TableState, step
     from tableside.simulators.shoe import ShoeSimulator
 
     class Link:
@@ -299,7 +299,7 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
     reported = [(1, m.index, card_name(m.card)) for m in drawn] + [(2, 0, "AS")]  # then coup 2
     for coup, index, card in reported:
         drawn_event = CardDrawn(device="shoe", round=coup, index=index, card=card)
-        event = TableEvent.of("shoe", drawn_event, 0.0)
+        event = DeviceReport.of("shoe", drawn_event, 0.0)
         state, seen = step(facts, state, event)
         found += [r.rule.citation for o in seen for r in evaluate(facts, o)]
     assert found == ["58 Pa. Code § 545.11(c)"]
