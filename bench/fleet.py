@@ -93,11 +93,12 @@ from tableside.daemon.payloads import (
 from tableside.daemon.publisher import Topics
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.catalog import event_type
-from tableside.drivers.events import ConnectionState, DeviceEvent
+from tableside.drivers.events import ConnectionState
 from tableside.rules import Observation, TableFacts, evaluate
+from tableside.rules.commands import COMMANDS
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
-from tableside.rules.table import DeviceReport, TableState, step
+from tableside.rules.table import DeviceReport, TableEvent, TableState, step
 from tableside.simulators.listen import serve_socket
 from tableside.simulators.registry import build_simulator
 
@@ -273,16 +274,14 @@ class SimulatedTable:
                 ),
             )
 
-    def _step(self, kind: str, data: Mapping[str, Any], device: DeviceEvent | None = None) -> None:
-        """The table moves (as TableDaemon._table_step): its state when it changed, and the
-        rulings of what it saw."""
+    def _step(self, event: TableEvent) -> None:
+        """The table moves (as TableRuntime.step): its state when it changed, and the rulings
+        of what it saw."""
         before = self.state
-        self.state, seen = step(
-            self.facts, before, TableEvent(kind, time.time(), dict(data), device)
-        )
+        self.state, seen = step(self.facts, before, event)
         if self.state.to_dict() == before.to_dict() and not seen:
             return
-        seq = self.table_state(kind)
+        seq = self.table_state(event.kind)
         for observation in seen:
             source = SourceEvent(
                 device="table",
@@ -311,13 +310,14 @@ class SimulatedTable:
         self._rulings(observation, SourceEvent(device=device, event=kind, seq=seq, data=data))
         event_cls = event_type(observation.kind)
         assert event_cls is not None, observation.kind
-        self._step(observation.kind, {}, event_cls(device=device, **data))
+        self._step(DeviceReport(observation.kind, time.time(), event_cls(device=device, **data)))
 
     def command(self, role: str, command: str, args: dict[str, Any] | None = None) -> None:
         """A person's command to the table (as TableDaemon._table_command)."""
         error = None
         try:
-            self._step(command, args or {})
+            declared = COMMANDS[command]
+            self._step(declared.said(declared.parse(args or {}), time.time()))
         except ValueError as exc:
             error = str(exc)
         self._add(

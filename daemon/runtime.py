@@ -45,9 +45,9 @@ from tableside.drivers.events import (
 )
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.rules import Observation, Rule, TableFacts, evaluate
+from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.model import Action
 from tableside.rules.rulings import HALTING, RulingRecord
-from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.table import (
     DeviceReport,
     EscalateRulings,

@@ -63,11 +63,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
-    "Handler",
     "MAX_REPLAY",
     "REPLAY",
     "Args",
     "Command",
+    "Handler",
     "NoArgs",
     "Refused",
     "Role",
@@ -391,8 +391,13 @@ _device(
 )
 _device("set_lights", "progressive_controller", "light these seats' acceptors (555.12(b)(2))",
         _EVERYONE, SetLights, example={"seats": [2]})  # fmt: skip
-_device("lock_out", "device", 'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
-        _DEALERS, why='closing bets by hand, where no control device says "no more bets"')  # fmt: skip
+_device(
+    "lock_out",
+    "device",
+    'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
+    _DEALERS,
+    why='closing bets by hand, where no control device says "no more bets"',
+)
 _device(
     "release",
     "device",
@@ -538,7 +543,7 @@ def _device_removed(turn: Turn, args: DeviceOnTable) -> TableState:
 @_table(
     "device_installed",
     "a device joins the table (again); a card reader installed in place of one that "
-    "malfunctioned ends its halt on dealing (551.16(m): \"until … replaced\")",
+    'malfunctioned ends its halt on dealing (551.16(m): "until … replaced")',
     _FLOOR_AND_TECH,
     DeviceOnTable,
     example={"device_class": "shuffler"},
@@ -723,7 +728,7 @@ def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
 # -- the table: irregularities the dealer reports ------------------------------------------------
 @_table(
     "card_exposed",
-    "a card was exposed; the phase decides the ruling (555.14(a): a hole card before \"no "
+    'a card was exposed; the phase decides the ruling (555.14(a): a hole card before "no '
     "more bets\"; 557.13(d): a dealer's card before the reveal)",
     _DEALERS,
     CardExposed,
@@ -813,8 +818,10 @@ _table(
 def _first_card(turn: Turn, args: UpCard) -> TableState:
     dealt = turn.state.coups_in_shoe
     if dealt:
-        raise ValueError(f"first_card: {dealt} coups were dealt from this shoe; the first card "
-                         "is burned before a new shoe's first coup (543.5(g), 545.5(f))")  # fmt: skip
+        raise ValueError(
+            f"first_card: {dealt} coups were dealt from this shoe; the first card is burned "
+            "before a new shoe's first coup (543.5(g), 545.5(f))"
+        )
     turn.observe("first_card", burn=burn(args.rank, first=True))
     return dataclasses.replace(turn.state, burn_due=False)
 

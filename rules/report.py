@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tableside.rules.model import Rule
+from tableside.rules.model import Rule, When
 from tableside.rules.rows import RULES
 
 __all__ = ["ENFORCED_ELSEWHERE", "index_clauses", "render", "tests_naming"]
@@ -62,8 +62,11 @@ def tests_naming(tests: Path) -> dict[str, list[str]]:
 
 
 def _when(rule: Rule) -> str:
-    parts = [f"{w.field} {w.op} {getattr(w.value, 'value', w.value)!r}" for w in rule.when]
-    return ", ".join(parts) or "always"
+    return _when_of(rule.when) or "always"
+
+
+def _when_of(when: Iterable[When]) -> str:
+    return ", ".join(f"{w.field} {w.op} {getattr(w.value, 'value', w.value)!r}" for w in when)
 
 
 #: the clauses of ../shared/regulations/README.md's index that no row (or not only a row)
@@ -129,6 +132,10 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
         games = ", ".join(_GAMES.get(g.value, g.value) for g in sorted(rule.games))
         proved = "<br>".join(f"`{t}`" for t in tests.get(_clause(rule), [])) or "**none**"
         actions = ", ".join(a.value for a in rule.actions)
+        if rule.until:
+            ends = " or ".join(f"`{u.trigger}`" + (f" ({_when_of(u.when)})" if u.when else "")
+                               for u in rule.until)  # fmt: skip
+            actions += f"; the halt ends at {ends} (the ruling stays open)"
         lines.append(
             f"| {_clause(rule)} | `{rule.id}`: {rule.summary} | {games} | `{rule.trigger}` "
             f"| {_when(rule)} | {actions} | {rule.affects} | {proved} |"

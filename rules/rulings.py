@@ -198,7 +198,7 @@ def acknowledge(rulings: Rulings, ruling: int, by: str, at: float) -> Rulings:
                                                  acknowledged_at=at))  # fmt: skip
 
 
-def resolve(  # noqa: PLR0913 (the resolution's own fields)
+def resolve(
     rulings: Rulings, ruling: int, action: Action, by: str, note: str, at: float
 ) -> Rulings:
     """``resolve_ruling``: what was done (one of the ruling's actions) and a note."""

@@ -271,6 +271,7 @@ class EscalateRulings:
 
 #: everything that moves the table
 TableEvent = DeviceReport | Said | RulingsOpened | Halt | EscalateRulings
+_TABLE_EVENTS = (DeviceReport, Said, RulingsOpened, Halt, EscalateRulings)
 
 
 @dataclass(slots=True)
@@ -354,6 +355,8 @@ def step(
     """The next state, and ``table.*`` observations for the rule rows. Raises ValueError for a
     command the table cannot take (what its handler checks), with the reason, and TypeError for
     anything that is not a ``TableEvent``."""
+    if not isinstance(event, _TABLE_EVENTS):
+        raise TypeError(f"the table takes a TableEvent, not {event!r}")
     turn = Turn(facts, state, event.kind, event.at)
     match event:
         case DeviceReport(event=reported):
@@ -366,8 +369,6 @@ def step(
             new = dataclasses.replace(state, halted_by=device)
         case EscalateRulings(after_s=after):
             new = dataclasses.replace(state, rulings=escalate(state.rulings, after, event.at))
-        case _:
-            raise TypeError(f"the table takes a TableEvent, not {event!r}")
     seen = [Observation(f"table.{what}", "table",
                         {"round": new.round if round_ is None else round_, **fields})
             for what, round_, fields in turn.notes]  # fmt: skip
@@ -389,7 +390,9 @@ _ON: dict[type[DeviceEvent], _DeviceHandler] = {}
 E = TypeVar("E", bound=DeviceEvent)
 
 
-def _on(kind: type[E]) -> Callable[[Callable[[Turn, E], TableState]], Callable[[Turn, E], TableState]]:
+def _on(
+    kind: type[E],
+) -> Callable[[Callable[[Turn, E], TableState]], Callable[[Turn, E], TableState]]:
     """Declares the table's handler for one type of device event."""
 
     def declare(handler: Callable[[Turn, E], TableState]) -> Callable[[Turn, E], TableState]:
@@ -562,7 +565,6 @@ def open_betting(state: TableState) -> TableState:
     count is counted again (555.8(b))."""
     return dataclasses.replace(state, wagers_accepted=0, events_unaccounted=0,
                                resets_unaccounted=0)  # fmt: skip
-
 
 
 def round_begins(turn: Turn) -> TableState:

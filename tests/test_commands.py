@@ -3,6 +3,7 @@ checks, the docs and the schema come; phases and halts enforced, not only ruled.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -12,8 +13,10 @@ import aiomqtt
 import pytest
 
 from tableside.cli import main
+from tableside.rules import TableFacts
 from tableside.rules.commands import COMMANDS, Refused, admit
-from tableside.rules.table import Phase
+from tableside.rules.model import Game
+from tableside.rules.table import TRANSITIONS, DealingMethod, Phase, TableState, step
 
 from .conftest import Mosquitto
 from .hil import SimulatedTable, simulated_table, simulator
@@ -167,3 +170,67 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         resolved = await ask("floorperson", "resolve_ruling", "rr", ruling=ruling,
                              action="halt_dealing", note="reader inspected", by="fl")  # fmt: skip
         assert resolved["ok"], resolved
+
+
+# -- the contract: every table command does what its declaration says -------------------------
+
+_T0 = 1_764_400_000.0
+
+
+def _prepared(name: str) -> tuple[TableFacts, TableState]:
+    """A table where ``name``'s example can be taken: the game it is for, and what it needs
+    recorded before it (a hand to validate, a ruling to acknowledge …)."""
+    from tableside.rules.model import Action
+    from tableside.rules.progressive import PayTable
+    from tableside.rules.rulings import RulingRecord, RulingState
+    from tableside.rules.table import Claim
+
+    games = {"pay_bonus": Game.LET_IT_RIDE, "first_card": Game.BACCARAT,
+             "card_face_up_in_shoe": Game.BACCARAT, "coup": Game.BACCARAT,
+             "cover_card": Game.BACCARAT, "up_card": Game.SPANISH_21}  # fmt: skip
+    game = games.get(name, Game.CARIBBEAN_STUD)
+    pays = PayTable(rate_percent=72.5, initial_cents=10_000_00, reset_cents=10_000_00,
+                    straight_flush="ten_percent")  # fmt: skip
+    facts = TableFacts(game, progressive=pays)
+    ruling = RulingRecord(21, "555.5(b).shuffler-count", "58 Pa. Code § 555.5(b)",
+                          (Action.REMOVE_DECK,), _T0)  # fmt: skip
+    if name == "resolve_ruling":
+        ruling = dataclasses.replace(ruling, state=RulingState.ACKNOWLEDGED, acknowledged_by="a")
+    claim = Claim(2, "flush", lit=True, validated=name == "pay_progressive")
+    return facts, TableState(claims=(claim,), rulings=(ruling,), dealing=DealingMethod.HAND,
+                             devices=frozenset({"shuffler", "shoe"}))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [c.name for c in COMMANDS.values() if c.run is not None])
+def test_every_table_command_changes_what_it_says(name: str) -> None:
+    """Driven from the declarations, so a new command cannot escape it: taken with its example
+    in every phase its row of TRANSITIONS takes it in, it leads to the phase the row says, and
+    (but where it only repeats a move already made: round_settled once more) it changes the
+    table or gives the rows something to judge: a command that does nothing fails here. One
+    with no row is tried in every phase."""
+    command = COMMANDS[name]
+    row = TRANSITIONS.get(name) or {p: p for p in Phase}
+    moves = any(p is not t for p, t in row.items())
+    facts, prepared = _prepared(name)
+    for phase, target in row.items():
+        before = dataclasses.replace(prepared, phase=phase)
+        args = command.parse(command.example)
+        after, seen = step(facts, before, command.said(args, _T0 + 60))
+        assert after.phase is target, (name, phase)
+        if moves and target is phase:
+            continue  # a repeat of a move already made
+        assert after != before or seen, f"{name} in {phase.value}: nothing changed"
+
+
+def test_a_device_command_is_not_the_tables() -> None:
+    with pytest.raises(Refused, match="'deal_round' is carried out by a device, not the table"):
+        COMMANDS["deal_round"].said(COMMANDS["deal_round"].parse({"positions": [1]}), _T0)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    """Nothing that is not a declared command reaches the table, and the table's step takes
+    nothing but its own events (it used to take any name and do nothing)."""
+    with pytest.raises(Refused, match="unknown command 'rulings_opened'"):
+        admit("rulings_opened", "floorperson", {"rulings": []}, Phase.OPEN)
+    with pytest.raises(TypeError, match="the table takes a TableEvent"):
+        step(TableFacts(Game.CARIBBEAN_STUD), TableState(), "open_table")  # type: ignore[arg-type]

@@ -142,7 +142,11 @@ def test_what_is_no_progressive_hand_is_refused() -> None:
         table("validate_payout", seat=4)
     bare = TableFacts(Game.CARIBBEAN_STUD)
     with pytest.raises(ValueError, match="no progressive pay table"):
-        step(bare, TableState(phase=Phase.OPEN), table_event("progressive_hand", 0.0, {"seat": 1, "hand": "flush"}))
+        step(
+            bare,
+            TableState(phase=Phase.OPEN),
+            table_event("progressive_hand", 0.0, {"seat": 1, "hand": "flush"}),
+        )
 
 
 def test_a_new_round_starts_without_claims() -> None:
@@ -179,7 +183,11 @@ def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
     casino = TableFacts(Game.LET_IT_RIDE, bonus_pays=pays)
 
     def paid(facts: TableFacts, hand: str) -> dict[str, Any]:
-        _, seen = step(facts, TableState(phase=Phase.OPEN), table_event("pay_bonus", 0.0, {"seat": 2, "hand": hand}))
+        _, seen = step(
+            facts,
+            TableState(phase=Phase.OPEN),
+            table_event("pay_bonus", 0.0, {"seat": 2, "hand": hand}),
+        )
         return dict(seen[0].data)
 
     assert paid(minimums, "royal_flush")["dollars"] == 25_000  # 559.14(d)

@@ -151,12 +151,12 @@ def _result(journal: list[dict[str, Any]], request_id: str) -> dict[str, Any] | 
                  and r["payload"]["request_id"] == request_id), None)  # fmt: skip
 
 
-async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
+async def test_a_broken_card_reader_halts_dealing_until_replaced(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
     """551.16(m): the reader malfunctions; dealing is halted until it is repaired or replaced
-    (a technician's device_installed) *and* a floorperson resolves the ruling: either alone
-    leaves the deal refused."""
+    (a technician's device_installed): then dealing goes on, and the ruling stays open for a
+    floorperson to acknowledge and resolve."""
     from tableside.rules.model import Game
 
     from .test_card_reader import reader
@@ -181,16 +181,15 @@ async def test_a_broken_card_reader_halts_dealing_until_repaired_and_resolved(
                                            {"device_class": "card_reader"})):  # fmt: skip
             assert (await ask(table, port, role, command, name, **args))["ok"], name
         assert table.daemon.runtime.state.halted_by is None, "the reader is back"
-        refused = await ask(table, port, "dealer", "start_round", "s1")
-        assert f"ruling {rid} is open (58 Pa. Code § 551.16(m)" in refused["error"]
-        assert "551.2(e)" not in refused["error"], "inspected today"
+        dealt = await ask(table, port, "dealer", "start_round", "s1")
+        assert dealt["ok"], dealt
+        (open_,) = [r for r in table.daemon.runtime.state.rulings if r.id == rid]
+        assert open_.unresolved and not open_.halts, "open, for a floorperson; no longer halting"
         assert (await ask(table, port, "floorperson", "acknowledge_ruling", "a", ruling=rid,
                            by="fl"))["ok"]  # fmt: skip
         resolved = await ask(table, port, "floorperson", "resolve_ruling", "r", ruling=rid,
                               action="halt_dealing", note="reader replaced", by="fl")  # fmt: skip
         assert resolved["ok"], resolved
-        dealt = await ask(table, port, "dealer", "start_round", "s2")
-        assert dealt["ok"], dealt
 
 
 async def test_a_ruling_left_open_across_a_restart_escalates_when_its_time_is_past(

@@ -14,9 +14,9 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.daemon.runtime import DeviceAction, TableActionFailed
-from tableside.rules.commands import NoArgs, PayBonus
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
+from tableside.rules.commands import NoArgs, PayBonus
 
 ROOT = Path(__file__).parents[1]
 
