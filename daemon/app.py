@@ -44,6 +44,7 @@ from tableside.daemon.runtime import (
 )
 from tableside.daemon.sdnotify import Notifier, NotifyError
 from tableside.drivers.base import Driver, DriverSettings, EventSink
+from tableside.drivers.commands import NoArgs
 from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import ArqPolicy, FrameBudget
@@ -319,7 +320,7 @@ class TableDaemon:
 
     async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
         try:
-            await rt.driver.command(action, {})
+            await rt.driver.command(action, NoArgs())
         except Exception as exc:  # e.g. the bus is down: applied when it is back; said now
             if isinstance(exc, TablesideDriverError):
                 log.warning("table_action_failed", device=rt.name, action=action, why=str(exc))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import aiomqtt
@@ -30,9 +30,20 @@ from tableside.daemon.payloads import (
 )
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
+from tableside.drivers.commands import DEAL, Deal, StackArg
 from tableside.drivers.errors import TablesideDriverError
 from tableside.rules import evaluate
-from tableside.rules.commands import COMMANDS, Args, Command, Override, Refused, Replay, Role, admit
+from tableside.rules.commands import (
+    COMMANDS,
+    Args,
+    Command,
+    DealRound,
+    Override,
+    Refused,
+    Replay,
+    Role,
+    admit,
+)
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.rulings import halting
@@ -171,8 +182,8 @@ class CommandRouter:
         override: str | None,
     ) -> None:
         try:
-            name, data = self._expand(runtime, request.command, args)
-            await runtime.driver.command(name, data)
+            name, typed = self._expand(runtime, request.command, args)
+            await runtime.driver.command(name, typed)
         except (TablesideDriverError, ValueError) as exc:
             self.result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
@@ -181,15 +192,16 @@ class CommandRouter:
         else:
             self.result(role, request, None, reply, override)
 
-    def _expand(self, rt: DeviceRuntime, name: str, args: Args) -> tuple[str, Mapping[str, Any]]:
+    def _expand(self, rt: DeviceRuntime, name: str, args: Args) -> tuple[str, Args]:
         """Table-level commands become device commands: ``deal_round`` with the positions that
-        have a wager becomes the shoe's ``deal`` with the game's dispense pattern."""
-        data = args.data()
-        if name == "deal_round":
-            stacks = dispense_pattern(rt.facts.game, data["positions"])
-            return "deal", {"round": data.get("round", self.table.state.round + 1),
-                            "stacks": stacks}  # fmt: skip
-        return name, data
+        have a wager becomes the shoe's ``deal`` with the game's dispense pattern. The rest go
+        to the driver with their arguments as parsed."""
+        if isinstance(args, DealRound):
+            stacks = [StackArg.model_validate(s)
+                      for s in dispense_pattern(rt.facts.game, args.positions)]  # fmt: skip
+            next_round = args.round if args.round is not None else self.table.state.round + 1
+            return DEAL.name, Deal(round=next_round, stacks=stacks)
+        return name, args
 
     # -- the auditor's replay (docs/floor.md) ------------------------------------------------
 

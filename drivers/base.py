@@ -21,6 +21,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from tableside.drivers.backoff import Backoff
+from tableside.drivers.commands import QUERY_IDENTITY, QUERY_STATUS, Args
 from tableside.drivers.common import (
     HOST_TO_DEVICE,
     Heartbeat,
@@ -102,7 +103,8 @@ class Driver(abc.ABC):
 
     #: device class this driver speaks for ("shuffler", "shoe", …)
     device_class: ClassVar[str]
-    #: commands ``command()`` accepts, for error messages and docs
+    #: the commands ``command()`` takes (drivers/commands.py declares each), for routing,
+    #: error messages and docs
     commands: ClassVar[frozenset[str]] = frozenset()
     #: the options this driver takes in its ``[devices.<name>]`` table (none by default)
     Options: ClassVar[type[DriverOptions]] = DriverOptions
@@ -132,8 +134,9 @@ class Driver(abc.ABC):
         Call ``self.connected()`` once the device has answered."""
 
     @abc.abstractmethod
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
-        """Carry out a named command; raise ValueError for a bad one, or a driver error."""
+    async def command(self, name: str, args: Args) -> None:
+        """Carry out a named command (drivers/commands.py) with its arguments as they were
+        parsed; raise ValueError for a bad one, or a driver error."""
 
     def restore(self, kind: str, data: Mapping[str, Any]) -> None:  # noqa: B027
         """Before ``run()``, after a restart: the last event of this kind the device reported
@@ -211,9 +214,10 @@ class FramedDriver(Driver):
     protocol: ClassVar[MessageSet]
     #: commands that are one argument-less message each: name → message class
     simple_commands: ClassVar[Mapping[str, type[Message]]] = {
-        "query_status": QueryStatus,
-        "query_identity": QueryIdentity,
+        QUERY_STATUS.name: QueryStatus,
+        QUERY_IDENTITY.name: QueryIdentity,
     }
+    commands: ClassVar[frozenset[str]] = frozenset(simple_commands)
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         super().__init__(name, settings, sink)
@@ -226,7 +230,7 @@ class FramedDriver(Driver):
         refuses a query is reported, not disconnected."""
         await self.query(QueryIdentity(), QueryStatus())
 
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+    async def command(self, name: str, args: Args) -> None:
         message_class = self.simple_commands.get(name)
         if message_class is None:
             raise self.unknown_command(name)

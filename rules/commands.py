@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -31,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+import tableside.drivers.commands as device
+from tableside.drivers.commands import Args, NoArgs, Seat
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
 from tableside.rules.paytables import MINIMUMS
@@ -87,25 +87,9 @@ class Role(enum.StrEnum):
 # -- arguments: strict (a count is an integer, a flag a boolean; "yes" and 52.0 are refused) --
 
 
-class Args(BaseModel):
-    """A command's arguments: unknown names are refused, and so are wrong types."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def data(self) -> dict[str, Any]:
-        """The arguments as their handler takes them (the table's ``step()``, a driver's
-        ``command()``): plain values, the unset left out; an override is the daemon's alone."""
-        return self.model_dump(mode="json", exclude_none=True, exclude={"override"})
-
-
-class NoArgs(Args):
-    pass
-
-
 A = TypeVar("A", bound=Args)
 
 
-Seat = Annotated[StrictInt, Field(ge=1, le=7, description="a betting position, 1..7")]
 Rank = Literal["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]
 DeviceClass = Annotated[str, Field(min_length=1, description="e.g. shuffler, shoe, card_reader")]
 Hand = Literal["royal_flush", "straight_flush", "four_of_a_kind", "full_house", "flush"]
@@ -183,30 +167,12 @@ class DrawnInError(Args):
 class Coup(_Ranked):
     player: Annotated[list[Rank], Field(min_length=2, max_length=3)]
     banker: Annotated[list[Rank], Field(min_length=2, max_length=3)]
-    extra: list[Rank] = []
+    extra: list[Rank] = Field(default_factory=list)
 
 
 class DealRound(Override):
     positions: Annotated[list[Seat], Field(min_length=1, max_length=7)]
     round: Annotated[StrictInt, Field(ge=1)] | None = None
-
-
-class StackArg(Args):
-    target: str | StrictInt
-    size: Annotated[StrictInt, Field(ge=1, le=52)]
-
-
-class Deal(Args):
-    round: Annotated[StrictInt, Field(ge=1)]
-    stacks: Annotated[list[StackArg], Field(min_length=1)]
-
-
-class SetLights(Args):
-    seats: list[Seat]
-
-
-class SetMeter(Args):
-    cents: Annotated[StrictInt, Field(ge=0, lt=2**32)]
 
 
 # -- a ruling's lifecycle (rules/rulings.py) ---------------------------------------------------
@@ -323,11 +289,23 @@ class Command:
 _DECLARED: list[Command] = []
 
 
-def _device(name: str, target: str, doc: str, roles: frozenset[Role], args: type[Args] = NoArgs,
-            *, why: str = "", example: Mapping[str, Any] | None = None, deals: bool = False,
-            via: str | None = None) -> None:  # fmt: skip
-    """A command a device's driver carries out."""
-    _DECLARED.append(Command(name, doc, roles, args, target, deals, why, example or {}, via))
+def _device(
+    carried: device.DeviceCommand,
+    target: str,
+    doc: str,
+    roles: frozenset[Role],
+    *,
+    why: str = "",
+    example: Mapping[str, Any] | None = None,
+    deals: bool = False,
+    name: str | None = None,
+    args: type[Args] | None = None,
+) -> None:
+    """A command a device's driver carries out, as drivers/commands.py declares it (its name and
+    arguments); or, with ``name``, a person's command that becomes that device command."""
+    _DECLARED.append(Command(name or carried.name, doc, roles, args or carried.args, target,
+                             deals, why, example or {},
+                             carried.name if name else None))  # fmt: skip
 
 
 def _table(
@@ -376,51 +354,50 @@ def _gated(turn: Turn, args: Args) -> TableState:
 
 
 # -- devices ---------------------------------------------------------------------------------
-_device("start_shuffle", "shuffler", "the shuffler shuffles the deck", _EVERYONE)
+_device(device.START_SHUFFLE, "shuffler", "the shuffler shuffles the deck", _EVERYONE)
 _device(
-    "deal_round",
+    device.DEAL,
     "shoe",
     "deal a round to the seats with a wager, in the game's dispense pattern (555.10(b), "
     "557.10(b), 559.12(b))",
     _DEALERS,
-    DealRound,
+    name="deal_round",
+    args=DealRound,
     deals=True,
     why="dealing a round is the dealer's",
     example={"positions": [1, 3]},
-    via="deal",
 )
-_device("set_lights", "progressive_controller", "light these seats' acceptors (555.12(b)(2))",
-        _EVERYONE, SetLights, example={"seats": [2]})  # fmt: skip
+_device(device.SET_LIGHTS, "progressive_controller", "light these seats' acceptors (555.12(b)(2))",
+        _EVERYONE, example={"seats": [2]})  # fmt: skip
 _device(
-    "lock_out",
+    device.LOCK_OUT,
     "device",
     'the acceptors refuse wagers: "no more bets" by hand (555.2(f))',
     _DEALERS,
     why='closing bets by hand, where no control device says "no more bets"',
 )
 _device(
-    "release",
+    device.RELEASE,
     "device",
     "the acceptors take wagers again, whatever the table's phase",
     _FLOOR,
     why="releasing the lock-out outside the round's flow (bets_open is the dealer's next round)"
     " is a supervisor's decision",
 )
-_device("set_meter", "progressive_controller", "set the progressive meter's display", _FLOOR,
-        SetMeter, why="the progressive meter is a supervisor's",
+_device(device.SET_METER, "progressive_controller", "set the progressive meter's display", _FLOOR,
+        why="the progressive meter is a supervisor's",
         example={"cents": 100000})  # fmt: skip
 _device(
-    "deal",
+    device.DEAL,
     "shoe",
     "the shoe dispenses these stacks as they are (testing a shoe)",
     _TECH,
-    Deal,
     why="raw stacks from the shoe are for testing a shoe, not for dealing a round",
     example={"round": 90, "stacks": [{"target": 1, "size": 5}]},
 )
-_device("self_test", "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE)
-_device("query_status", "device", "the device reports its status", _EVERYONE)
-_device("query_identity", "device",
+_device(device.SELF_TEST, "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE)
+_device(device.QUERY_STATUS, "device", "the device reports its status", _EVERYONE)
+_device(device.QUERY_IDENTITY, "device",
         "the device says who it is: model, serial, firmware and its hash", _EVERYONE)  # fmt: skip
 
 
@@ -947,8 +924,9 @@ def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[
     if why is not None:
         raise Refused(why)
     if phase in command.supervised_in and role != Role.FLOORPERSON:
-        raise Refused(f"{name!r} while the table is {phase.value} needs a floorperson "
-                      f"({command.why})")  # fmt: skip
+        article = "an" if role[0] in "aeiou" else "a"
+        raise Refused(f"{article} {role} may not give {name!r} while the table is {phase.value} "
+                      "(it needs: floorperson)")  # fmt: skip
     return command, typed
 
 

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from tableside.drivers import DeviceEvent, DriverSettings
+from tableside.drivers.commands import NoArgs
 from tableside.drivers.errors import DeviceUnavailable
 from tableside.drivers.events import ConnectionEvent, ConnectionState, ProtocolErrorEvent
 from tableside.drivers.framing import NakReason
@@ -100,7 +101,7 @@ async def test_commands_need_a_connected_device() -> None:
     events: list[DeviceEvent] = []
     driver = ShufflerDriver("shuffler", DriverSettings(url="socket://127.0.0.1:9"), events.append)
     with pytest.raises(DeviceUnavailable, match="disconnected"):
-        await driver.command("start_shuffle", {})
+        await driver.command("start_shuffle", NoArgs())
 
 
 async def test_host_message_from_the_device_is_a_protocol_error() -> None:

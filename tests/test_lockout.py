@@ -133,7 +133,10 @@ async def test_no_more_bets_from_a_person_locks_out(
         await t.sub.wait_for(kind_is("wager_refused", seat=2))
         assert t.daemon.runtime.state.wagers_accepted == 1
         refused = await t.ask("dealer", "bets_open")
-        assert refused["error"] == "a dealer may not give 'bets_open' (it needs: floorperson)"
+        assert refused["error"] == (
+            "a dealer may not give 'bets_open' while the table is no_more_bets (it needs: "
+            "floorperson)"
+        )
         assert not any(a.accepting for a in t.bus.by_seat.values())
         assert (await t.ask("floorperson", "bets_open"))["ok"]
         await t.sub.wait_for(event("lockout_released"), count=2)

@@ -104,4 +104,4 @@ def test_a_replay_range_is_checked(args: dict[str, object], complaint: str) -> N
         admit("replay", "auditor", args, Phase.CLOSED)
     for phase in Phase:  # any phase: a gap is repaired whatever the table is doing
         _, ok = admit("replay", "auditor", {"from_seq": 10, "to_seq": 5009}, phase)
-        assert ok.data() == {"from_seq": 10, "to_seq": 5009}
+        assert ok.model_dump() == {"from_seq": 10, "to_seq": 5009}

@@ -63,8 +63,9 @@ async def test_the_dealer_opens_betting_and_only_a_floorperson_reopens_it_mid_ro
         assert phase(table) is Phase.BETTING
         assert (await ask(table, port, "dealer", "no_more_bets", "n1"))["ok"]
         reopened = await ask(table, port, "dealer", "bets_open", "b2")
-        assert reopened["error"].startswith(
-            "'bets_open' while the table is no_more_bets needs a floorperson"
+        assert reopened["error"] == (
+            "a dealer may not give 'bets_open' while the table is no_more_bets (it needs: "
+            "floorperson)"
         ), reopened
         assert phase(table) is Phase.NO_MORE_BETS, "refused: nothing moved"
         assert (await ask(table, port, "floorperson", "bets_open", "b3"))["ok"]

@@ -11,7 +11,7 @@ import pytest
 from tableside.daemon.config import Config
 from tableside.daemon.payloads import TablePayload
 from tableside.rules import Game, TableFacts
-from tableside.rules.commands import COMMANDS, Refused, Role, admit
+from tableside.rules.commands import COMMANDS, Refused, ResolveRuling, Role, admit
 from tableside.rules.model import Action
 from tableside.rules.rulings import (
     HALTING,
@@ -224,7 +224,7 @@ def test_a_note_may_have_lines() -> None:
     _, args = admit("resolve_ruling", "floorperson",
                     {"ruling": 1, "action": "remove_deck", "by": "Ann O'Neil",
                      "note": "deck 4411 out\nnew deck in"}, Phase.OPEN)  # fmt: skip
-    assert args.data()["note"] == "deck 4411 out\nnew deck in"
+    assert isinstance(args, ResolveRuling) and args.note == "deck 4411 out\nnew deck in"
 
 
 # -- [rulings] in the config -------------------------------------------------------------------

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tableside.drivers.cards import card_code
+from tableside.drivers.commands import Deal
 from tableside.drivers.framing import Frame, FrameDecoder
 from tableside.drivers.messages import Message
 from tableside.drivers.shoe import protocol as p
-from tableside.drivers.shoe.driver import parse_plan
 from tableside.drivers.shoe.events import CardDrawn
 from tableside.drivers.wire import MalformedPayload
 from tableside.rules.model import Game
@@ -78,14 +78,18 @@ def test_malformed_shoe_payloads(message_type: int, payload: bytes, complaint: s
 
 
 def test_plans() -> None:
-    assert parse_plan([{"target": "seat2", "size": 5}, {"target": "dealer", "size": 5}]) == (
+    def plan(stacks: list[dict[str, object]]) -> tuple[p.Stack, ...]:
+        """The shoe's plan from a deal's stacks, checked once, by the ``Deal`` model."""
+        return tuple(s.stack() for s in Deal.model_validate({"round": 1, "stacks": stacks}).stacks)
+
+    assert plan([{"target": "seat2", "size": 5}, {"target": "dealer", "size": 5}]) == (
         p.Stack(2, 5),
         p.Stack(p.DEALER, 5),
     )
-    with pytest.raises(ValueError, match=r"stacks\[0\].target: 'seat9'"):
-        parse_plan([{"target": "seat9", "size": 5}])
-    with pytest.raises(ValueError, match=r"stacks\[0\].size"):
-        parse_plan([{"target": 1, "size": 0}])
+    with pytest.raises(ValueError, match=r"stacks\.0\.target\n.*'seat9' is none of seat1"):
+        plan([{"target": "seat9", "size": 5}])
+    with pytest.raises(ValueError, match=r"stacks\.0\.size"):
+        plan([{"target": 1, "size": 0}])
     assert parse_plan_spec("1:3,C:3") == (p.Stack(1, 3), p.Stack(p.COMMUNITY, 3))
     with pytest.raises(ValueError, match="bad item"):
         parse_plan_spec("9:5")

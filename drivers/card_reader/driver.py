@@ -9,6 +9,7 @@ from typing import ClassVar
 from tableside.drivers.base import DriverOptions, FramedDriver
 from tableside.drivers.card_reader import events as ev
 from tableside.drivers.card_reader import protocol as p
+from tableside.drivers.commands import SELF_TEST
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 
@@ -28,9 +29,9 @@ class CardReaderDriver(FramedDriver):
     protocol: ClassVar[MessageSet] = p.PROTOCOL
     simple_commands: ClassVar[Mapping[str, type[Message]]] = {
         **FramedDriver.simple_commands,
-        "self_test": p.RunSelfTest,
+        SELF_TEST.name: p.RunSelfTest,
     }
-    commands: ClassVar[frozenset[str]] = frozenset({"self_test", "query_status", "query_identity"})
+    commands: ClassVar[frozenset[str]] = frozenset(simple_commands)
     Options: ClassVar[type[DriverOptions]] = CardReaderOptions
 
     def translate(self, message: Message) -> DeviceEvent | None:

@@ -44,6 +44,7 @@ from tableside.drivers.cctalk.protocol import (
     decode_credit_buffer,
 )
 from tableside.drivers.cctalk.status import AcceptorBusStatus
+from tableside.drivers.commands import LOCK_OUT, QUERY_STATUS, RELEASE, Args, names
 from tableside.drivers.errors import (
     DeviceRejected,
     DeviceUnavailable,
@@ -312,7 +313,7 @@ class AcceptorBusOptions(DriverOptions):
 
 class CcTalkAcceptorsDriver(Driver):
     device_class: ClassVar[str] = "acceptors"
-    commands: ClassVar[frozenset[str]] = frozenset({"lock_out", "release", "query_status"})
+    commands: ClassVar[frozenset[str]] = names(LOCK_OUT, RELEASE, QUERY_STATUS)
     Options: ClassVar[type[DriverOptions]] = AcceptorBusOptions
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
@@ -661,7 +662,7 @@ class CcTalkAcceptorsDriver(Driver):
             self.unconfirmed |= set(failed)
         return confirmed, failed
 
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
+    async def command(self, name: str, args: Args) -> None:
         bus = self._bus
         if name not in self.commands:
             raise self.unknown_command(name)

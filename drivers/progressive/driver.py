@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
+from tableside.drivers.commands import SET_LIGHTS, SET_METER, Args, SetLights, SetMeter, names
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.progressive import protocol as p
@@ -24,31 +24,22 @@ __all__ = ["ProgressiveControllerDriver"]
 class ProgressiveControllerDriver(FramedDriver):
     device_class: ClassVar[str] = "progressive_controller"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
-    commands: ClassVar[frozenset[str]] = frozenset(
-        {"set_lights", "set_meter", "query_status", "query_identity"}
-    )
+    commands: ClassVar[frozenset[str]] = FramedDriver.commands | names(SET_LIGHTS, SET_METER)
 
     def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
         super().__init__(name, settings, sink)
         self._commanded: int | None = None
 
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
-        if name == "set_lights":
-            seats = args.get("seats")
-            if not isinstance(seats, list) or not all(
-                isinstance(s, int) and 1 <= s <= 7 for s in seats
-            ):
-                raise ValueError("set_lights: seats must be a list of seat numbers 1..7")
-            mask = sum(1 << (s - 1) for s in set(seats))
-            self._commanded = mask
-            await self.send(p.SetLights(mask))
-        elif name == "set_meter":
-            cents = args.get("cents")
-            if not isinstance(cents, int) or not 0 <= cents < 2**32:
-                raise ValueError("set_meter: cents must be a whole number of cents")
-            await self.send(p.SetMeter(cents))
-        else:
-            await super().command(name, args)
+    async def command(self, name: str, args: Args) -> None:
+        match args:
+            case SetLights(seats=seats) if name == SET_LIGHTS.name:
+                mask = sum(1 << (s - 1) for s in set(seats))
+                self._commanded = mask
+                await self.send(p.SetLights(mask))
+            case SetMeter(cents=cents) if name == SET_METER.name:
+                await self.send(p.SetMeter(cents))
+            case _:
+                await super().command(name, args)
 
     def translate(self, message: Message) -> DeviceEvent | None:
         d = self.name

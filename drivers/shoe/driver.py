@@ -2,61 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from tableside.drivers.base import FramedDriver
 from tableside.drivers.cards import card_name
+from tableside.drivers.commands import DEAL, Args, Deal, names
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import events as ev
 from tableside.drivers.shoe import protocol as p
 
-__all__ = ["ShoeDriver", "parse_plan"]
-
-_TARGETS = {"dealer": p.DEALER, "dealer_extra": p.DEALER_EXTRA, "community": p.COMMUNITY}
-
-
-def parse_plan(stacks: Any) -> tuple[p.Stack, ...]:
-    """``[{"target": "seat1" | 1 | "dealer", "size": 5}, …]`` → stacks; ValueError says what."""
-    if not isinstance(stacks, list) or not stacks:
-        raise ValueError("stacks: expected a non-empty list of {target, size}")
-    plan = []
-    for i, stack in enumerate(stacks):
-        if not isinstance(stack, Mapping) or set(stack) != {"target", "size"}:
-            raise ValueError(f"stacks[{i}]: expected {{target, size}}, got {stack!r}")
-        target, size = stack["target"], stack["size"]
-        if isinstance(target, str) and target.startswith("seat") and target[4:].isdigit():
-            target = int(target[4:])
-        code = _TARGETS.get(target, target) if isinstance(target, str) else target
-        if not isinstance(code, int) or not (1 <= code <= 7 or code in _TARGETS.values()):
-            raise ValueError(
-                f"stacks[{i}].target: {stack['target']!r} is none of seat1..seat7, dealer, "
-                "dealer_extra, community"
-            )
-        if not isinstance(size, int) or not 1 <= size <= 52:
-            raise ValueError(f"stacks[{i}].size: {size!r} is not 1..52")
-        plan.append(p.Stack(code, size))
-    return tuple(plan)
+__all__ = ["ShoeDriver"]
 
 
 class ShoeDriver(FramedDriver):
     device_class: ClassVar[str] = "shoe"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
-    commands: ClassVar[frozenset[str]] = frozenset({"deal", "query_status", "query_identity"})
+    commands: ClassVar[frozenset[str]] = FramedDriver.commands | names(DEAL)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._plans: dict[int, tuple[p.Stack, ...]] = {}
 
-    async def command(self, name: str, args: Mapping[str, Any]) -> None:
-        if name == "deal":
-            round_ = args.get("round")
-            if not isinstance(round_, int) or not 0 < round_ < 2**32:
-                raise ValueError(f"deal: round must be a positive integer, got {round_!r}")
-            plan = parse_plan(args.get("stacks"))
-            self._plans[round_] = plan
-            await self.send(p.DealRound(round_, plan))
+    async def command(self, name: str, args: Args) -> None:
+        if name == DEAL.name and isinstance(args, Deal):
+            plan = tuple(stack.stack() for stack in args.stacks)
+            self._plans[args.round] = plan
+            await self.send(p.DealRound(args.round, plan))
         else:
             await super().command(name, args)
 

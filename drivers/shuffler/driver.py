@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from tableside.drivers.base import DriverOptions, FramedDriver
 from tableside.drivers.cards import card_name
+from tableside.drivers.commands import START_SHUFFLE
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
@@ -36,11 +37,9 @@ class ShufflerDriver(FramedDriver):
     protocol: ClassVar[MessageSet] = p.PROTOCOL
     simple_commands: ClassVar[Mapping[str, type[Message]]] = {
         **FramedDriver.simple_commands,
-        "start_shuffle": p.StartShuffle,
+        START_SHUFFLE.name: p.StartShuffle,
     }
-    commands: ClassVar[frozenset[str]] = frozenset(
-        {"start_shuffle", "query_status", "query_identity"}
-    )
+    commands: ClassVar[frozenset[str]] = frozenset(simple_commands)
     Options: ClassVar[type[DriverOptions]] = ShufflerOptions
 
     def translate(self, message: Message) -> DeviceEvent | None:

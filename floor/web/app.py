@@ -38,6 +38,7 @@ from tableside.floor.verify import export_line
 from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import COMMANDS
+from tableside.rules.rulings import MAX_NOTE_CHARS
 
 __all__ = ["ACKNOWLEDGE", "RESOLVE", "Commander", "RoleLogin", "WebApp", "make_app"]
 
@@ -49,8 +50,6 @@ SESSION_IDLE_S = 8 * 3600
 #: a browser that falls this many updates behind is cut off (it reconnects to a snapshot)
 SSE_QUEUE = 256
 COOKIE = "tableside_session"
-#: the longest note a resolution carries
-MAX_NOTE = 500
 
 
 @dataclass(slots=True)
@@ -341,8 +340,10 @@ class WebApp:
             action, note = body.get("action"), str(body.get("note", ""))
             if action not in ruling.actions:
                 raise web.HTTPBadRequest(text=f"{action!r} is not one of {ruling.actions}")
-            if len(note) > MAX_NOTE:
-                raise web.HTTPBadRequest(text=f"the note is longer than {MAX_NOTE} characters")
+            if len(note) > MAX_NOTE_CHARS:
+                raise web.HTTPBadRequest(
+                    text=f"the note is longer than {MAX_NOTE_CHARS} characters"
+                )
             args |= {"action": action, "note": note}
         result = await self.commander.ask(table, role, command, args)
         return web.json_response(result, status=200 if result.get("ok") else 409)
