@@ -293,6 +293,9 @@ class Floor:
                     and (m.retain or m.republished) and m.verdict == "ok"]  # fmt: skip
         for m in retained:
             walked = self._walked.get(m.table)
+            if walked is None:  # not walked by this floor yet (it has just started)
+                state = await self.store.state(m.table, with_gaps=False)
+                walked = (state.progress, state.pruned_before or 0) if state else None
             upto = walked[0].verified_upto if walked else None
             if upto is None or (m.seq or 0) > upto:
                 continue  # not walked yet: its turn comes in the walk
