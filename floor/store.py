@@ -411,8 +411,10 @@ class Store(abc.ABC):
         stored = Counter(t for t, _ in written.stored)  # not a scan of the batch per table
         conflicted = Counter(t for t, _ in written.conflicts)
         for table, ms in by_table.items():
-            seqs = [m.seq for m in ms if m.kind == "record" and m.seq is not None
-                    and m.ahead is None]  # fmt: skip  (a seq held apart is not the table's)
+            # (a seq held apart, ``ahead``, is not the table's)
+            seqs = [
+                m.seq for m in ms if m.kind == "record" and m.seq is not None and m.ahead is None
+            ]
             statements.append((
                 "INSERT INTO floor_tables (table_id, highest_seq, records, duplicates, conflicts, "
                 "last_heard) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id) DO UPDATE SET "
