@@ -173,6 +173,14 @@ class WebApp:
                 if state is not None:
                     self.view.set_completeness(table, completeness(state))
             self.publish_table(table)
+        self._publish_gone()
+
+    def _publish_gone(self) -> None:
+        """Tell every browser which tables left the view (capped or expired)."""
+        gone, self.view.dropped = self.view.dropped, []
+        for table in dict.fromkeys(gone):
+            if table not in self.view.tables:
+                self._send("gone", {"table": table})
 
     def _answer(self, m: Message) -> None:
         """A table's answer to a waiting request (the commander's)."""
@@ -183,11 +191,15 @@ class WebApp:
         if table not in self.view.tables:
             return
         now = self.clock()
-        rulings = [self.view.public(r, now) for r in self.view.open_rulings()]
-        update = {"tile": self.view.tile(table, now), "rulings": rulings}
+        # this table's open rulings only: the page keeps the others' (at 1,000 tables the whole
+        # queue in every update would be most of the snapshot, once a message)
+        rulings = [self.view.public(r, now) for r in self.view.open_rulings(table)]
+        self._send("table", {"tile": self.view.tile(table, now), "rulings": rulings})
+
+    def _send(self, event: str, data: dict[str, Any]) -> None:
         for queue in list(self._listeners):
             try:
-                queue.put_nowait(("table", update))
+                queue.put_nowait((event, data))
             except asyncio.QueueFull:
                 self._listeners.discard(queue)
                 with contextlib.suppress(asyncio.QueueFull):
@@ -267,7 +279,9 @@ class WebApp:
 
     async def floor(self, request: web.Request) -> web.Response:
         self._need_session(request)
-        return _json(self.view.floor(self.clock()))
+        snapshot = self.view.floor(self.clock())
+        self._publish_gone()
+        return _json(snapshot)
 
     async def table(self, request: web.Request) -> web.Response:
         self._need_session(request)

@@ -139,6 +139,8 @@ class FloorView:
         self.rulings: dict[str, FloorRuling] = {}
         #: the tables with a key enrolled (the web app keeps it from the store)
         self.enrolled: set[str] = set()
+        #: tables that left the view (capped or expired) since the web app last told browsers
+        self.dropped: list[str] = []
 
     # -- in -------------------------------------------------------------------------------
 
@@ -208,6 +210,7 @@ class FloorView:
 
     def _drop(self, table: str) -> None:
         self.tables.pop(table, None)
+        self.dropped.append(table)
         for key in [k for k, r in self.rulings.items() if r.table == table]:
             del self.rulings[key]
 

@@ -219,10 +219,18 @@ function follow() {
   source.addEventListener("table", (event) => {
     const update = JSON.parse(event.data);
     state.tables.set(update.tile.table, update.tile);
-    state.rulings = update.rulings;
+    // an update carries its own table's open rulings: the others' stay as they were
+    state.rulings = state.rulings.filter((r) => r.table !== update.tile.table).concat(update.rulings)
+      .sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.seq - b.seq));
     const path = location.pathname;
     if (!path.startsWith("/table/") || decodeURIComponent(path.slice(7)) === update.tile.table) render();
     else document.getElementById("ruling-count").textContent = String(state.rulings.length);
+  });
+  source.addEventListener("gone", (event) => {
+    const { table } = JSON.parse(event.data);  // capped or expired from the live view
+    state.tables.delete(table);
+    state.rulings = state.rulings.filter((r) => r.table !== table);
+    if (!location.pathname.startsWith("/table/")) render();
   });
   source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
 }
