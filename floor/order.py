@@ -86,7 +86,9 @@ class SeqOrder:
             self.heads[table] = Head(seq, digest)
 
     def mark(self, batch: Iterable[Message]) -> list[Message]:
-        """The batch, each record marked ``chained``, ``behind`` or ``ahead`` (or none)."""
+        """The batch, each record that goes backwards marked ``behind`` and each held apart
+        ``ahead``; each chained one moves its table's head (and is returned as it came: a
+        copy of every message would cost more than judging it)."""
         return [self._mark(m) for m in batch]
 
     def _mark(self, m: Message) -> Message:
@@ -97,7 +99,7 @@ class SeqOrder:
         if self._links(m, seq, head):
             assert m.hash is not None
             self.heads[m.table] = Head(seq, m.hash)
-            return replace(m, chained=True)
+            return m
         if head is None:
             return m
         if live(m) and seq < head.seq:

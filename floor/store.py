@@ -113,8 +113,6 @@ class Message:
     #: a record that links to nothing verified and is this far ahead of the newest chained seq
     #: (floor/order.py): not stored as the record for its seq, but as rejected
     ahead: int | None = None
-    #: it links to the newest record this floor holds chained from the table (floor/order.py)
-    chained: bool = False
     #: the payload as its topic's model, as judged (None: refused, not judged here, or read
     #: back from the store); not stored
     body: Envelope | None = field(default=None, compare=False, repr=False)

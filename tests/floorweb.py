@@ -4,7 +4,6 @@ vouches for; the web server on a free port; a floorperson to log in as."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,8 +17,12 @@ from tableside.floor.store import Store, open_store
 from tableside.floor.web.app import Commander, RoleLogin, WebApp, mqtt_sender, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
+from tests.browser import chromium
+from tests.hil import SimulatedTable, simulated_table, simulator
+from tests.test_floor import running
+from tests.test_shoe import shoe
 
-__all__ = ["PASSWORD", "FloorWeb", "floor_with_web", "log_in"]
+__all__ = ["PASSWORD", "FloorWeb", "floor_with_web", "log_in", "pit"]
 
 PASSWORD = "correct horse battery"
 FAST = RepairPolicy(interval_s=0.2, retry_s=0.5, max_retry_s=2.0, rate_per_s=100)
@@ -31,22 +34,6 @@ class FloorWeb:
     store: Store
     web: WebApp
     url: str
-
-
-@contextlib.asynccontextmanager
-async def running_floor(
-    store: Store, broker: str, web: WebApp, client_id: str
-) -> AsyncIterator[Floor]:
-    floor = Floor(store, broker, client_id=client_id, repair=FAST, on_stored=web.stored)
-    task = asyncio.create_task(floor.run(), name=f"floor-{client_id}")
-    try:
-        async with asyncio.timeout(10):
-            await floor.subscribed.wait()
-        yield floor
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @contextlib.asynccontextmanager
@@ -65,7 +52,8 @@ async def floor_with_web(
             store = await stack.enter_async_context(open_store(f"sqlite:///{tmp_path}/floor.db"))
         web = WebApp(FloorView(), users, Commander(send), store=store)
         url = await stack.enter_async_context(serving(web, "127.0.0.1", 0))
-        floor = await stack.enter_async_context(running_floor(store, broker, web, client_id))
+        floor = await stack.enter_async_context(running(Floor(
+            store, broker, client_id=client_id, repair=FAST, on_stored=web.stored)))  # fmt: skip
         yield FloorWeb(floor, store, web, url)
 
 
@@ -75,3 +63,18 @@ async def log_in(page: Page, url: str, user: str = "bob") -> None:
     await page.fill("#password", PASSWORD)
     await page.click("button[type=submit]")
     await expect(page.locator("#live")).to_have_text("live")
+
+
+@contextlib.asynccontextmanager
+async def pit(broker: str, tmp_path: Path) -> AsyncIterator[tuple[FloorWeb, SimulatedTable, Page]]:
+    """The floor with its web view, then a real daemon (table ``hil-1``: a shuffler whose first
+    shuffle miscounts, a shoe) on the same broker, and a browser page at a pit terminal's size."""
+    sims = {"shuffler": simulator("count=51@1", interval=None), "shoe": shoe(interval=None)}
+    async with (
+        floor_with_web(broker, tmp_path) as floor,
+        simulated_table(broker, tmp_path, sims["shuffler"], others={"shoe": sims["shoe"]})
+        as table,
+        chromium() as browser,
+    ):  # fmt: skip
+        await table.daemon.publisher.connected.wait()
+        yield floor, table, await browser.new_page(viewport={"width": 1366, "height": 768})

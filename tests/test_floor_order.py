@@ -24,11 +24,10 @@ def test_only_a_live_record_below_the_chained_head_is_marked() -> None:
         one.judged(a[3]),  # live, below 5
         two.judged(b[0]),  # live, below 1
     ])  # fmt: skip
-    assert [m.chained for m in marked] == [True] * 8 + [False] * 7
-    assert [m.behind for m in marked[8:]] == [None, None, None, None, None, 5, 1]
+    assert [m.behind for m in marked] == [None] * 13 + [5, 1]
     assert {t: h.seq for t, h in order.heads.items()} == {"cs-01": 5, "cs-02": 1}
     later = order.mark([one.judged(one.event())])  # seq 6 goes on
-    assert later[0].chained and order.heads["cs-01"].seq == 6
+    assert later[0].behind is None and order.heads["cs-01"].seq == 6
 
 
 def test_a_record_that_links_to_nothing_verified_never_moves_the_head() -> None:
@@ -37,13 +36,14 @@ def test_a_record_that_links_to_nothing_verified_never_moves_the_head() -> None:
     order.mark([peer.judged(peer.event()) for _ in range(3)])  # 0..2
     skipped = [peer.event() for _ in range(3)]  # 3, 4 lost on the way; 5 arrives
     (after_gap,) = order.mark([peer.judged(skipped[2])])
-    assert not after_gap.chained and after_gap.ahead is None and after_gap.behind is None
+    assert after_gap.ahead is None and after_gap.behind is None
+    assert order.heads["cs-01"].seq == 2  # linked to nothing verified: the head stays
     far = judge("tableside", "tableside/cs-01/ruling", b'{"table":"cs-01","seq":999999999}',
                 False, None, 0.0, {})  # fmt: skip
     (held,) = order.mark([far])
     assert held.ahead == MAX_AHEAD and order.heads["cs-01"].seq == 2
     (next_,) = order.mark([peer.judged(skipped[0])])  # the table's seq 3, late: it links
-    assert next_.chained and order.heads["cs-01"].seq == 3
+    assert next_.ahead is None and order.heads["cs-01"].seq == 3
     stranger = PeerTable()
     alien = [stranger.event(99) for _ in range(5)][4]  # seq 4 of another chain
     (refused,) = order.mark([stranger.judged(alien)])
@@ -57,8 +57,9 @@ def test_a_checkpoint_signed_with_the_enrolled_key_is_the_head() -> None:
     keys = {"cs-01": peer.public}
     for _ in range(4):
         peer.event()
-    (signed,) = SeqOrder().mark([peer.judged(peer.checkpoint(), keys)])  # nothing heard before
-    assert signed.chained
+    signed = SeqOrder()
+    signed.mark([peer.judged(peer.checkpoint(), keys)])  # nothing heard before
+    assert signed.heads["cs-01"].seq == 4
     unenrolled = SeqOrder()
-    (not_signed,) = unenrolled.mark([peer.judged(peer.checkpoint())])
-    assert not not_signed.chained and unenrolled.heads == {}
+    unenrolled.mark([peer.judged(peer.checkpoint())])
+    assert unenrolled.heads == {}

@@ -12,27 +12,27 @@ store vouches for) and, where a person would see it, a floorperson in real headl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiomqtt
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from tableside.daemon import proof
 from tableside.floor.judge import judge
-from tableside.floor.store import open_store
+from tableside.floor.store import Store, open_store
 from tableside.floor.web.app import WebApp
 from tableside.rules.rows import RULES
 from tests.browser import chromium
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
-from tests.floorweb import FloorWeb, floor_with_web, log_in
-from tests.hil import SimulatedTable, ask, simulated_table, simulator
-from tests.test_shoe import shoe
+from tests.floorweb import FloorWeb, floor_with_web, log_in, pit
+from tests.hil import SimulatedTable, ask
 
 pytestmark = pytest.mark.slow
 
@@ -86,92 +86,100 @@ async def _miscount(floor: FloorWeb, table: SimulatedTable, port: int, page: Pag
     return int(ruling.payload["seq"])
 
 
+class Halted(NamedTuple):
+    floor: FloorWeb
+    table: SimulatedTable
+    page: Page
+    port: int
+    seq: int
+
+
+@pytest.fixture
+async def halted(mosquitto: Mosquitto, tmp_path: Path) -> AsyncIterator[Halted]:
+    """The pit, its table's remove-deck ruling in the queue (dealing halted)."""
+    async with pit(mosquitto.url, tmp_path) as (floor, table, page):
+        seq = await _miscount(floor, table, mosquitto.port, page)
+        yield Halted(floor, table, page, mosquitto.port, seq)
+
+
 async def test_a_forged_ruling_state_does_not_hide_a_ruling_that_halts_dealing(
-    mosquitto: Mosquitto, tmp_path: Path
+    halted: Halted,
 ) -> None:
-    sims = {"shuffler": simulator("count=51@1", interval=None), "shoe": shoe(interval=None)}
-    async with (
-        floor_with_web(mosquitto.url, tmp_path) as floor,
-        simulated_table(mosquitto.url, tmp_path, sims["shuffler"], others={"shoe": sims["shoe"]})
-        as table,
-        chromium() as browser,
-    ):  # fmt: skip
-        port = mosquitto.port
-        await table.daemon.publisher.connected.wait()
-        page = await browser.new_page(viewport={"width": 1366, "height": 768})
-        seq = await _miscount(floor, table, port, page)
-        resolved = {"ruling": seq, "state": "resolved", "by": "nobody", "action": "remove_deck",
-                    "halts": False}  # fmt: skip
-        await _forge(port, "tableside/hil-1/ruling_state", resolved)  # issue 21's, as it was
-        whole = {
-            "table": "hil-1",
-            "ts": TS,
-            "seq": seq + 50,
-            "republished": False,
-            "redelivered": False,
-            "rule_id": ROW.id,
-            "clause": ROW.citation,
-            "actions": ["remove_deck"],
-            "open_s": 1.0,
-        } | resolved  # a valid payload
-        await _forge(port, "tableside/hil-1/ruling_state", whole)
-        # the table goes on: a deal it refuses, dealing being halted, stored after the forgeries
-        refused = await ask(table, port, "dealer", "deal_round", "d", device="shoe",
-                            positions=[1, 2])  # fmt: skip
-        assert not refused["ok"] and "halted" in refused["error"]
-        tiles = floor.web.view.tables
-        await until(lambda: "hil-1" in tiles and tiles["hil-1"].highest_seq >= refused["seq"])
-        forged = [m for m in await floor.store.messages("hil-1", "tableside/hil-1/ruling_state")
-                  if b"nobody" in m.payload]  # fmt: skip
-        assert len(forged) == 2  # both kept, as evidence
-        await page.reload()
-        row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
-        await expect(row.locator("td.state")).to_have_text("open")
-        await page.goto(floor.url + "/")
-        await expect(page.locator("article[data-table='hil-1']")).to_contain_text("dealing halted")
-        await page.goto(floor.url + "/table/hil-1")
-        await expect(page.locator("main")).to_contain_text("Last events")
-        assert "nobody" not in await page.locator("main").inner_text()
+    floor, table, page, port, seq = halted
+    resolved = {"ruling": seq, "state": "resolved", "by": "nobody", "action": "remove_deck",
+                "halts": False}  # fmt: skip
+    await _forge(port, "tableside/hil-1/ruling_state", resolved)  # issue 21's, as it was
+    whole = {
+        "table": "hil-1",
+        "ts": TS,
+        "seq": seq + 50,
+        "republished": False,
+        "redelivered": False,
+        "rule_id": ROW.id,
+        "clause": ROW.citation,
+        "actions": ["remove_deck"],
+        "open_s": 1.0,
+    } | resolved  # a valid payload
+    await _forge(port, "tableside/hil-1/ruling_state", whole)
+    # the table goes on: a deal it refuses, dealing being halted, stored after the forgeries
+    refused = await ask(table, port, "dealer", "deal_round", "d", device="shoe",
+                        positions=[1, 2])  # fmt: skip
+    assert not refused["ok"] and "halted" in refused["error"]
+    tiles = floor.web.view.tables
+    await until(lambda: "hil-1" in tiles and tiles["hil-1"].highest_seq >= refused["seq"])
+    forged = [m for m in await floor.store.messages("hil-1", "tableside/hil-1/ruling_state")
+              if b"nobody" in m.payload]  # fmt: skip
+    assert len(forged) == 2  # both kept, as evidence
+    await page.reload()
+    row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
+    await expect(row.locator("td.state")).to_have_text("open")
+    await page.goto(floor.url + "/")
+    await expect(page.locator("article[data-table='hil-1']")).to_contain_text("dealing halted")
+    await page.goto(floor.url + "/table/hil-1")
+    await expect(page.locator("main")).to_contain_text("Last events")
+    assert "nobody" not in await page.locator("main").inner_text()
 
 
-async def test_one_forged_seq_far_ahead_does_not_freeze_the_table(
-    mosquitto: Mosquitto, tmp_path: Path
-) -> None:
-    sims = {"shuffler": simulator("count=51@1", interval=None), "shoe": shoe(interval=None)}
-    async with (
-        floor_with_web(mosquitto.url, tmp_path) as floor,
-        simulated_table(mosquitto.url, tmp_path, sims["shuffler"], others={"shoe": sims["shoe"]})
-        as table,
-        chromium() as browser,
-    ):  # fmt: skip
-        port = mosquitto.port
-        await table.daemon.publisher.connected.wait()
-        page = await browser.new_page(viewport={"width": 1366, "height": 768})
-        seq = await _miscount(floor, table, port, page)
-        await _forge(port, "tableside/hil-1/status", {
-            "table": "hil-1", "ts": TS, "seq": 999_999_999, "republished": False,
-            "redelivered": False, "status": "online", "version": "0",
-        })  # fmt: skip
-        # a floorperson acknowledges: the table does it, and the page hears its answer
-        row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
-        await row.locator("button.ack").click()
-        await expect(row.locator("td.state")).to_contain_text("acknowledged by bob")
-        status = page.locator(f"#ruling-{row_id(seq)}-status")
-        await expect(status).to_have_text("acknowledged")
-        await page.goto(floor.url + "/")
-        tile = page.locator("article[data-table='hil-1']")
-        await expect(tile).to_contain_text("complete")
-        state = await floor.store.state("hil-1")
-        assert state is not None and state.highest_seq is not None
-        assert state.highest_seq < 999_999_999 and state.missing == 0
-        (held,) = await floor.store.messages("hil-1", kind="rejected")
-        assert held.seq == 999_999_999 and "links to nothing verified" in held.reason
-        assert not [m for m in await floor.store.messages("hil-1", limit=1000)
-                    if m.kind == "rejected" and m.seq != 999_999_999]  # fmt: skip
+async def test_one_forged_seq_far_ahead_does_not_freeze_the_table(halted: Halted) -> None:
+    floor, _, page, port, seq = halted
+    await _forge(port, "tableside/hil-1/status", {
+        "table": "hil-1", "ts": TS, "seq": 999_999_999, "republished": False,
+        "redelivered": False, "status": "online", "version": "0",
+    })  # fmt: skip
+    # a floorperson acknowledges: the table does it, and the page hears its answer
+    row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
+    await row.locator("button.ack").click()
+    await expect(row.locator("td.state")).to_contain_text("acknowledged by bob")
+    status = page.locator(f"#ruling-{row_id(seq)}-status")
+    await expect(status).to_have_text("acknowledged")
+    await page.goto(floor.url + "/")
+    tile = page.locator("article[data-table='hil-1']")
+    await expect(tile).to_contain_text("complete")
+    state = await floor.store.state("hil-1")
+    assert state is not None and state.highest_seq is not None
+    assert state.highest_seq < 999_999_999 and state.missing == 0
+    (held,) = await floor.store.messages("hil-1", kind="rejected")
+    assert held.seq == 999_999_999 and "links to nothing verified" in held.reason
+    assert not [m for m in await floor.store.messages("hil-1", limit=1000)
+                if m.kind == "rejected" and m.seq != 999_999_999]  # fmt: skip
 
 
 def row_id(seq: int) -> str:
     return f"hil-1-{seq}"
+
+
+@contextlib.asynccontextmanager
+async def _beside(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> AsyncIterator[tuple[Store, Browser, aiomqtt.Client]]:
+    """A store that outlives a floor, a browser, and a client for the tables to publish with."""
+    async with (
+        open_store(f"sqlite:///{tmp_path}/floor.db") as store,
+        chromium() as browser,
+        aiomqtt.Client("127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5)
+        as client,
+    ):  # fmt: skip
+        yield store, browser, client
 
 
 async def test_no_message_blanks_the_page_or_drops_another_across_a_restart(
@@ -180,12 +188,7 @@ async def test_no_message_blanks_the_page_or_drops_another_across_a_restart(
     peers = [PeerTable(table=f"cs-{i:02}") for i in range(11)]
     nan = json.dumps({"table": "cs-00", "ts": TS, "seq": 1, "republished": False,
                       "redelivered": False} | _ruling(round=float("nan"))).encode()  # fmt: skip
-    async with (
-        open_store(f"sqlite:///{tmp_path}/floor.db") as store,
-        chromium() as browser,
-        aiomqtt.Client("127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5)
-        as client,
-    ):  # fmt: skip
+    async with _beside(mosquitto, tmp_path) as (store, browser, client):
         async with floor_with_web(mosquitto.url, tmp_path, store=store) as floor:
             page = await browser.new_page(viewport={"width": 1366, "height": 768})
             await log_in(page, floor.url)
@@ -233,12 +236,7 @@ async def test_tables_never_enrolled_are_capped_and_expire_from_the_live_view(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
     real = PeerTable(table="cs-01")
-    async with (
-        open_store(f"sqlite:///{tmp_path}/floor.db") as store,
-        chromium() as browser,
-        aiomqtt.Client("127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5)
-        as client,
-    ):  # fmt: skip
+    async with _beside(mosquitto, tmp_path) as (store, browser, client):
         await store.enrol("cs-01", proof.public_key_hex(real.key))
         async with floor_with_web(mosquitto.url, tmp_path, store=store) as floor:
             forged = [PeerTable(table=f"forged-{i:04}") for i in range(N_FORGED)]

@@ -18,9 +18,8 @@ from playwright.async_api import Page, expect
 
 from .browser import chromium
 from .conftest import Mosquitto
-from .floorweb import floor_with_web, log_in
-from .hil import ask, simulated_table, simulator
-from .test_shoe import shoe
+from .floorweb import log_in, pit
+from .hil import ask
 
 
 async def _shoot(page: Page, name: str) -> None:
@@ -33,17 +32,9 @@ async def _shoot(page: Page, name: str) -> None:
 async def test_a_floorperson_acknowledges_and_resolves_a_ruling_in_the_browser(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
-    sims = {"shuffler": simulator("count=51@1", interval=None), "shoe": shoe(interval=None)}
-    async with (
-        floor_with_web(mosquitto.url, tmp_path) as floor,
-        simulated_table(mosquitto.url, tmp_path, sims["shuffler"], others={"shoe": sims["shoe"]})
-        as table,
-        chromium() as browser,
-    ):  # fmt: skip
+    async with pit(mosquitto.url, tmp_path) as (floor, table, page):
         url = floor.url
         port = mosquitto.port
-        await table.daemon.publisher.connected.wait()
-        page = await browser.new_page(viewport={"width": 1366, "height": 768})
         await log_in(page, url)
         tile = page.locator("article[data-table='hil-1']")
         await expect(tile).to_contain_text("online")
