@@ -101,7 +101,6 @@ def judge(
             hash=entry.hash if entry else None,
             chain_ts=entry.ts if entry else None,
             ts=_text(body.ts) if body is not None else None,
-            body=body if not malformed else None,
         )  # fmt: skip
 
     if where.kind is TopicKind.RESPONSE:  # a copy of a command_result record, for its requester
@@ -223,5 +222,4 @@ def _replayed(
         table, replay.topic, "record", replay.seq, original, replay.retain, arrival, verdict,
         reason, replayed=True, prev=chain.prev, hash=chain.hash, chain_ts=chain.ts,
         ts=_text(body.ts) if body is not None else None,
-        body=body if not malformed else None,
     )  # fmt: skip

@@ -21,10 +21,7 @@ import abc
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from tableside.daemon.payloads import Envelope
+from typing import Any, Literal
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -113,9 +110,6 @@ class Message:
     #: a record that links to nothing verified and is this far ahead of the newest chained seq
     #: (floor/order.py): not stored as the record for its seq, but as rejected
     ahead: int | None = None
-    #: the payload as its topic's model, as judged (None: refused, not judged here, or read
-    #: back from the store); not stored
-    body: Envelope | None = field(default=None, compare=False, repr=False)
     #: the store's row id (None until stored)
     id: int | None = None
 

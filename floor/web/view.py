@@ -2,8 +2,9 @@
 
 ``FloorView.take(message, now=…)`` takes one message the store vouches for (floor/service.py
 ``Floor._vouched``: a record the chain walk linked, a last will, a retained state that came
-again as stored) and returns the table it changed, or None. Its payload is its topic's model
-(daemon/payloads.py), as judged or parsed again here: a payload that is not is shown to nobody.
+again as stored) and returns the table it changed, or None. Its payload is validated against
+its topic's model (daemon/payloads.py), as the judge did: a payload that is not is shown to
+nobody.
 The web server (floor/web/app.py) turns each change into a server-sent event; the tests feed it
 messages directly. The view keeps, per table, the tile the floor map shows (status, game, phase,
 round, devices, meter, open rulings) and its last events, and across tables the queue of rulings
@@ -150,14 +151,14 @@ class FloorView:
         where = parse_topic(self.prefix, m.topic)
         if where is None or where.kind in (TopicKind.COMMAND, TopicKind.REPLAY):
             return None
-        body = m.body
-        if body is None:
-            model = model_of(where.kind)
-            try:
-                body = parse_payload(model, m.payload) if issubclass(model, Envelope) else None
-            except ValueError:
-                return None
-        if body is None or body.table != where.table:
+        model = model_of(where.kind)  # validated again: the judge keeps no model, to hold
+        if not issubclass(model, Envelope):  # less while a batch waits for the store
+            return None
+        try:
+            body = parse_payload(model, m.payload)
+        except ValueError:
+            return None
+        if body.table != where.table:
             return None
         tile = self._tile(where.table, now)
         if tile is None:
