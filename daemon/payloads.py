@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
@@ -32,6 +35,11 @@ __all__ = [
     "SourceEvent",
     "StatusPayload",
     "TablePayload",
+    "Topic",
+    "TopicKind",
+    "model_of",
+    "parse_payload",
+    "parse_topic",
     "utc_ms",
 ]
 
@@ -307,3 +315,104 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "checkpoint": CheckpointPayload,
     "replay": ReplayPayload,
 }
+
+
+# -- topics (docs/mqtt.md): the one parser, for the table, the floor and the tools -----------
+
+
+class TopicKind(enum.StrEnum):
+    """What a topic under ``<prefix>/<table>/`` carries (docs/mqtt.md's table)."""
+
+    STATUS = "status"
+    DEVICE_STATE = "device_state"
+    DEVICE_EVENT = "device_event"
+    RULING = "ruling"
+    RULING_STATE = "ruling_state"
+    TABLE = "table"
+    CHECKPOINT = "checkpoint"
+    REPLAY = "replay"
+    COMMAND = "command"
+    COMMAND_RESULT = "command_result"
+    RESPONSE = "response"
+
+
+#: the kinds whose topic is ``<prefix>/<table>/<kind>`` with nothing after it
+_DEEPER = (TopicKind.DEVICE_STATE, TopicKind.DEVICE_EVENT, TopicKind.COMMAND, TopicKind.RESPONSE)
+_ONE_LEVEL = {k.value: k for k in TopicKind if k not in _DEEPER}
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """A topic of one table, parsed (``parse_topic``)."""
+
+    table: str
+    kind: TopicKind
+    #: the device of ``device/<device>/state|event``; the role of ``command/<role>``
+    name: str | None = None
+
+
+def parse_topic(prefix: str, topic: str) -> Topic | None:
+    """``<prefix>/<table>/…`` as a ``Topic``; None for a topic that is no table's (another
+    prefix, no table, or a kind docs/mqtt.md does not list)."""
+    head = f"{prefix}/"
+    if not topic.startswith(head):
+        return None
+    table, sep, rest = topic[len(head) :].partition("/")
+    if not table or not sep or not rest:
+        return None
+    kind = _ONE_LEVEL.get(rest)
+    if kind is not None:
+        return Topic(table, kind)
+    first, _, tail = rest.partition("/")
+    if first == "device":
+        device, _, what = tail.partition("/")
+        if device and what in ("state", "event"):
+            which = TopicKind.DEVICE_STATE if what == "state" else TopicKind.DEVICE_EVENT
+            return Topic(table, which, device)
+    elif first == "command" and tail and "/" not in tail:
+        return Topic(table, TopicKind.COMMAND, tail)
+    elif first == "response" and tail:
+        return Topic(table, TopicKind.RESPONSE, tail)
+    return None
+
+
+_MODEL_OF: dict[TopicKind, type[BaseModel]] = {
+    TopicKind.STATUS: StatusPayload,
+    TopicKind.DEVICE_STATE: DeviceStatePayload,
+    TopicKind.DEVICE_EVENT: DeviceEventPayload,
+    TopicKind.RULING: RulingPayload,
+    TopicKind.RULING_STATE: RulingStatePayload,
+    TopicKind.TABLE: TablePayload,
+    TopicKind.CHECKPOINT: CheckpointPayload,
+    TopicKind.REPLAY: ReplayPayload,
+    TopicKind.COMMAND: CommandRequest,
+    TopicKind.COMMAND_RESULT: CommandResult,
+    TopicKind.RESPONSE: CommandResult,
+}
+
+
+def model_of(kind: TopicKind) -> type[BaseModel]:
+    """The payload model a topic of this kind carries."""
+    return _MODEL_OF[kind]
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def parse_payload(model: type[_M], payload: bytes) -> _M:
+    """The payload as its model; ValueError says what is wrong and where (the field's path).
+    NaN and Infinity are refused anywhere in it (JSON has neither; a browser's parser refuses
+    them), not only where the model wants a finite number."""
+    try:
+        found = model.model_validate_json(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "payload"
+        raise ValueError(f"not a {model.__name__}: {where}: {first['msg']}") from None
+    if b"NaN" in payload or b"Infinity" in payload:  # rare: then parsed again, to be sure
+        json.loads(payload, parse_constant=_no_constant)
+    return found

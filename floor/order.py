@@ -1,26 +1,44 @@
-"""Which of a table's live records go backwards (docs/floor.md, "A seq going backwards").
-Pure: no I/O; one per floor instance, fed its messages in the order they arrived.
+"""Which of a table's records the floor believes in seq order, and which go backwards
+(docs/floor.md, "A seq is believed when it is chained" and "A seq going backwards"). Pure: no
+I/O; one per floor instance, fed its messages in the order they arrived.
 
-A table's journal numbers its records 0, 1, 2, … and its publisher sends them in that order
-(daemon/publisher.py), and one broker delivers one publisher's messages to one subscriber in
-the order they were sent. So a record a floor hears *live* (first sent: not replayed, not
-marked ``redelivered`` or ``republished``, not retained) carries a higher seq than every live
-record it heard from that table before. One that does not has gone backwards. Then:
+**The head.** Per table, the newest record this floor holds *chained*: seq 0 linked to nothing
+(its ``chain-prev`` is the genesis), a record whose ``chain-prev`` is the head's hash and whose
+seq is the head's plus one, a checkpoint whose signature verifies against the enrolled key (its
+verdict ``ok``: the table itself says it reached that seq), or what the chain walk verified in
+the store (``verified``). Only such a record moves the head; every other record, whatever seq
+it claims, is held apart: it is stored (a gap it opens is repaired from the table) but never
+decides what goes backwards; and two kinds are ``ahead``, stored as rejected, never the record
+for their seq:
+
+* one more than ``MAX_AHEAD`` past the head (a forged seq far ahead would otherwise open a gap
+  of a billion seqs for the floor to ask the table for);
+* a live one whose seq is the head's plus one and whose ``chain-prev`` is not the head's hash:
+  the table's record of that seq links to it by construction, so this one is not it
+  (``ahead`` 0). (One that links but whose own hash does not hold is kept as ``altered``.)
+
+Linking is not a signature: whoever sees a table's stream can make a record that links to its
+head. What that wins is bounded: the genuine record for that seq is kept beside it as a
+conflict, what the table sends next is stored and shown as it links, and the table's next
+signed checkpoint is the head again.
+
+**Going backwards.** A table's journal numbers its records 0, 1, 2, … and its publisher sends
+them in that order, and one broker delivers one publisher's messages to one subscriber in the
+order they were sent. So a record a floor hears *live* (first sent: not replayed, not marked
+``redelivered`` or ``republished``, not retained) carries a higher seq than the head. One that
+does not has gone backwards (``behind``). Then:
 
 * if it is the record already stored under its seq (same chain hash, or the same payload
-  without one) it is a repeat the table or a broker did not mark (a bridge or the floor's own
-  broker resending what it had not seen acknowledged), counted as a duplicate;
-* anything else (another record under a stored seq, or a seq the store lacks) is stored as
-  ``rejected``: the table's counter went back (its journal was replaced, it re-uses seqs) or
-  someone injected it. It is never the record for its seq: a gap it would fill stays, and the
-  table's own record comes by a replay.
+  without one) it is a repeat the table or a broker did not mark, counted as a duplicate;
+* anything else is stored as ``rejected``: the table's counter went back (its journal was
+  replaced, it re-uses seqs) or someone injected it.
 
-What is exempt, and why each is no evidence of a counter going back: replays (``/replay``, the
-floor asked for them), ``redelivered`` and ``republished`` (the table says it is sending again),
-retained messages (a broker sends the retained state, an old seq, to every new subscription).
-The MQTT DUP flag is not used: a broker sets it per hop (a bridge's resend arrives with it
-cleared), and a repeat is found by its content anyway. The highest seq is this floor
-instance's own: floors sharing a subscription each hear part of every table, in order.
+What is exempt from going backwards, and why each is no evidence of a counter going back:
+replays (``/replay``, the floor asked for them), ``redelivered`` and ``republished`` (the table
+says it is sending again), retained messages (a broker sends the retained state, an old seq, to
+every new subscription). The MQTT DUP flag is not used: a broker sets it per hop. The head is
+this floor instance's own: floors sharing a subscription each hear part of every table, in
+order, and learn the rest from the chain walk over the shared store.
 """
 
 from __future__ import annotations
@@ -28,9 +46,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from tableside.daemon import proof
 from tableside.floor.store import Message
 
-__all__ = ["SeqOrder", "live"]
+__all__ = ["MAX_AHEAD", "Head", "SeqOrder", "live"]
+
+#: how far past the newest chained seq a record that links to nothing is still stored as the
+#: record for its seq (a gap the floor repairs): twice the most a broker has out to the floor
+MAX_AHEAD = 100_000
 
 
 def live(m: Message) -> bool:
@@ -42,22 +65,57 @@ def live(m: Message) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The newest record of a table this floor holds chained: its seq and chain hash."""
+
+    seq: int
+    hash: bytes
+
+
 @dataclass
 class SeqOrder:
-    """Per table, the highest seq this floor has heard live."""
+    """Per table, the head: the newest record chained to what is verified."""
 
-    highest: dict[str, int] = field(default_factory=dict)
+    heads: dict[str, Head] = field(default_factory=dict)
+
+    def verified(self, table: str, seq: int, digest: bytes) -> None:
+        """The chain walk verified the table's records up to ``seq`` (its hash ``digest``)."""
+        head = self.heads.get(table)
+        if head is None or seq > head.seq:
+            self.heads[table] = Head(seq, digest)
 
     def mark(self, batch: Iterable[Message]) -> list[Message]:
-        """The batch, each live record with a seq below the table's highest marked ``behind``."""
-        out: list[Message] = []
-        for m in batch:
-            seq = m.seq
-            if live(m) and seq is not None:
-                high = self.highest.get(m.table)
-                if high is not None and seq < high:
-                    m = replace(m, behind=high)
-                else:
-                    self.highest[m.table] = seq
-            out.append(m)
-        return out
+        """The batch, each record that goes backwards marked ``behind`` and each held apart
+        ``ahead``; each chained one moves its table's head (and is returned as it came: a
+        copy of every message would cost more than judging it)."""
+        return [self._mark(m) for m in batch]
+
+    def _mark(self, m: Message) -> Message:
+        seq = m.seq
+        if m.kind != "record" or seq is None:
+            return m
+        head = self.heads.get(m.table)
+        if self._links(m, seq, head):
+            assert m.hash is not None
+            self.heads[m.table] = Head(seq, m.hash)
+            return m
+        if head is None:
+            return m
+        if live(m) and seq < head.seq:
+            return replace(m, behind=head.seq)
+        if live(m) and seq == head.seq + 1 and m.prev != head.hash:  # the next seq, unlinked
+            return replace(m, ahead=0)
+        if seq > head.seq + MAX_AHEAD:
+            return replace(m, ahead=MAX_AHEAD)
+        return m
+
+    @staticmethod
+    def _links(m: Message, seq: int, head: Head | None) -> bool:
+        if m.verdict not in ("ok", "malformed") or m.hash is None:  # its chain entry holds
+            return False
+        if m.topic.endswith("/checkpoint"):  # signed with the enrolled key (judge.py)
+            return head is None or seq > head.seq
+        if head is None:
+            return seq == 0 and m.prev == proof.GENESIS
+        return seq == head.seq + 1 and m.prev == head.hash

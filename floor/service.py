@@ -114,8 +114,9 @@ class Floor:
     session_expiry: int | None = None
     #: the most messages stored in one transaction
     batch_max: int = 20_000
-    #: called with each batch once it is stored and its chain walked (the web view's feed);
-    #: what it raises is logged, never the floor's end
+    #: called after each batch is stored and its chain walked (and after each repair pass's
+    #: walks) with what the store now vouches for, in seq order per table (the web view's feed:
+    #: ``_vouched``); what it raises is logged, never the floor's end
     on_stored: Callable[[list[Message]], Awaitable[None]] | None = None
     #: set while subscribed
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -133,8 +134,10 @@ class Floor:
     _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
     _requests: int = 0
     _rate: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: the highest seq heard live from each table (a seq going backwards: floor/order.py)
+    #: per table, the newest record chained to what is verified (floor/order.py)
     _order: SeqOrder = field(default_factory=SeqOrder)
+    #: records the chain walks linked since the feed last took them (``on_stored``)
+    _linked: list[Message] = field(default_factory=list)
 
     @property
     def session_expiry_s(self) -> int:
@@ -276,11 +279,38 @@ class Floor:
             # the tables with gaps, from their state) takes it up
         if advanced:  # every table's progress in one transaction, not one each
             await self.store.advance_all(advanced)
-        if self.on_stored is not None:
-            try:
-                await self.on_stored(batch)
-            except Exception:
-                log.exception("floor_on_stored_failed", messages=len(batch))
+        await self._feed(await self._vouched(batch, written))
+
+    async def _vouched(self, batch: list[Message], written: Written) -> list[Message]:
+        """What the store vouches for after a batch, for the feed: the records the chain walks
+        linked, in seq order; the last wills (the broker's word that a table vanished: no
+        journal record, but its status); and, for a view that starts after the floor stored
+        them, the retained states that came again exactly as stored, linked then (the first
+        subscription after a restart brings each one again)."""
+        shown = [m for m in batch if m.kind == "will" and m.verdict == "unverifiable"]
+        again = set(written.repeated)
+        retained = [m for m in batch if m.kind == "record" and (m.table, m.seq or 0) in again
+                    and (m.retain or m.republished) and m.verdict == "ok"]  # fmt: skip
+        for m in retained:
+            walked = self._walked.get(m.table)
+            if walked is None:  # not walked by this floor yet (it has just started)
+                state = await self.store.state(m.table, with_gaps=False)
+                walked = (state.progress, state.pruned_before or 0) if state else None
+            upto = walked[0].verified_upto if walked else None
+            if upto is None or (m.seq or 0) > upto:
+                continue  # not walked yet: its turn comes in the walk
+            stored = await self.store.records(m.table, m.seq or 0, m.seq or 0, 1)
+            if stored and stored[0].verdict == "ok" and stored[0].hash == m.hash:
+                shown.append(m)
+        return [*shown, *self._linked_since()]
+
+    async def _feed(self, shown: list[Message]) -> None:
+        if self.on_stored is None or not shown:
+            return
+        try:
+            await self.on_stored(shown)
+        except Exception:
+            log.exception("floor_on_stored_failed", messages=len(shown))
 
     async def _store(self, batch: list[Message]) -> Written:
         """The batch stored; while the store fails (a database restarting, a disk full), tried
@@ -311,8 +341,9 @@ class Floor:
                 met.failures.labels(m.verdict).inc()
         met.duplicates.inc(sum(written.duplicates.values()))
         met.stored.labels("conflict").inc(len(written.conflicts))
-        met.stored.labels("rejected").inc(len(written.backwards))
+        met.stored.labels("rejected").inc(len(written.backwards) + len(written.ahead))
         met.failures.labels("seq-backwards").inc(len(written.backwards))
+        met.failures.labels("seq-ahead").inc(len(written.ahead))
 
     async def _answered(self, m: Message) -> None:
         """A replay request's result: the table's journal may start later than asked."""
@@ -326,6 +357,10 @@ class Floor:
         if isinstance(pruned, int) and not isinstance(pruned, bool):
             await self.store.note_pruned(m.table, pruned)
             self._walked.pop(m.table, None)
+
+    def _linked_since(self) -> list[Message]:
+        linked, self._linked = self._linked, []
+        return linked
 
     async def walk(
         self,
@@ -358,7 +393,8 @@ class Floor:
                 records = await self.store.records(table, first, first + WALK_PAGE - 1, WALK_PAGE)
             if not records or records[0].seq != first:
                 break  # the next record (or the chain's start) is not stored yet
-            progress, findings = walk(before, records, start)
+            linked = self._linked if self.on_stored is not None else None
+            progress, findings = walk(before, records, start, linked=linked)
             for finding in findings:
                 if finding.verdict is not None:
                     await self.store.flag(table, finding.seq, finding.verdict, finding.what)
@@ -367,6 +403,8 @@ class Floor:
                     await self.store.problem(table, finding.seq, finding.what)
             if progress == before:
                 break
+            if not progress.broken and progress.contiguous_hash is not None:
+                self._order.verified(table, progress.contiguous_upto or 0, progress.contiguous_hash)
             if advanced is None:
                 await self.store.advance(table, progress)
             else:
@@ -411,6 +449,7 @@ class Floor:
                     for low in range(first, last + 1, MAX_REPLAY):
                         current.add((table, low, min(last, low + MAX_REPLAY - 1)))
             self.metrics.missing.set(missing)
+            await self._feed(self._linked_since())
             for key in sorted(current):
                 if key not in seen:
                     continue  # seen once: it may be a batch still being stored; ask next time

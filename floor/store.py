@@ -48,12 +48,24 @@ Kind = Literal["record", "will", "request", "response", "conflict", "rejected"]
 #: unverifiable: it carries no chain entry (an MQTT 3.1.1 table, a will, a request); altered: its
 #: chain entry is not its hash; forged: a checkpoint whose signature fails; not-enrolled: a
 #: checkpoint from a table with no enrolled key; break: its chain-prev is not the stored hash of
-#: the seq before it; conflict and rejected as the kinds
+#: the seq before it; malformed: its payload is not its topic's model (daemon/payloads.py), so
+#: nobody is shown it (its chain entry may hold: it stays a link of the chain); conflict and
+#: rejected as the kinds
 Verdict = Literal[
-    "ok", "unverifiable", "altered", "forged", "not-enrolled", "break", "conflict", "rejected"
+    "ok",
+    "unverifiable",
+    "altered",
+    "forged",
+    "not-enrolled",
+    "break",
+    "malformed",
+    "conflict",
+    "rejected",
 ]
 #: the verdicts that are a problem with the table's stream
-FAILED = frozenset({"altered", "forged", "not-enrolled", "break", "conflict", "rejected"})
+FAILED = frozenset(
+    {"altered", "forged", "not-enrolled", "break", "malformed", "conflict", "rejected"}
+)
 #: a checkpoint's signature not trusted: the table is flagged, and every message stored from it
 #: carries the flag, until a key is enrolled
 UNTRUSTED = frozenset({"forged", "not-enrolled"})
@@ -91,9 +103,13 @@ class Message:
     #: the table's flag (a forged or unenrolled checkpoint) when this was stored: every message
     #: of a flagged table carries it, until a key is enrolled (``Store.enrol``)
     flagged: str | None = None
-    #: a live record with a seq below this one, the highest this floor had heard live from the
-    #: table (floor/order.py); not stored: the store keeps it, if it is not a repeat, as rejected
+    #: a live record with a seq below this one, the newest seq this floor holds chained from
+    #: the table (floor/order.py); not stored: the store keeps it, if it is not a repeat, as
+    #: rejected
     behind: int | None = None
+    #: a record that links to nothing verified and is this far ahead of the newest chained seq
+    #: (floor/order.py): not stored as the record for its seq, but as rejected
+    ahead: int | None = None
     #: the store's row id (None until stored)
     id: int | None = None
 
@@ -159,6 +175,10 @@ class Written:
     conflicts: list[tuple[str, int]] = field(default_factory=list)
     #: (table, seq) of the live records whose seq went backwards, stored as rejected
     backwards: list[tuple[str, int]] = field(default_factory=list)
+    #: (table, seq) of the records too far ahead of the chained seq, stored as rejected
+    ahead: list[tuple[str, int]] = field(default_factory=list)
+    #: (table, seq) of each record that came again with the content stored (a duplicate)
+    repeated: list[tuple[str, int]] = field(default_factory=list)
     others: int = 0
 
     @property
@@ -220,6 +240,17 @@ def _backwards(m: Message) -> Message:
     )  # fmt: skip
 
 
+def _ahead(m: Message) -> Message:
+    why = (
+        f"seq {m.seq} does not link to seq {(m.seq or 0) - 1}, the newest chained from this "
+        "table (the table's own record of it does)" if m.ahead == 0 else
+        f"seq {m.seq} is more than {m.ahead} ahead of the newest seq chained from this table "
+        "and links to nothing verified"
+    )  # fmt: skip
+    return replace(m, kind="rejected", verdict="rejected", ahead=None,
+                   reason=f"{why}: held apart, never the record for its seq")  # fmt: skip
+
+
 def _conflict(m: Message, stored: tuple[Any, Any]) -> Message:
     theirs = bytes(stored[0]).hex()[:16] if stored[0] is not None else "no chain entry"
     ours = m.hash.hex()[:16] if m.hash is not None else "no chain entry"
@@ -278,17 +309,23 @@ class Store(abc.ABC):
 
         A record marked ``behind`` (its seq went backwards, floor/order.py) is a duplicate if
         it is the record stored (or earlier in the batch) under its seq, and is otherwise kept
-        as rejected, never as the record. Each message of a flagged table (a forged or
-        unenrolled checkpoint, the batch's own included) is stored carrying the flag."""
+        as rejected, never as the record; one marked ``ahead`` (too far past the chained seq,
+        linked to nothing verified) is kept as rejected. Each message of a flagged table (a
+        forged or unenrolled checkpoint, the batch's own included) is stored carrying the
+        flag."""
         batch = await self._flag_batch(batch)
         first: dict[tuple[str, int], Message] = {}
         others: list[Message] = []
         repeats: list[tuple[Message, tuple[Any, Any]]] = []
         behind: list[Message] = []
         went_back: list[tuple[str, int]] = []
+        went_ahead: list[tuple[str, int]] = []
         for m in batch:
             if m.kind != "record" or m.seq is None:
                 others.append(m)
+            elif m.ahead is not None:
+                others.append(_ahead(m))
+                went_ahead.append((m.table, m.seq))
             elif m.behind is not None:
                 behind.append(m)
             elif (key := (m.table, m.seq)) in first:  # twice in one batch
@@ -310,13 +347,14 @@ class Store(abc.ABC):
         not_stored = await self._write(list(first.values()), others)
         repeats.extend(not_stored)
         written = Written(others=len(others))
-        written.backwards = went_back
+        written.backwards, written.ahead = went_back, went_ahead
         gone = {(m.table, m.seq) for m, _ in not_stored}
         written.stored = [key for key in first if key not in gone]
         conflicts: list[Message] = []
         for m, stored in repeats:
             if _same(stored, m):
                 written.duplicates[m.table] = written.duplicates.get(m.table, 0) + 1
+                written.repeated.append((m.table, m.seq or 0))
             else:
                 conflicts.append(_conflict(m, stored))
                 written.conflicts.append((m.table, m.seq or 0))
@@ -365,7 +403,10 @@ class Store(abc.ABC):
         stored = Counter(t for t, _ in written.stored)  # not a scan of the batch per table
         conflicted = Counter(t for t, _ in written.conflicts)
         for table, ms in by_table.items():
-            seqs = [m.seq for m in ms if m.kind == "record" and m.seq is not None]
+            # (a seq held apart, ``ahead``, is not the table's)
+            seqs = [
+                m.seq for m in ms if m.kind == "record" and m.seq is not None and m.ahead is None
+            ]
             statements.append((
                 "INSERT INTO floor_tables (table_id, highest_seq, records, duplicates, conflicts, "
                 "last_heard) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id) DO UPDATE SET "

@@ -18,7 +18,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
-from tableside.floor.judge import _proof, table_of
+from tableside.daemon.payloads import parse_topic
+from tableside.floor.judge import _proof
 from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict
 
 __all__ = ["Finding", "against_export", "export_line", "recheck", "walk"]
@@ -43,13 +44,25 @@ def _checkpoint_head(record: Message) -> tuple[int, bytes] | None:
         return None
 
 
+#: what leaves a record out of the chain that is verified (a checkpoint not trusted is no break
+#: in the chain, and a malformed payload whose chain entry holds is still a link of it)
+_BREAKS = FAILED - UNTRUSTED - {"malformed"}
+
+
 def walk(
-    progress: Progress, records: Iterable[Message], start: int = 0, *, across_gaps: bool = False
+    progress: Progress,
+    records: Iterable[Message],
+    start: int = 0,
+    *,
+    across_gaps: bool = False,
+    linked: list[Message] | None = None,
 ) -> tuple[Progress, list[Finding]]:
     """Progress after these records (seq order, from ``progress.contiguous_upto + 1``; the
     chain starts at ``start``: seq 0, a table's first, or the first its journal still has). Without
     ``across_gaps`` it stops at the first missing seq; with it, a gap is a finding and the
-    link across it is not checked."""
+    link across it is not checked. ``linked`` gets each record walked whose ``chain-prev`` is
+    the stored hash of the record before it and whose own verdict is ``ok``: what the web view
+    shows (a record after a break links again from the next one on)."""
     p, found = progress, []
     expected = p.contiguous_upto + 1 if p.contiguous_upto is not None else start
     before = p.contiguous_hash if p.contiguous_upto is not None else None
@@ -74,8 +87,15 @@ def walk(
                 "(a record altered, inserted or dropped between them)", "break",
             ))  # fmt: skip
             broken = True
-        if r.verdict in FAILED - UNTRUSTED:  # a checkpoint not trusted is no break in the chain
+        if r.verdict in _BREAKS:
             broken = True
+        elif (
+            linked is not None
+            and r.verdict == "ok"
+            and r.hash is not None
+            and (before is not None and r.prev == before)
+        ):
+            linked.append(r)
         signed = p.signed_upto
         if r.topic.endswith("/checkpoint") and r.verdict == "ok":
             head = _checkpoint_head(r)
@@ -111,13 +131,15 @@ def recheck(
         if r.hash is None or r.prev is None or r.chain_ts is None or r.seq is None:
             yield r
             continue
-        where = table_of(prefix, r.topic)
-        rest = where[1] if where else ""
+        where = parse_topic(prefix, r.topic)
+        if where is None:
+            yield r
+            continue
         chain = proof.Chain(r.prev, r.hash, r.chain_ts)
-        verdict, reason = _proof(r.table, rest, r.seq, r.topic, r.retain, r.payload, None, chain,
+        verdict, reason = _proof(r.table, where, r.seq, r.topic, r.retain, r.payload, None, chain,
                                  keys)  # fmt: skip
-        if r.verdict in ("break", "conflict") and verdict == "ok":
-            yield r  # a finding of the walk, not of the record alone
+        if r.verdict in ("break", "conflict", "malformed") and verdict == "ok":
+            yield r  # a finding of the walk, or of the payload, not of the chain entry alone
         else:
             yield replace(r, verdict=verdict, reason=reason)
 

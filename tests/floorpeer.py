@@ -67,6 +67,18 @@ class PeerTable:
         ).model_dump_json().encode()  # fmt: skip
         return self._append(f"{self.prefix}/{self.table}/device/shuffler/event", payload)
 
+    def message(self, kind: str, retain: bool = False, raw: bytes | None = None,
+                **fields: object) -> Record:  # fmt: skip
+        """A record of any of the table's topics (``kind``: ``status``, ``ruling``,
+        ``device/shuffler/state``, …) with the envelope filled in, journaled; ``raw``: these
+        bytes as its payload instead, chained all the same (what a table with a defect, or an
+        impostor that computes hashes, would send)."""
+        body = {"table": self.table, "ts": "2026-12-01T08:00:00.000Z", "seq": self.next_seq(),
+                "republished": False, "redelivered": False, "test_clock": None}  # fmt: skip
+        body |= fields
+        payload = raw if raw is not None else json.dumps(body, separators=(",", ":")).encode()
+        return self._append(f"{self.prefix}/{self.table}/{kind}", payload, retain)
+
     def checkpoint(self, key: Ed25519PrivateKey | None = None) -> Record:
         """A signed checkpoint of the newest record (with another key: a forged one)."""
         head = self.head

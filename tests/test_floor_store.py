@@ -204,16 +204,17 @@ async def test_a_stopping_floor_stores_what_it_holds(tmp_path: Path) -> None:
 
 
 async def test_a_seq_going_backwards_is_rejected_unless_it_is_a_repeat(store: Store) -> None:
-    """docs/floor.md, "A seq going backwards": a live record below the highest heard live is
-    a duplicate if it is the record stored under its seq, and rejected otherwise."""
+    """docs/floor.md, "A seq going backwards": a live record below the newest seq chained
+    from the table is a duplicate if it is the record stored under its seq, and rejected
+    otherwise; the next seq that does not link to the chained one is not the table's."""
     order = SeqOrder()
     peer = PeerTable()
     records = [peer.event() for _ in range(41)]
     await store.write(order.mark([peer.judged(r) for r in records if r.seq != 30]))
     replaced = PeerTable()  # the table's journal replaced: it numbers from 0 again
     reused = [replaced.event(7) for _ in range(13)]
-    forger = PeerTable(records={s: r for s, r in peer.records.items() if s < 30})
-    fake = forger.event(99)  # seq 30, the one the floor lacks, chained to the real 29
+    forger = PeerTable()  # a chain of its own: its seq 30 does not link to the table's 29
+    fake = [forger.event(99) for _ in range(31)][30]
     batch = [
         peer.judged(records[12]),  # the same record again, unmarked (a bridge's resend)
         replaced.judged(reused[12]),  # seq 12 again, another record
@@ -226,18 +227,44 @@ async def test_a_seq_going_backwards_is_rejected_unless_it_is_a_repeat(store: St
     assert written.duplicates == {"cs-01": 3}
     rejected = {m.seq or 0: m for m in await store.messages("cs-01", kind="rejected")}
     assert sorted(rejected) == [12, 30]
-    assert rejected[12].reason.startswith("seq 12 after 40 from this table (not a redelivery")
+    assert rejected[12].reason.startswith("seq 12 after 29 from this table (not a redelivery")
+    assert rejected[30].reason.startswith("seq 30 does not link to seq 29, the newest chained")
     assert rejected[12].hash == reused[12].hash and rejected[30].hash == fake.hash
     assert await store.gaps("cs-01") == [(30, 30)]  # the forger's seq 30 is not the record
     (kept,) = await store.records("cs-01", 12, 12)
     assert kept.hash == records[12].hash
     problems = " | ".join(str(p) for p in await store.problems("cs-01"))
-    assert "seq 30: seq 30 after 40 from this table" in problems
+    assert "seq 30: seq 30 does not link to seq 29" in problems
     # the table's own seq 30, replayed, fills the gap; the next live seq goes on from 40
     written = await store.write(order.mark([peer.replayed(records[30])]))
     assert written.stored == [("cs-01", 30)] and await store.gaps("cs-01") == []
     written = await store.write(order.mark([peer.judged(peer.event())]))
     assert written.stored == [("cs-01", 41)]
+
+
+async def test_one_forged_seq_far_ahead_neither_freezes_the_table_nor_opens_a_gap(
+    store: Store,
+) -> None:
+    """Issue 21, attack 2: one ``{"table": T, "seq": 999999999, …}`` on one of T's topics made
+    every genuine record after it "behind" (stored as rejected) and the store's gap reach to
+    it. A seq is believed when it is chained: the forged one links to nothing verified, is
+    held apart (rejected, far ahead), and the table's records go on being stored."""
+    order = SeqOrder()
+    peer = PeerTable()
+    await store.write(order.mark([peer.judged(peer.event()) for _ in range(10)]))
+    forged = judge(
+        "tableside", "tableside/cs-01/ruling_state",
+        b'{"table":"cs-01","seq":999999999,"ts":"2026-12-01T08:00:00.000Z"}', False, None,
+        time.time(), {},
+    )  # fmt: skip
+    genuine = [peer.judged(peer.event()) for _ in range(477)]
+    written = await store.write(order.mark([forged, *genuine]))
+    assert len(written.stored) == 477 and written.backwards == []
+    state = await store.state("cs-01")
+    assert state is not None
+    assert (state.highest_seq, state.missing, state.records) == (486, 0, 487)
+    (held,) = await store.messages("cs-01", kind="rejected")
+    assert held.seq == 999999999 and "links to nothing verified" in held.reason
 
 
 async def test_every_message_of_a_flagged_table_carries_the_flag(store: Store) -> None:

@@ -16,6 +16,8 @@ import aiohttp
 import pytest
 from playwright.async_api import Page, expect
 
+from tableside.floor.judge import judge
+from tableside.floor.store import Message
 from tableside.floor.web.app import Commander, WebApp, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
@@ -31,6 +33,16 @@ def _msg(table: str, seq: int, **body: Any) -> bytes:
     base = {"table": table, "ts": "2026-12-01T08:00:00.000Z", "seq": seq,
             "republished": False, "redelivered": False}  # fmt: skip
     return json.dumps(base | body).encode()
+
+
+def _judged(topic: str, payload: bytes) -> Message:
+    """A message as the floor judges it (the view is fed what the store vouches for: these
+    tests stand in for the floor service, tests/test_floor_trust.py runs the real one)."""
+    return judge("tableside", topic, payload, False, None, 0.0, {})
+
+
+async def _feed(app: WebApp, topic: str, payload: bytes) -> None:
+    await app.stored([_judged(topic, payload)])
 
 
 #: a real row of the rules (any row will do: these tests are about the page, not the rules)
@@ -75,12 +87,13 @@ async def _login(page: Page, url: str, user: str) -> None:
     await expect(page.locator("#live")).to_have_text("live")
 
 
-def _table_comes_up(app: WebApp, table: str) -> None:
-    app.message(f"tableside/{table}/status", _msg(table, 1, status="online", version="0.1.0"))
-    app.message(f"tableside/{table}/table", _msg(
+async def _table_comes_up(app: WebApp, table: str) -> None:
+    await _feed(app, f"tableside/{table}/status",
+                _msg(table, 1, status="online", version="0.1.0"))  # fmt: skip
+    await _feed(app, f"tableside/{table}/table", _msg(
         table, 2, game="caribbean_stud", phase="betting", round=1, rounds_since_stub_count=1,
         deck_age_h=0.1, meter_cents=123456, state={}, cause="start_round"))  # fmt: skip
-    app.message(f"tableside/{table}/device/shuffler/state", _msg(
+    await _feed(app, f"tableside/{table}/device/shuffler/state", _msg(
         table, 3, device="shuffler", device_class="shuffler", driver="tableside.shuffler",
         connection="connected", since="2026-12-01T08:00:00.000Z", connects=1))  # fmt: skip
 
@@ -102,7 +115,7 @@ async def test_a_table_appears_live_and_a_ruling_joins_the_queue(floor: Floor) -
     async with chromium() as browser:
         page = await browser.new_page(viewport={"width": 1366, "height": 768})
         await _login(page, floor.url, "bob")
-        _table_comes_up(floor.app, "cs-01")
+        await _table_comes_up(floor.app, "cs-01")
         tile = page.locator("article[data-table='cs-01']")
         await expect(tile).to_contain_text("caribbean_stud")
         await expect(tile).to_contain_text("$1234.56")
@@ -110,7 +123,7 @@ async def test_a_table_appears_live_and_a_ruling_joins_the_queue(floor: Floor) -
         await expect(tile).to_contain_text("no open rulings")
         await page.click("a[href='/rulings']")
         given = time.monotonic()
-        floor.app.message("tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
+        await _feed(floor.app, "tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
         row = page.locator("tr.ruling[data-ruling='cs-01-5']")
         await expect(row).to_contain_text(ROW.citation, timeout=1000)
         shown = time.monotonic() - given
@@ -122,8 +135,8 @@ async def test_a_table_appears_live_and_a_ruling_joins_the_queue(floor: Floor) -
 async def test_a_dealer_is_not_offered_a_floorpersons_action_and_the_server_refuses_it(
     floor: Floor,
 ) -> None:
-    _table_comes_up(floor.app, "cs-01")
-    floor.app.message("tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
+    await _table_comes_up(floor.app, "cs-01")
+    await _feed(floor.app, "tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
     async with chromium() as browser:
         page = await browser.new_page()
         await _login(page, floor.url, "ann")
@@ -168,16 +181,20 @@ def test_passwords_are_stored_hashed(tmp_path: Path) -> None:
 
 def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
     view = FloorView()
-    view.apply("tableside/t1/ruling", _msg("t1", 9, **RULING, halts=True), now=0.0)
+
+    def take(topic: str, payload: bytes, now: float) -> str | None:
+        return view.take(_judged(topic, payload), now=now)
+
+    take("tableside/t1/ruling", _msg("t1", 9, **RULING, halts=True), now=0.0)
     assert [r.id for r in view.open_rulings()] == ["t1-9"]
     assert view.tile("t1", now=0.0)["halted"]
     state = {"ruling": 9, "rule_id": ROW.id, "clause": ROW.citation, "actions": RULING["actions"],
              "open_s": 1.0}  # fmt: skip
     escalated = _msg("t1", 10, **state, state="escalated", halts=True)
-    view.apply("tableside/t1/ruling_state", escalated, now=1.0)
+    take("tableside/t1/ruling_state", escalated, now=1.0)
     assert view.tile("t1", now=1.0)["escalated"] == 1
     ack = _msg("t1", 11, **state, state="acknowledged", halts=True, by="bob")
-    view.apply("tableside/t1/ruling_state", ack, now=2.0)
+    take("tableside/t1/ruling_state", ack, now=2.0)
     assert (view.rulings["t1-9"].state, view.rulings["t1-9"].acknowledged_by) == (
         "acknowledged",
         "bob",
@@ -185,9 +202,9 @@ def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
     done = _msg(
         "t1", 12, **state, state="resolved", halts=False, by="bob", action=ACTION, note="ok"
     )
-    view.apply("tableside/t1/ruling_state", done, now=3.0)
+    take("tableside/t1/ruling_state", done, now=3.0)
     assert view.open_rulings() == []
     assert not view.tile("t1", now=3.0)["halted"]
-    assert view.rulings["t1-9"].resolution == ACTION
-    assert view.apply("other/t1/ruling", b"{}", now=3.0) is None
-    assert view.apply("tableside/t1/ruling", b"not json", now=3.0) is None
+    assert view.public(view.rulings["t1-9"], 3.0)["resolution"] == ACTION
+    assert take("other/t1/ruling", b"{}", now=3.0) is None
+    assert take("tableside/t1/ruling", b"not json", now=3.0) is None

@@ -93,18 +93,14 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
 ) -> None:
     async with _web_floor(mosquitto, tmp_path) as base:
         assert base.startswith("http://127.0.0.1:")
-        status = {
-            "table": "t-9",
-            "ts": "2026-12-01T08:00:00.000Z",
-            "seq": 0,
-            "republished": False,
-            "redelivered": False,
-            "status": "online",
-            "version": "x",
-        }
-        # retained, as a table's status is: the floor gets it whenever it subscribes
-        async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
-            await client.publish("tableside/t-9/status", json.dumps(status), qos=1, retain=True)
+        # retained, as a table's status is: the floor gets it whenever it subscribes; chained
+        # (the view shows only what the store vouches for: a record its chain walk linked)
+        nine = PeerTable(table="t-9")
+        async with aiomqtt.Client(
+            "127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5
+        ) as client:
+            status = nine.message("status", retain=True, status="online", version="x")
+            await nine.publish(client, status)
         # unsafe: the jar keeps cookies from an IP address (the server's, 127.0.0.1)
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
             async with http.get(base + "/api/floor") as refused:
@@ -140,8 +136,8 @@ async def test_floor_run_serves_its_web_view_behind_a_login(
         assert said[0] == "" and said[1] == said[2] and "no key is enrolled" in said[1]
         assert "no key is enrolled" in tiles["t-8"]["completeness"]["flagged"]
         assert tiles["t-9"]["status"] == "online"
-        # stored, but it carried no chain entry: the tile says it is not verified
-        assert tiles["t-9"]["completeness"]["verified"] is False
+        # its chain holds, but no key is enrolled for it: the tile says it is unverified
+        assert tiles["t-9"]["completeness"]["verified"] is True and tiles["t-9"]["unverified"]
 
 
 def _self_signed(where: Path) -> tuple[Path, Path]:

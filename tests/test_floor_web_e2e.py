@@ -1,8 +1,8 @@
 """The floor in a browser, end to end: a real daemon with a simulated shuffler and shoe, a real
-Mosquitto, the floor's web view following the broker, and a floorperson in real headless
-Chromium. The table's tile appears; a shuffler miscount's ruling joins the queue; the
-floorperson acknowledges and resolves it with clicks; the table's stream carries both, and the
-deal the ruling halted goes through only after.
+Mosquitto, the real floor (storing and verifying what the table sends, its web view fed what
+the store vouches for), and a floorperson in real headless Chromium. The table's tile appears;
+a shuffler miscount's ruling joins the queue; the floorperson acknowledges and resolves it with
+clicks; the table's stream carries both, and the deal the ruling halted goes through only after.
 
 Screenshots of the floor map and the table page are written to $TABLESIDE_SCREENSHOTS when it is
 set (``TABLESIDE_SCREENSHOTS=docs/screenshots ./dev.sh test tests/test_floor_web_e2e.py``
@@ -11,23 +11,15 @@ refreshes the ones in docs/)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 
-import aiomqtt
 from playwright.async_api import Page, expect
-
-from tableside.floor.web.app import Commander, RoleLogin, WebApp, follow, mqtt_sender, serving
-from tableside.floor.web.users import Users
-from tableside.floor.web.view import FloorView
 
 from .browser import chromium
 from .conftest import Mosquitto
-from .hil import ask, simulated_table, simulator
-from .test_shoe import shoe
-
-PASSWORD = "correct horse battery"
+from .floorweb import log_in, pit
+from .hil import ask
 
 
 async def _shoot(page: Page, name: str) -> None:
@@ -40,83 +32,61 @@ async def _shoot(page: Page, name: str) -> None:
 async def test_a_floorperson_acknowledges_and_resolves_a_ruling_in_the_browser(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
-    users = Users(tmp_path / "users.json")
-    users.set("bob", "floorperson", PASSWORD)
-    logins = {"floorperson": RoleLogin("floor-web-floorperson")}
-    send = mqtt_sender("127.0.0.1", mosquitto.port, "tableside", logins)
-    web_app = WebApp(FloorView(), users, Commander(send))
-    sims = {"shuffler": simulator("count=51@1", interval=None), "shoe": shoe(interval=None)}
-    async with (
-        simulated_table(mosquitto.url, tmp_path, sims["shuffler"], others={"shoe": sims["shoe"]})
-        as table,
-        aiomqtt.Client("127.0.0.1", mosquitto.port) as follower,
-        serving(web_app, "127.0.0.1", 0) as url,
-        chromium() as browser,
-    ):  # fmt: skip
-        following = asyncio.create_task(follow(web_app, follower, "tableside"), name="follow")
-        try:
-            port = mosquitto.port
-            await table.daemon.publisher.connected.wait()
-            page = await browser.new_page(viewport={"width": 1366, "height": 768})
-            await page.goto(url + "/login")
-            await page.fill("#username", "bob")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
-            tile = page.locator("article[data-table='hil-1']")
-            await expect(tile).to_contain_text("online")
-            assert (await ask(table, port, "floorperson", "open_table", "o"))["ok"]
-            await expect(tile).to_contain_text("open")
+    async with pit(mosquitto.url, tmp_path) as (floor, table, page):
+        url = floor.url
+        port = mosquitto.port
+        await log_in(page, url)
+        tile = page.locator("article[data-table='hil-1']")
+        await expect(tile).to_contain_text("online")
+        assert (await ask(table, port, "floorperson", "open_table", "o"))["ok"]
+        await expect(tile).to_contain_text("open")
 
-            # the miscount: its ruling joins the queue, halting dealing
-            await page.click("a[href='/rulings']")
-            assert (await ask(table, port, "dealer", "start_shuffle", "s", device="shuffler"))["ok"]
-            (ruling,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
-            seq = ruling.payload["seq"]
-            row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
-            await expect(row).to_contain_text(ruling.payload["clause"], timeout=1000)
-            await expect(page.locator("#ruling-count")).to_have_text("1")
-            await page.goto(url + "/")
-            await expect(tile).to_contain_text("dealing halted")
-            await _shoot(page, "floor-map.png")
+        # the miscount: its ruling joins the queue, halting dealing
+        await page.click("a[href='/rulings']")
+        assert (await ask(table, port, "dealer", "start_shuffle", "s", device="shuffler"))["ok"]
+        (ruling,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
+        seq = ruling.payload["seq"]
+        row = page.locator(f"tr.ruling[data-ruling='hil-1-{seq}']")
+        await expect(row).to_contain_text(ruling.payload["clause"], timeout=1000)
+        await expect(page.locator("#ruling-count")).to_have_text("1")
+        await page.goto(url + "/")
+        await expect(tile).to_contain_text("dealing halted")
+        await _shoot(page, "floor-map.png")
 
-            # acknowledged, with a click
-            await page.goto(url + "/rulings")
-            await row.locator("button.ack").click()
-            await expect(row.locator("td.state")).to_contain_text("acknowledged by bob")
-            (ack,) = await table.subscriber.wait_for(
-                lambda m: m.kind == "ruling_state" and m.payload["state"] == "acknowledged"
-            )
-            assert (ack.payload["ruling"], ack.payload["by"]) == (seq, "bob")
-            refused = await ask(table, port, "dealer", "deal_round", "d1", device="shoe",
-                                 positions=[1, 2])  # fmt: skip
-            assert not refused["ok"] and "halted" in refused["error"]
+        # acknowledged, with a click
+        await page.goto(url + "/rulings")
+        await row.locator("button.ack").click()
+        await expect(row.locator("td.state")).to_contain_text("acknowledged by bob")
+        (ack,) = await table.subscriber.wait_for(
+            lambda m: m.kind == "ruling_state" and m.payload["state"] == "acknowledged"
+        )
+        assert (ack.payload["ruling"], ack.payload["by"]) == (seq, "bob")
+        refused = await ask(table, port, "dealer", "deal_round", "d1", device="shoe",
+                             positions=[1, 2])  # fmt: skip
+        assert not refused["ok"] and "halted" in refused["error"]
 
-            # resolved: what was done chosen from the ruling's own actions, and a note
-            await row.locator("button.resolve").click()
-            await page.select_option("#resolve-action", "remove_deck")
-            await page.fill("#resolve-note", "deck counted and destroyed")
-            await page.click("#resolve-confirm")
-            (done,) = await table.subscriber.wait_for(
-                lambda m: m.kind == "ruling_state" and m.payload["state"] == "resolved"
-            )
-            assert done.payload["action"] == "remove_deck"
-            assert done.payload["note"] == "deck counted and destroyed"
-            await expect(page.locator("#ruling-count")).to_have_text("0")
-            await page.goto(url + "/table/hil-1")
-            await expect(page.locator("main")).to_contain_text("resolved")
-            await expect(page.locator("main")).to_contain_text("deck counted and destroyed")
-            await _shoot(page, "table-page.png")
-            results = table.subscriber.matching(
-                lambda m: m.kind == "command_result" and m.payload["role"] == "floorperson"
-                and str(m.payload["request_id"]).startswith("floor-")
-            )  # fmt: skip
-            assert [r.payload["command"] for r in results] == [
-                "acknowledge_ruling", "resolve_ruling"
-            ]  # fmt: skip
-        finally:
-            following.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
-                await following
+        # resolved: what was done chosen from the ruling's own actions, and a note
+        await row.locator("button.resolve").click()
+        await page.select_option("#resolve-action", "remove_deck")
+        await page.fill("#resolve-note", "deck counted and destroyed")
+        await page.click("#resolve-confirm")
+        (done,) = await table.subscriber.wait_for(
+            lambda m: m.kind == "ruling_state" and m.payload["state"] == "resolved"
+        )
+        assert done.payload["action"] == "remove_deck"
+        assert done.payload["note"] == "deck counted and destroyed"
+        await expect(page.locator("#ruling-count")).to_have_text("0")
+        await page.goto(url + "/table/hil-1")
+        await expect(page.locator("main")).to_contain_text("resolved")
+        await expect(page.locator("main")).to_contain_text("deck counted and destroyed")
+        await _shoot(page, "table-page.png")
+        results = table.subscriber.matching(
+            lambda m: m.kind == "command_result" and m.payload["role"] == "floorperson"
+            and str(m.payload["request_id"]).startswith("floor-")
+        )  # fmt: skip
+        assert [r.payload["command"] for r in results] == [
+            "acknowledge_ruling", "resolve_ruling"
+        ]  # fmt: skip
 
 
 async def test_the_demo_shows_its_table_stored_and_verified_in_a_browser(tmp_path: Path) -> None:

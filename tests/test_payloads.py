@@ -118,3 +118,45 @@ async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
         publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(),
                           {**fields, "unknown": 1})  # fmt: skip
     assert publisher.journal.next_seq == record.seq + 1
+
+
+def test_one_topic_parser_names_every_topic_the_table_uses() -> None:
+    """daemon/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
+    from tableside.daemon.payloads import Topic, TopicKind, parse_topic
+    from tableside.daemon.publisher import Topics
+
+    t = Topics("tableside", "cs-01")
+    expected = {
+        t.status: Topic("cs-01", TopicKind.STATUS),
+        t.ruling: Topic("cs-01", TopicKind.RULING),
+        t.ruling_state: Topic("cs-01", TopicKind.RULING_STATE),
+        t.table_state: Topic("cs-01", TopicKind.TABLE),
+        t.command_result: Topic("cs-01", TopicKind.COMMAND_RESULT),
+        t.checkpoint: Topic("cs-01", TopicKind.CHECKPOINT),
+        t.replay: Topic("cs-01", TopicKind.REPLAY),
+        t.device_state("shoe"): Topic("cs-01", TopicKind.DEVICE_STATE, "shoe"),
+        t.device_event("shoe"): Topic("cs-01", TopicKind.DEVICE_EVENT, "shoe"),
+        f"{t.base}/command/dealer": Topic("cs-01", TopicKind.COMMAND, "dealer"),
+        f"{t.response_prefix}floor/7": Topic("cs-01", TopicKind.RESPONSE, "floor/7"),
+    }
+    for topic, parsed in expected.items():
+        assert parse_topic("tableside", topic) == parsed, topic
+    for other in ("other/cs-01/status", "tableside/cs-01", "tableside//status",
+                  "tableside/cs-01/statuses", "tableside/cs-01/device/shoe",
+                  "tableside/cs-01/device/shoe/fault", "tableside/cs-01/command/a/b"):  # fmt: skip
+        assert parse_topic("tableside", other) is None, other
+
+
+@pytest.mark.parametrize("bad", [b"NaN", b"Infinity", b"-Infinity"])
+def test_a_payload_with_nan_or_infinity_anywhere_is_refused(bad: bytes) -> None:
+    from tableside.daemon.payloads import DeviceEventPayload, StatusPayload, parse_payload
+
+    event = (b'{"table":"t","ts":"x","seq":1,"device":"s","device_class":"s","event":"e",'
+             b'"data":{"deep":[1,' + bad + b"]}}")  # fmt: skip
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_payload(DeviceEventPayload, event)
+    quoted = b'{"table":"t","ts":"x","seq":1,"status":"online","version":"' + bad + b'"}'
+    assert parse_payload(StatusPayload, quoted).version == bad.decode()  # in a string: text
+    number = b'{"table":"t","ts":5,"seq":1,"status":"online","version":"0"}'
+    with pytest.raises(ValueError, match=r"not a StatusPayload: ts: Input should be a valid st"):
+        parse_payload(StatusPayload, number)

@@ -31,6 +31,7 @@ from importlib import resources
 from typing import Any
 
 import aiomqtt
+import structlog
 from aiohttp import web
 
 from tableside.floor.store import Message, Store, TableState
@@ -41,6 +42,8 @@ from tableside.rules.commands import COMMANDS
 from tableside.rules.rulings import MAX_NOTE_CHARS
 
 __all__ = ["ACKNOWLEDGE", "RESOLVE", "Commander", "RoleLogin", "WebApp", "make_app"]
+
+log = structlog.get_logger("tableside.floor.web")
 
 #: the table commands behind the page's two buttons (rules/commands.py)
 ACKNOWLEDGE = "acknowledge_ruling"
@@ -141,42 +144,61 @@ class WebApp:
 
     # -- feeding the view -----------------------------------------------------------------
 
-    def message(self, topic: str, payload: bytes) -> None:
-        """One message from the floor's subscription: into the view, out to every browser."""
-        table = self._take(topic, payload)
-        if table is not None:
-            self.publish_table(table)
-
-    def _take(self, topic: str, payload: bytes) -> str | None:
-        """Into the view (and a table's answer to the waiting request); the table it changed."""
-        table = self.view.apply(topic, payload, now=self.clock())
-        if table is not None and topic.endswith("/command_result"):
-            with contextlib.suppress(ValueError):
-                self.commander.result(json.loads(payload))
-        return table
-
-    async def stored(self, batch: list[Message]) -> None:
-        """A batch the floor service stored (``Floor.on_stored``): into the view, each table's
-        completeness from the store, then one update per table it changed. Replays are old
-        records filling a gap: they go to the store, not the view, which shows the table as it
-        is now; so do records whose seq went backwards (kept as rejected, floor/order.py)."""
-        taken = (
-            self._take(m.topic, m.payload) for m in batch if not m.replayed and m.behind is None
-        )
-        for table in sorted({t for t in taken if t is not None}):
+    async def stored(self, shown: list[Message]) -> None:
+        """What the floor's store vouches for after a batch (``Floor.on_stored``: records the
+        chain walk linked, in seq order per table; last wills; retained states that came again
+        as stored): into the view, each table's completeness from the store, then one update
+        per table it changed. The view hears nothing else: not a message the store rejected,
+        held apart or could not link, however it came. One message the view cannot take is
+        logged and skipped; the rest of the batch goes on."""
+        if self.store is not None:
+            self.view.enrolled = set(await self.store.keys())
+        now = self.clock()
+        changed: set[str] = set()
+        for m in shown:
+            try:
+                table = self.view.take(m, now=now)
+            except Exception:  # a defect in the view must not cost the other messages
+                log.exception("floor_view_take_failed", table=m.table, seq=m.seq)
+                continue
+            if table is None:
+                continue
+            changed.add(table)
+            if m.topic.endswith("/command_result"):
+                self._answer(m)
+        for table in sorted(changed):
             if self.store is not None:
                 state = await self.store.state(table)
                 if state is not None:
                     self.view.set_completeness(table, completeness(state))
             self.publish_table(table)
+        self._publish_gone()
+
+    def _publish_gone(self) -> None:
+        """Tell every browser which tables left the view (capped or expired)."""
+        gone, self.view.dropped = self.view.dropped, []
+        for table in dict.fromkeys(gone):
+            if table not in self.view.tables:
+                self._send("gone", {"table": table})
+
+    def _answer(self, m: Message) -> None:
+        """A table's answer to a waiting request (the commander's)."""
+        with contextlib.suppress(ValueError):
+            self.commander.result(json.loads(m.payload))
 
     def publish_table(self, table: str) -> None:
+        if table not in self.view.tables:
+            return
         now = self.clock()
-        rulings = [r.public(now) for r in self.view.open_rulings()]
-        update = {"tile": self.view.tile(table, now), "rulings": rulings}
+        # this table's open rulings only: the page keeps the others' (at 1,000 tables the whole
+        # queue in every update would be most of the snapshot, once a message)
+        rulings = [self.view.public(r, now) for r in self.view.open_rulings(table)]
+        self._send("table", {"tile": self.view.tile(table, now), "rulings": rulings})
+
+    def _send(self, event: str, data: dict[str, Any]) -> None:
         for queue in list(self._listeners):
             try:
-                queue.put_nowait(("table", update))
+                queue.put_nowait((event, data))
             except asyncio.QueueFull:
                 self._listeners.discard(queue)
                 with contextlib.suppress(asyncio.QueueFull):
@@ -256,14 +278,16 @@ class WebApp:
 
     async def floor(self, request: web.Request) -> web.Response:
         self._need_session(request)
-        return web.json_response(self.view.floor(self.clock()))
+        snapshot = self.view.floor(self.clock())
+        self._publish_gone()
+        return _json(snapshot)
 
     async def table(self, request: web.Request) -> web.Response:
         self._need_session(request)
         page = self.view.table_page(request.match_info["table"], self.clock())
         if page is None:
             raise web.HTTPNotFound(text=f"no table {request.match_info['table']!r} heard from")
-        return web.json_response(page)
+        return _json(page)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         self._need_session(request)
@@ -350,7 +374,8 @@ class WebApp:
 
 
 def completeness(state: TableState) -> dict[str, Any]:
-    """What a tile shows of the store's view of a table's stream."""
+    """What a table's page shows of the store's view of a table's stream (its tile, the
+    first gaps)."""
     progress = state.progress
     return {
         "gaps": [list(gap) for gap in state.gaps],
@@ -382,8 +407,17 @@ def _same_origin(request: web.Request) -> None:
         raise web.HTTPForbidden(text="cross-site request refused")
 
 
+def _dumps(data: object) -> str:
+    """JSON a browser's ``JSON.parse`` takes: no NaN or Infinity (ValueError if any got in)."""
+    return json.dumps(data, allow_nan=False)
+
+
+def _json(data: dict[str, Any]) -> web.Response:
+    return web.json_response(data, dumps=_dumps)
+
+
 async def _sse(response: web.StreamResponse, event: str, data: dict[str, Any]) -> None:
-    await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+    await response.write(f"event: {event}\ndata: {_dumps(data)}\n\n".encode())
 
 
 @functools.cache
@@ -439,13 +473,6 @@ def make_app(web_app: WebApp) -> web.Application:
         ]
     )
     return app
-
-
-async def follow(web_app: WebApp, client: aiomqtt.Client, prefix: str) -> None:
-    """Feed the view from a broker subscription (used when the web view runs on its own)."""
-    await client.subscribe(f"{prefix}/+/#", qos=1)
-    async for message in client.messages:
-        web_app.message(str(message.topic), bytes(message.payload or b""))
 
 
 @contextlib.asynccontextmanager

@@ -1,37 +1,67 @@
-"""What the pit sees, built from the tables' messages: a pure model, no I/O.
+"""What the pit sees, built from what the floor's store vouches for: a pure model, no I/O.
 
-``FloorView.apply(topic, payload)`` takes one MQTT message (any table under the prefix) and
-returns the table it changed, or None. The web server (floor/web/app.py) turns each change into
-a server-sent event; the tests feed it messages directly. The view keeps, per table, the tile
-the floor map shows (status, game, phase, round, devices, meter, open rulings) and its last
-events, and across tables the queue of rulings not yet resolved, oldest first.
+``FloorView.take(message, now=…)`` takes one message the store vouches for (floor/service.py
+``Floor._vouched``: a record the chain walk linked, a last will, a retained state that came
+again as stored) and returns the table it changed, or None. Its payload is validated against
+its topic's model (daemon/payloads.py), as the judge did: a payload that is not is shown to
+nobody.
+The web server (floor/web/app.py) turns each change into a server-sent event; the tests feed it
+messages directly. The view keeps, per table, the tile the floor map shows (status, game, phase,
+round, devices, meter, open rulings) and its last events, and across tables the queue of rulings
+not yet resolved, oldest first.
 
 A ruling's lifecycle (open → acknowledged → resolved, and escalated when nobody acknowledged it
 in time) comes from the table: its ``ruling`` message opens it (its id on the floor is
 ``<table>-<seq>``; the table's own id is the seq) and its ``ruling_state`` messages move it. The
-view never decides a ruling's state itself.
+view never decides a ruling's state itself, and hears nothing the store has not vouched for.
+
+A table with no key enrolled, or flagged (a checkpoint not signed by its enrolled key), is shown
+as unverified on its tile, its page and each of its rulings. Tables with no key enrolled are
+capped (``MAX_UNENROLLED``, the least recently heard one leaves) and leave the live view after
+``UNENROLLED_IDLE_S`` without a message; they stay in the store.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["FloorView", "RulingEntry", "TableTile"]
+from tableside.daemon.payloads import (
+    CommandResult,
+    DeviceEventPayload,
+    DeviceStatePayload,
+    Envelope,
+    RulingPayload,
+    RulingStatePayload,
+    StatusPayload,
+    TablePayload,
+    TopicKind,
+    model_of,
+    parse_payload,
+    parse_topic,
+)
+from tableside.floor.store import Message
+
+__all__ = ["MAX_UNENROLLED", "UNENROLLED_IDLE_S", "FloorRuling", "FloorView", "TableTile"]
 
 #: how many of a table's last events its page shows
 LAST_EVENTS = 50
+#: the most tables with no key enrolled the live view holds (the least recently heard leaves)
+MAX_UNENROLLED = 64
+#: a table with no key enrolled leaves the live view after this long without a message
+UNENROLLED_IDLE_S = 600.0
+#: the resolved (or lapsed) rulings a table keeps for its page, newest
+KEPT_CLOSED = 100
+#: the gaps a tile names (the rest are counted)
+TILE_GAPS = 5
 
 _OPEN_STATES = ("open", "acknowledged", "escalated")
 
 
-def _seconds(ts: str | None) -> float | None:
-    """A payload's UTC timestamp as POSIX seconds (None when absent or unreadable)."""
-    if not ts:
-        return None
+def _seconds(ts: str) -> float | None:
+    """A payload's UTC timestamp as POSIX seconds (None when unreadable)."""
     try:
         return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
@@ -39,59 +69,61 @@ def _seconds(ts: str | None) -> float | None:
 
 
 @dataclass(slots=True)
-class RulingEntry:
-    """One ruling, as the queue and the table page show it."""
+class FloorRuling:
+    """One ruling as the queue and the table page show it: the table's ``ruling`` message and
+    the newest ``ruling_state`` that moved it."""
 
-    id: str
-    table: str
-    seq: int
-    ts: str
-    clause: str
-    words: str
-    summary: str
-    actions: list[str]
-    affected: list[str]
-    round: int | None
-    state: str = "open"
+    given: RulingPayload
+    moved: RulingStatePayload | None = None
     acknowledged_by: str | None = None
-    resolved_by: str | None = None
-    resolution: str | None = None
-    note: str | None = None
-    halts: bool = False
 
-    def public(self, now: float) -> dict[str, Any]:
-        opened = _seconds(self.ts)
+    @property
+    def id(self) -> str:
+        return f"{self.given.table}-{self.given.seq}"
+
+    @property
+    def table(self) -> str:
+        return self.given.table
+
+    @property
+    def seq(self) -> int:
+        return self.given.seq
+
+    @property
+    def actions(self) -> list[str]:
+        return [str(a) for a in self.given.actions]
+
+    @property
+    def state(self) -> str:
+        return self.moved.state if self.moved is not None else "open"
+
+    @property
+    def halts(self) -> bool:
+        return self.moved.halts if self.moved is not None else self.given.halts
+
+    def public(self, now: float, *, unverified: bool) -> dict[str, Any]:
+        g, moved = self.given, self.moved
+        opened = _seconds(g.ts)
+        resolved = moved is not None and moved.state == "resolved"
         return {
-            "id": self.id,
-            "table": self.table,
-            "seq": self.seq,
-            "ts": self.ts,
+            "id": self.id, "table": g.table, "seq": g.seq, "ts": g.ts,
             "age_s": None if opened is None else max(0.0, round(now - opened, 1)),
-            "clause": self.clause,
-            "words": self.words,
-            "summary": self.summary,
-            "actions": self.actions,
-            "affected": self.affected,
-            "round": self.round,
-            "state": self.state,
-            "acknowledged_by": self.acknowledged_by,
-            "resolved_by": self.resolved_by,
-            "resolution": self.resolution,
-            "note": self.note,
-            "halts": self.halts,
-        }
+            "clause": g.clause, "words": g.words, "summary": g.summary,
+            "actions": self.actions, "affected": g.affected, "round": g.round,
+            "state": self.state, "acknowledged_by": self.acknowledged_by,
+            "resolved_by": moved.by if resolved and moved else None,
+            "resolution": str(moved.action) if resolved and moved and moved.action else None,
+            "note": moved.note if resolved and moved else None,
+            "halts": self.halts, "unverified": unverified,
+        }  # fmt: skip
 
 
 @dataclass(slots=True)
 class TableTile:
     table: str
-    status: str = "unknown"
-    status_since: str | None = None
-    game: str | None = None
-    phase: str | None = None
-    round: int | None = None
-    meter_cents: int | None = None
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    status: StatusPayload | None = None
+    state: TablePayload | None = None
+    devices: dict[str, DeviceStatePayload] = field(default_factory=dict)
     highest_seq: int = -1
     last_heard: float | None = None
     #: from the floor's store when it has one: gaps, duplicates, verification
@@ -105,124 +137,143 @@ class FloorView:
     def __init__(self, prefix: str = "tableside") -> None:
         self.prefix = prefix
         self.tables: dict[str, TableTile] = {}
-        self.rulings: dict[str, RulingEntry] = {}
+        self.rulings: dict[str, FloorRuling] = {}
+        #: the tables with a key enrolled (the web app keeps it from the store)
+        self.enrolled: set[str] = set()
+        #: tables that left the view (capped or expired) since the web app last told browsers
+        self.dropped: list[str] = []
 
     # -- in -------------------------------------------------------------------------------
 
-    def apply(self, topic: str, payload: bytes, *, now: float) -> str | None:
-        """Take one message; the table it changed, or None (not ours, or not a table's)."""
-        parts = topic.split("/")
-        if len(parts) < 3 or parts[0] != self.prefix:
+    def take(self, m: Message, *, now: float) -> str | None:
+        """Take one message the store vouches for; the table it changed, or None (not a
+        table's, a kind the view does not show, or a payload that is not its model)."""
+        where = parse_topic(self.prefix, m.topic)
+        if where is None or where.kind in (TopicKind.COMMAND, TopicKind.REPLAY):
             return None
-        table, kind = parts[1], parts[2]
-        if kind in ("command", "response", "replay"):
+        model = model_of(where.kind)  # validated again: the judge keeps no model, to hold
+        if not issubclass(model, Envelope):  # less while a batch waits for the store
             return None
         try:
-            body = json.loads(payload)
+            body = parse_payload(model, m.payload)
         except ValueError:
             return None
-        if not isinstance(body, dict):
+        if body.table != where.table:
             return None
-        tile = self.tables.get(table)
+        tile = self._tile(where.table, now)
         if tile is None:
-            tile = self.tables[table] = TableTile(table)
+            return None
         tile.last_heard = now
-        seq = body.get("seq")
-        if isinstance(seq, int) and not body.get("will"):
-            tile.highest_seq = max(tile.highest_seq, seq)
-        if kind == "status":
-            tile.status = str(body.get("status", "unknown"))
-            tile.status_since = body.get("ts")
-        elif kind == "table":
-            tile.game, tile.phase = body.get("game"), body.get("phase")
-            tile.round, tile.meter_cents = body.get("round"), body.get("meter_cents")
-        elif kind == "device" and len(parts) == 5 and parts[4] == "state":
-            tile.devices[parts[3]] = {
-                "connection": body.get("connection"),
-                "since": body.get("since"),
-                "fault": body.get("fault"),
-                "device_class": body.get("device_class"),
-                "device_state": body.get("device_state"),
-                "identity": body.get("identity"),
-            }
-        elif kind == "device" and len(parts) == 5 and parts[4] == "event":
-            self._event(tile, body, f"{parts[3]} {body.get('event')}", body.get("data"))
-        elif kind == "ruling_state":
-            self._ruling_state(table, body)
-            what = f"ruling #{body.get('ruling')} {body.get('state')}"
-            self._event(tile, body, what, body.get("by"))
-        elif kind == "ruling":
-            self._ruling(table, body)
-            self._event(tile, body, f"RULING {body.get('clause')}", body.get("summary"))
-        elif kind == "command_result":
-            what = f"{body.get('role')} {body.get('command')}"
-            self._event(tile, body, what, "ok" if body.get("ok") else body.get("error"))
-        return table
+        if not (isinstance(body, StatusPayload) and body.will):
+            tile.highest_seq = max(tile.highest_seq, body.seq)
+        self._apply(tile, body, where.name or "")
+        return where.table
 
-    def _event(self, tile: TableTile, body: dict[str, Any], what: str, detail: Any) -> None:
-        tile.events.appendleft(
-            {"seq": body.get("seq"), "ts": body.get("ts"), "what": what, "detail": detail}
-        )
+    def _apply(self, tile: TableTile, body: Envelope, device: str) -> None:
+        match body:
+            case StatusPayload():
+                tile.status = body
+            case TablePayload():
+                tile.state = body
+            case DeviceStatePayload():
+                tile.devices[device] = body
+            case DeviceEventPayload():
+                self._event(tile, body, f"{device} {body.event}", body.data)
+            case RulingStatePayload():
+                self._ruling_state(body)
+                self._event(tile, body, f"ruling #{body.ruling} {body.state}", body.by)
+            case RulingPayload():
+                self.rulings[f"{body.table}-{body.seq}"] = FloorRuling(body)
+                self._forget_closed(body.table)
+                self._event(tile, body, f"RULING {body.clause}", body.summary)
+            case CommandResult():
+                what = f"{body.role} {body.command}"
+                self._event(tile, body, what, "ok" if body.ok else body.error)
 
-    def _ruling(self, table: str, body: dict[str, Any]) -> None:
-        seq = int(body.get("seq", -1))
-        actions = [str(a) for a in body.get("actions", [])]
-        self.rulings[f"{table}-{seq}"] = RulingEntry(
-            id=f"{table}-{seq}",
-            table=table,
-            seq=seq,
-            ts=str(body.get("ts", "")),
-            clause=str(body.get("clause", "")),
-            words=str(body.get("words", "")),
-            summary=str(body.get("summary", "")),
-            actions=actions,
-            affected=[str(a) for a in body.get("affected", [])],
-            round=body.get("round"),
-            halts=bool(body.get("halts", False)),
-        )
+    def _tile(self, table: str, now: float) -> TableTile | None:
+        tile = self.tables.get(table)
+        if tile is not None:
+            return tile
+        if table not in self.enrolled:
+            self.expire(now)
+            unenrolled = [t for t in self.tables.values() if t.table not in self.enrolled]
+            if len(unenrolled) >= MAX_UNENROLLED:
+                oldest = min(unenrolled, key=lambda t: t.last_heard or 0.0)
+                self._drop(oldest.table)
+        tile = self.tables[table] = TableTile(table)
+        return tile
 
-    def _ruling_state(self, table: str, body: dict[str, Any]) -> None:
-        entry = self.rulings.get(f"{table}-{body.get('ruling')}")
+    def expire(self, now: float) -> None:
+        """Tables with no key enrolled, not heard for ``UNENROLLED_IDLE_S``, leave the view."""
+        for t in [t for t in self.tables.values() if t.table not in self.enrolled]:
+            if t.last_heard is not None and now - t.last_heard > UNENROLLED_IDLE_S:
+                self._drop(t.table)
+
+    def _drop(self, table: str) -> None:
+        self.tables.pop(table, None)
+        self.dropped.append(table)
+        for key in [k for k, r in self.rulings.items() if r.table == table]:
+            del self.rulings[key]
+
+    def _forget_closed(self, table: str) -> None:
+        closed = [r for r in self.rulings.values()
+                  if r.table == table and r.state not in _OPEN_STATES]  # fmt: skip
+        for r in sorted(closed, key=lambda r: r.seq)[:-KEPT_CLOSED]:
+            del self.rulings[r.id]
+
+    def _event(self, tile: TableTile, body: Envelope, what: str, detail: object) -> None:
+        tile.events.appendleft({"seq": body.seq, "ts": body.ts, "what": what, "detail": detail})
+
+    def _ruling_state(self, body: RulingStatePayload) -> None:
+        entry = self.rulings.get(f"{body.table}-{body.ruling}")
         if entry is None:
             return  # opened before the floor first heard this table; its page shows the state
-        entry.state = str(body.get("state", entry.state))
-        entry.halts = bool(body.get("halts", entry.halts))
-        if entry.state == "acknowledged":
-            entry.acknowledged_by = body.get("by")
-        elif entry.state == "resolved":
-            entry.resolved_by, entry.resolution = body.get("by"), body.get("action")
-            entry.note = body.get("note")
+        entry.moved = body
+        if body.state == "acknowledged":
+            entry.acknowledged_by = body.by
 
     def set_completeness(self, table: str, state: dict[str, Any]) -> None:
         """What the floor's store knows of a table's stream (gaps, verification)."""
         tile = self.tables.get(table)
-        if tile is None:
-            tile = self.tables[table] = TableTile(table)
-        tile.completeness = state
+        if tile is not None:
+            tile.completeness = state
 
     # -- out ------------------------------------------------------------------------------
 
-    def open_rulings(self, table: str | None = None) -> list[RulingEntry]:
+    def unverified(self, table: str) -> bool:
+        """No key enrolled for the table, or its checkpoints flagged (not signed by it)."""
+        tile = self.tables.get(table)
+        flagged = tile is not None and bool(tile.completeness.get("flagged"))
+        return table not in self.enrolled or flagged
+
+    def open_rulings(self, table: str | None = None) -> list[FloorRuling]:
         found = [
             r
             for r in self.rulings.values()
             if r.state in _OPEN_STATES and (table is None or r.table == table)
         ]
-        return sorted(found, key=lambda r: (r.ts, r.seq))
+        return sorted(found, key=lambda r: (r.given.ts, r.seq))
+
+    def public(self, r: FloorRuling, now: float) -> dict[str, Any]:
+        return r.public(now, unverified=self.unverified(r.table))
 
     def tile(self, table: str, now: float) -> dict[str, Any]:
         tile = self.tables[table]
         open_ = self.open_rulings(table)
-        oldest = open_[0].public(now)["age_s"] if open_ else None
+        oldest = self.public(open_[0], now)["age_s"] if open_ else None
+        status, state = tile.status, tile.state
         return {
             "table": tile.table,
-            "status": tile.status,
-            "status_since": tile.status_since,
-            "game": tile.game,
-            "phase": tile.phase,
-            "round": tile.round,
-            "meter_cents": tile.meter_cents,
-            "devices": tile.devices,
+            "status": status.status if status is not None else "unknown",
+            "status_since": status.ts if status is not None else None,
+            "game": state.game if state else None,
+            "phase": state.phase if state else None,
+            "round": state.round if state else None,
+            "meter_cents": state.meter_cents if state else None,
+            "devices": {
+                name: {"connection": str(d.connection), "fault": d.fault}
+                for name, d in tile.devices.items()
+            },
             "open_rulings": len(open_),
             "oldest_ruling_age_s": oldest,
             "escalated": sum(1 for r in open_ if r.state == "escalated"),
@@ -231,24 +282,37 @@ class FloorView:
             "last_heard_age_s": (
                 None if tile.last_heard is None else round(now - tile.last_heard, 1)
             ),
-            "completeness": tile.completeness,
+            "completeness": _brief(tile.completeness),
+            "unverified": self.unverified(table),
         }
 
     def floor(self, now: float) -> dict[str, Any]:
         """Everything the floor map and the rulings queue show."""
+        self.expire(now)
         return {
             "tables": [self.tile(t, now) for t in sorted(self.tables)],
-            "rulings": [r.public(now) for r in self.open_rulings()],
+            "rulings": [self.public(r, now) for r in self.open_rulings()],
         }
 
     def table_page(self, table: str, now: float) -> dict[str, Any] | None:
-        if table not in self.tables:
+        tile = self.tables.get(table)
+        if tile is None:
             return None
-        rulings = sorted(
-            (r for r in self.rulings.values() if r.table == table), key=lambda r: r.seq
-        )
+        rulings = sorted((r for r in self.rulings.values() if r.table == table),
+                         key=lambda r: r.seq)  # fmt: skip
+        shown = {"connection", "since", "fault", "device_class", "device_state", "identity"}
+        devices = {n: d.model_dump(mode="json", include=shown) for n, d in tile.devices.items()}
         return {
-            "tile": self.tile(table, now),
-            "events": list(self.tables[table].events),
-            "rulings": [r.public(now) for r in reversed(rulings)],
+            "tile": self.tile(table, now) | {"completeness": tile.completeness},
+            "devices": devices,
+            "events": list(tile.events),
+            "rulings": [self.public(r, now) for r in reversed(rulings)],
         }
+
+
+def _brief(completeness: dict[str, Any]) -> dict[str, Any]:
+    """A tile's completeness: the first gaps, not all (the table's page has them all)."""
+    gaps = completeness.get("gaps")
+    if not isinstance(gaps, list) or len(gaps) <= TILE_GAPS:
+        return completeness
+    return completeness | {"gaps": gaps[:TILE_GAPS]}

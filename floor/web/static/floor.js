@@ -48,9 +48,11 @@ function tile(t) {
   const classes = ["tile", t.status];
   if (t.open_rulings) classes.push("has-rulings");
   if (t.halted) classes.push("halted");
+  if (t.unverified) classes.push("unverified");
   const gaps = t.completeness && t.completeness.gaps;
   return el("article", { class: classes.join(" "), "data-table": t.table },
-    el("h2", {}, el("a", { href: `/table/${encodeURIComponent(t.table)}` }, t.table)),
+    el("h2", {}, el("a", { href: `/table/${encodeURIComponent(t.table)}` }, t.table),
+      unverifiedMark(t.unverified)),
     el("p", { class: "status" },
       el("span", { class: `badge ${t.status}` }, t.status),
       t.status_since ? el("small", {}, ` since ${t.status_since.slice(11, 19)}`) : null),
@@ -68,6 +70,11 @@ function tile(t) {
     el("p", { class: "seq" }, `seq ${t.highest_seq}`,
       gaps === undefined ? "" : gaps.length ? el("span", { class: "bad" }, ` · ${t.completeness.missing} missing`) : " · complete",
       proofLine(t.completeness)));
+}
+
+// a table whose checkpoints are not signed by its enrolled key: said wherever it appears
+function unverifiedMark(unverified) {
+  return unverified ? el("span", { class: "unverified-mark", title: "no key enrolled, or its checkpoints are not signed by it" }, " UNVERIFIED") : null;
 }
 
 function proofLine(c) {
@@ -125,9 +132,10 @@ function rulingRow(r, withTable = true) {
     if (MAY.has("resolve_ruling"))
       buttons.push(el("button", { type: "button", class: "resolve", onclick: () => resolveDialog(r) }, "Resolve…"));
   }
-  return el("tr", { class: `ruling ${r.state}`, "data-ruling": r.id },
+  return el("tr", { class: `ruling ${r.state}${r.unverified ? " unverified" : ""}`, "data-ruling": r.id },
     withTable ? el("td", {}, el("a", { href: `/table/${encodeURIComponent(r.table)}` }, r.table)) : null,
-    el("td", { class: "clause" }, el("strong", {}, r.clause), el("p", { class: "words" }, r.words),
+    el("td", { class: "clause" }, el("strong", {}, r.clause), unverifiedMark(r.unverified),
+      el("p", { class: "words" }, r.words),
       el("p", { class: "summary" }, r.summary)),
     el("td", {}, r.actions.map((a) => a.replaceAll("_", " ")).join(", ")),
     el("td", {}, r.affected.join(", ")),
@@ -160,14 +168,14 @@ async function renderTable(main, name) {
   }
   const page = await response.json();
   const t = page.tile;
-  const devices = Object.entries(t.devices).map(([n, d]) => el("tr", {},
+  const devices = Object.entries(page.devices).map(([n, d]) => el("tr", {},
     el("td", {}, n), el("td", {}, d.device_class || ""), el("td", { class: `conn ${d.connection}` }, d.connection),
     el("td", {}, d.fault || ""),
     el("td", {}, d.identity ? `${d.identity.vendor} ${d.identity.model} #${d.identity.serial} fw ${d.identity.firmware_version}` : "–"),
     el("td", { class: "hash" }, d.identity ? d.identity.firmware_sha256 : "")));
   const c = t.completeness || {};
   main.replaceChildren(
-    el("h1", {}, `Table ${t.table}`),
+    el("h1", {}, `Table ${t.table}`, unverifiedMark(t.unverified)),
     el("p", {}, el("span", { class: `badge ${t.status}` }, t.status), ` ${t.game || ""} · ${t.phase || "–"} · round ${t.round ?? "–"}`,
       t.meter_cents !== null && t.meter_cents !== undefined ? ` · meter ${money(t.meter_cents)}` : ""),
     el("p", { class: "seq" }, `highest seq ${t.highest_seq}`,
@@ -211,10 +219,18 @@ function follow() {
   source.addEventListener("table", (event) => {
     const update = JSON.parse(event.data);
     state.tables.set(update.tile.table, update.tile);
-    state.rulings = update.rulings;
+    // an update carries its own table's open rulings: the others' stay as they were
+    state.rulings = state.rulings.filter((r) => r.table !== update.tile.table).concat(update.rulings)
+      .sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.seq - b.seq));
     const path = location.pathname;
     if (!path.startsWith("/table/") || decodeURIComponent(path.slice(7)) === update.tile.table) render();
     else document.getElementById("ruling-count").textContent = String(state.rulings.length);
+  });
+  source.addEventListener("gone", (event) => {
+    const { table } = JSON.parse(event.data);  // capped or expired from the live view
+    state.tables.delete(table);
+    state.rulings = state.rulings.filter((r) => r.table !== table);
+    if (!location.pathname.startsWith("/table/")) render();
   });
   source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
 }
