@@ -78,9 +78,13 @@ def test_a_plug_in_driver_declares_its_own_options(acme_installed: None) -> None
                              use_env=False)  # fmt: skip
     options = config.devices["shuffler"].options
     assert type(options).__name__ == "AcmeOptions"
-    assert options.model_dump() == {"counts_cards": False, "decks_per_shuffle": 2}
+    assert options.model_dump() == {
+        "counts_cards": False,
+        "recognises_cards": False,
+        "decks_per_shuffle": 2,
+    }
     with pytest.raises(ConfigError, match=r"t.toml:7: devices.shuffler.decks: acme.shuffler "
-                       r"takes no option 'decks' \(its options: counts_cards, "
+                       r"takes no option 'decks' \(its options: counts_cards, recognises_cards, "
                        r"decks_per_shuffle;"):  # fmt: skip
         validate_config(head + "decks = 2\n", "t.toml", use_env=False)
     with pytest.raises(ConfigError, match=r"t.toml:7: devices.shuffler.decks_per_shuffle: "

@@ -37,6 +37,7 @@ messages: st.SearchStrategy[Message] = st.one_of(
         cards,
         cards,
     ),
+    st.builds(p.ShuffleOrder, u32, cards, cards, st.sampled_from(p.Deck)),
     st.builds(p.Fault, u32, st.sampled_from(p.FaultCode), text),
     st.builds(p.Heartbeat, u32),
     st.just(p.StartShuffle()),
@@ -54,7 +55,8 @@ def test_every_message_round_trips(message: Message, seq: int) -> None:
 
 def test_every_message_class_is_covered() -> None:
     covered = {
-        p.Identity, p.Status, p.ShuffleStarted, p.ShuffleComplete, p.Fault, p.Heartbeat,
+        p.Identity, p.Status, p.ShuffleStarted, p.ShuffleComplete, p.ShuffleOrder, p.Fault,
+        p.Heartbeat,
         p.StartShuffle, p.QueryStatus, p.QueryIdentity,
     }  # fmt: skip
     assert set(p.PROTOCOL.classes) == covered

@@ -9,10 +9,12 @@ from tableside.drivers.base import DriverOptions, FramedDriver
 from tableside.drivers.cards import card_name
 from tableside.drivers.commands import START_SHUFFLE
 from tableside.drivers.events import DeviceEvent
+from tableside.drivers.framing import NakReason
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
 from tableside.drivers.shuffler.events import (
     ShuffleCompleted,
+    ShuffleOrdered,
     ShufflerFault,
     ShufflerStatus,
     ShuffleStarted,
@@ -27,6 +29,9 @@ class ShufflerOptions(DriverOptions):
     #: whether the device counts the cards after each shuffle (555.5(b)): the rules that need
     #: a counting shuffler apply only when it does
     counts_cards: bool = True
+    #: whether the device recognises cards and reports, after each shuffle, the order it made
+    #: (ShuffleOrder, docs/protocols/shuffler.md); off by default: a device without it sends none
+    recognises_cards: bool = False
 
 
 _DECK_NAMES = {p.Deck.SINGLE: "single", p.Deck.A: "A", p.Deck.B: "B"}
@@ -67,6 +72,8 @@ class ShufflerDriver(FramedDriver):
                     missing_cards=tuple(card_name(c) for c in message.missing),
                     extra_cards=tuple(card_name(c) for c in message.extra),
                 )
+            case p.ShuffleOrder():
+                return self._order(message)
             case p.Fault():
                 return ShufflerFault(
                     device=d,
@@ -75,3 +82,26 @@ class ShufflerDriver(FramedDriver):
                     detail=message.detail,
                 )
         return None  # a message of the protocol this driver does not report
+
+    def refuse(self, message: Message) -> NakReason | None:
+        """A ShuffleOrder from a shuffler whose options do not enable ``recognises_cards`` is
+        NAKed UNKNOWN_TYPE, as a host without the message would (docs/protocols/shuffler.md)."""
+        if isinstance(message, p.ShuffleOrder) and not self.recognises_cards:
+            return NakReason.UNKNOWN_TYPE
+        return None
+
+    @property
+    def recognises_cards(self) -> bool:
+        options = self.options
+        return isinstance(options, ShufflerOptions) and options.recognises_cards
+
+    def _order(self, message: p.ShuffleOrder) -> ShuffleOrdered:
+        return ShuffleOrdered(
+            device=self.name,
+            shuffle_id=message.shuffle_id,
+            deck=_DECK_NAMES[message.deck],
+            output_count=len(message.output),
+            input_count=len(message.input),
+            output_cards=tuple(card_name(c) for c in message.output),
+            input_cards=tuple(card_name(c) for c in message.input),
+        )

@@ -7,7 +7,13 @@ from typing import ClassVar
 
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
-__all__ = ["ShuffleCompleted", "ShuffleStarted", "ShufflerFault", "ShufflerStatus"]
+__all__ = [
+    "ShuffleCompleted",
+    "ShuffleOrdered",
+    "ShuffleStarted",
+    "ShufflerFault",
+    "ShufflerStatus",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +43,21 @@ class ShuffleCompleted(DeviceEvent):
     extra_count: int
     missing_cards: tuple[str, ...] = ()
     extra_cards: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleOrdered(DeviceEvent):
+    """The order a card-recognising shuffler made (and was fed): card identities, kept off the
+    wire like any other (``card_fields``) unless ``publish_card_identities``."""
+
+    kind: ClassVar[str] = "shuffle_order"
+    card_fields: ClassVar[frozenset[str]] = frozenset({"output_cards", "input_cards"})
+    shuffle_id: int
+    deck: str  # single | A | B
+    output_count: int
+    input_count: int
+    output_cards: tuple[str, ...] = ()
+    input_cards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

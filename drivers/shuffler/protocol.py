@@ -34,6 +34,7 @@ __all__ = [
     "QueryIdentity",
     "QueryStatus",
     "ShuffleComplete",
+    "ShuffleOrder",
     "ShuffleStarted",
     "ShufflerState",
     "StartShuffle",
@@ -166,6 +167,43 @@ class ShuffleComplete:
 
 
 @dataclass(frozen=True, slots=True)
+class ShuffleOrder:
+    """Device → host, after ShuffleComplete, only when card recognition is enabled.
+
+    ``shuffle_id`` u32, ``deck`` u8 (Deck), ``output`` order (the order the shuffle made, top
+    card first), ``input`` order (the order the cards were fed, empty when the device does not
+    read them going in): ``cards`` lists, so both fit one frame (at most 243 cards in all: one
+    deck fed and shuffled, or two decks shuffled; a device sends one message per deck).
+    """
+
+    TYPE: ClassVar[int] = 0x26
+    shuffle_id: int
+    output: tuple[int, ...]
+    input: tuple[int, ...] = ()
+    deck: Deck = Deck.SINGLE
+
+    def to_payload(self) -> bytes:
+        return (
+            PayloadWriter()
+            .u32(self.shuffle_id)
+            .u8(self.deck)
+            .byte_list(self.output)
+            .byte_list(self.input)
+            .getvalue()
+        )
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        r = PayloadReader(payload, "ShuffleOrder")
+        shuffle_id = r.u32()
+        deck = decode_enum(Deck, r.u8(), "ShuffleOrder.deck")
+        output = check_cards(r.byte_list(), "ShuffleOrder.output")
+        fed = check_cards(r.byte_list(), "ShuffleOrder.input")
+        r.end()
+        return cls(shuffle_id, output, fed, deck)
+
+
+@dataclass(frozen=True, slots=True)
 class Fault:
     """Device → host. ``shuffle_id`` u32 (0 when not shuffling), ``code`` u8 (FaultCode),
     ``detail`` str."""
@@ -199,6 +237,7 @@ PROTOCOL = MessageSet(
     Status,
     ShuffleStarted,
     ShuffleComplete,
+    ShuffleOrder,
     Fault,
     Heartbeat,
     StartShuffle,
