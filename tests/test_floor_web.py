@@ -208,3 +208,59 @@ def test_the_view_keeps_a_rulings_lifecycle_from_the_table() -> None:
     assert view.public(view.rulings["t1-9"], 3.0)["resolution"] == ACTION
     assert take("other/t1/ruling", b"{}", now=3.0) is None
     assert take("tableside/t1/ruling", b"not json", now=3.0) is None
+
+
+async def _logged_in(http: aiohttp.ClientSession, url: str, user: str) -> str:
+    """Log ``user`` in over plain HTTP; the session's CSRF token."""
+    async with http.post(url + "/login", data={"username": user, "password": PASSWORD}):
+        pass
+    async with http.get(url + "/") as page:
+        text = await page.text()
+    return text.split('name="csrf" content="', 1)[1].split('"', 1)[0]
+
+
+async def test_a_body_that_is_not_an_object_is_refused_with_400_never_500(floor: Floor) -> None:
+    await _table_comes_up(floor.app, "cs-01")
+    await _feed(floor.app, "tableside/cs-01/ruling", _msg("cs-01", 5, **RULING))
+    deep = "[" * 30_000 + "]" * 30_000
+    bodies = ["null", "[]", "5", '"resolve"', deep, "{not json", '{"action": %s, "note": 5}']
+    jar = aiohttp.CookieJar(unsafe=True)  # the floor listens on an address, not a name
+    async with aiohttp.ClientSession(headers={"Origin": floor.url}, cookie_jar=jar) as http:
+        csrf = await _logged_in(http, floor.url, "bob")
+        for body in bodies:
+            body = body.replace("%s", json.dumps(ACTION))
+            for verb in ("acknowledge", "resolve"):
+                if verb == "acknowledge" and body.startswith('{"action'):
+                    continue  # an object: acknowledging takes it, whatever it holds
+                async with http.post(
+                    f"{floor.url}/api/table/cs-01/rulings/cs-01-5/{verb}",
+                    data=body, headers={"X-CSRF-Token": csrf},
+                ) as answer:  # fmt: skip
+                    assert answer.status == 400, (verb, body[:20], await answer.text())
+    assert floor.sent == []
+
+
+async def test_a_static_name_that_is_no_file_of_ours_is_not_found_never_500(
+    floor: Floor,
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        for name in ("%00.js", "a%00b.css", "..%2Ffloor.js", "nothing.js", "x.js%0d%0a"):
+            async with http.get(f"{floor.url}/static/{name}") as answer:
+                assert answer.status == 404, (name, answer.status)
+                assert "Traceback" not in await answer.text()
+
+
+def test_a_downloads_name_can_neither_inject_nor_break_its_header() -> None:
+    from tableside.floor.web.app import attachment
+
+    assert attachment("cs-01.jsonl") == (
+        "attachment; filename=\"cs-01.jsonl\"; filename*=UTF-8''cs-01.jsonl"
+    )
+    for hostile in ('cs"; filename="evil.exe', "cs\r\nSet-Cookie: a=b", "cs;x=y", "tisch-ü"):
+        header = attachment(hostile + ".jsonl")
+        assert "\r" not in header and "\n" not in header
+        fallback = header.split('filename="', 1)[1].split('"', 1)[0]
+        assert set(fallback) <= set(
+            "abcdefghijklmnopqrstuvwxyz0123456789._-ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        )
+        assert header.count('"') == 2 and header.count(";") == 2

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import html
 import json
+import re
 import secrets
 import ssl
 import time
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import aiomqtt
 import structlog
@@ -324,7 +326,7 @@ class WebApp:
         response = web.StreamResponse(
             headers={
                 "Content-Type": "application/x-ndjson",
-                "Content-Disposition": f'attachment; filename="{table}.jsonl"',
+                "Content-Disposition": attachment(f"{table}.jsonl"),
             }
         )
         await response.prepare(request)
@@ -355,13 +357,12 @@ class WebApp:
         ruling = self.view.rulings.get(ruling_id)
         if ruling is None or ruling.table != table:
             raise web.HTTPNotFound(text=f"no ruling {ruling_id!r} at table {table!r}")
-        try:
-            body = await request.json()
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text="the request is not JSON") from exc
+        body = await _json_object(request)
         args: dict[str, Any] = {"ruling": ruling.seq, "by": session.user.name}
         if command == RESOLVE:
-            action, note = body.get("action"), str(body.get("note", ""))
+            action, note = body.get("action"), body.get("note", "")
+            if not isinstance(note, str):
+                raise web.HTTPBadRequest(text="the note must be text")
             if action not in ruling.actions:
                 raise web.HTTPBadRequest(text=f"{action!r} is not one of {ruling.actions}")
             if len(note) > MAX_NOTE_CHARS:
@@ -387,6 +388,32 @@ def completeness(state: TableState) -> dict[str, Any]:
         "key_enrolled": state.key is not None,
         "flagged": state.flagged,
     }
+
+
+async def _json_object(request: web.Request) -> dict[str, object]:
+    """The request's body as a JSON object, or 400 saying what it is instead (``null``, a list,
+    nesting too deep to parse, not JSON at all: never a 500)."""
+    try:
+        body = await request.json()
+    except (ValueError, RecursionError) as exc:
+        raise web.HTTPBadRequest(text="the request is not JSON") from exc
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(
+            text=f"the request must be a JSON object, not {type(body).__name__}"
+        )
+    return body
+
+
+#: what a download's file name keeps as it is; anything else is percent-encoded (RFC 6266)
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def attachment(name: str) -> str:
+    """A ``Content-Disposition`` for a download called ``name``, whatever a table id holds: an
+    ASCII fallback with every other character as ``_``, and the exact name as RFC 5987
+    ``filename*`` (so a ``"``, ``;`` or CR LF in a table id can neither inject nor break it)."""
+    fallback = "".join(c if _PLAIN_NAME.fullmatch(c) else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 def _may(role: str) -> set[str]:
@@ -445,7 +472,7 @@ async def _asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     kinds = {".js": "text/javascript", ".css": "text/css"}
     kind = next((k for s, k in kinds.items() if name.endswith(s)), None)
-    if kind is None or "/" in name:
+    if kind is None or not _PLAIN_NAME.fullmatch(name):  # no "/" nor NUL: a file of ours
         raise web.HTTPNotFound()
     try:
         return web.Response(text=_static(name), content_type=kind)
