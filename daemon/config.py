@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SkipValidation,
@@ -122,6 +123,11 @@ class TableConfig(_Strict):
         return decks
 
 
+def _version_name(value: object) -> object:
+    """A version is a name: ``mqtt_version = 5`` is version "5" (3.1.1 is no TOML number)."""
+    return "5" if type(value) is int and value == 5 else value
+
+
 class BrokerConfig(_Strict):
     url: str = "mqtt://127.0.0.1:1883"
     topic_prefix: Annotated[str, Field(pattern=r"^[^#+/][^#+]*[^#+/]$|^[^#+/]$")] = "tableside"
@@ -130,7 +136,7 @@ class BrokerConfig(_Strict):
     keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
     #: "5": requests may ask for a response (response topic and correlation data); "3.1.1" for
     #: a broker that speaks nothing newer
-    mqtt_version: Literal["5", "3.1.1"] = "5"
+    mqtt_version: Annotated[Literal["5", "3.1.1"], BeforeValidator(_version_name)] = "5"
     username: str | None = None
     password: str | None = None
     #: mqtts:// only: the CA that signed the broker's certificate (default: the system's CAs)
@@ -569,7 +575,7 @@ def _apply_overrides(
 
 
 #: pydantic's error types for a value of the wrong type: the message says what was given
-_WRONG_TYPE = re.compile(r"_type$|^(int|float|bool)_parsing$")
+_WRONG_TYPE = re.compile(r"_type$|^(int|float|bool)_parsing$|^literal_error$|^enum$")
 
 
 def _message(err: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 import tableside.drivers.commands as device
+from tableside.drivers.cards import Rank
 from tableside.drivers.commands import Args, NoArgs, Seat
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
@@ -90,7 +91,6 @@ class Role(enum.StrEnum):
 A = TypeVar("A", bound=Args)
 
 
-Rank = Literal["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]
 DeviceClass = Annotated[str, Field(min_length=1, description="e.g. shuffler, shoe, card_reader")]
 Hand = Literal["royal_flush", "straight_flush", "four_of_a_kind", "full_house", "flush"]
 

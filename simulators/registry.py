@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from tableside.simulators.base import LINE_FAULTS, FramedSimulator, SimIdentity
 from tableside.simulators.card_reader import CardReaderSimulator
@@ -12,7 +15,7 @@ from tableside.simulators.faults import parse_fault
 from tableside.simulators.shoe import ShoeSimulator, parse_plan_spec
 from tableside.simulators.shuffler import ShufflerSimulator
 
-__all__ = ["SIMULATORS", "build_simulator", "settings_of"]
+__all__ = ["SIMULATORS", "build_simulator", "check_settings", "settings_of"]
 
 SIMULATORS: dict[str, type[FramedSimulator]] = {
     "shuffler": ShufflerSimulator,
@@ -26,6 +29,18 @@ _NOT_SETTINGS = {"faults", "identity", "silent_disconnect", "policy", "usb_hooks
 def settings_of(cls: type[FramedSimulator]) -> list[str]:
     """The options a simulator takes (its dataclass fields), as scenario keys."""
     return sorted(f.name for f in dataclasses.fields(cls) if f.name not in _NOT_SETTINGS)
+
+
+def check_settings(cls: type, settings: Mapping[str, object], what: str) -> None:
+    """Each setting of the type its field declares, strictly (``interval = "5"`` is no number,
+    ``two_deck = 1`` no flag; a whole number is a number of seconds): ValueError names it."""
+    hints = typing.get_type_hints(cls)
+    for key, value in settings.items():
+        try:
+            TypeAdapter(hints[key]).validate_python(value, strict=True)
+        except ValidationError as exc:
+            expected = exc.errors()[0]["msg"]
+            raise ValueError(f"{what} simulator: {key}: {expected}, not {value!r}") from None
 
 
 def build_simulator(
@@ -49,6 +64,7 @@ def build_simulator(
     kwargs = dict(settings)
     if isinstance(kwargs.get("plan"), str):
         kwargs["plan"] = parse_plan_spec(kwargs["plan"])
+    check_settings(cls, kwargs, device_class)
     known_faults = {**cls.FAULTS, **LINE_FAULTS}
     try:
         return cls(

@@ -268,3 +268,39 @@ async def test_reader_used_on_a_wrong_up_card_through_the_daemon(
             lambda m: m.kind == "ruling" and m.payload["clause"] == f"58 Pa. Code § {clause}"
         )
         assert found[0].payload["event"]["event"] == "hole_card_checked"
+
+
+async def test_a_rank_as_a_person_types_it_through_the_daemon(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """``tableside command … up_card rank=7``: the command line reads ``7`` as a number, and a
+    rank is a rank however it is spelt (it was refused: "Input should be 'A', '2', …"); ``k``
+    and ``king`` are the king; ``11`` could be a jack or an ace and is refused, saying what a
+    rank may be."""
+    from tableside.cli import main
+
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"card_reader": reader()},
+        game=Game.SPANISH_21,
+    ) as table:  # fmt: skip
+        await table.daemon.publisher.connected.wait()
+        common = ["--table", "hil-1", "--broker", mosquitto.url]
+
+        def ask(role: str, name: str, *args: str) -> int:
+            return main(["command", role, "table", name, *args, *common])
+
+        assert await asyncio.to_thread(ask, "floorperson", "open_table") == 0
+        assert await asyncio.to_thread(ask, "floorperson", "reader_inspected") == 0
+        assert await asyncio.to_thread(ask, "dealer", "start_round") == 0
+        assert await asyncio.to_thread(ask, "dealer", "up_card", "rank=7") == 0
+        assert table.daemon.runtime.state.up_card == "7"
+        for spelt in ("rank=k", "rank=king", 'rank="K"'):
+            assert await asyncio.to_thread(ask, "dealer", "up_card", spelt) == 0, spelt
+            assert table.daemon.runtime.state.up_card == "K"
+        assert await asyncio.to_thread(ask, "dealer", "up_card", "rank=11") == 1
+        assert table.daemon.runtime.state.up_card == "K"
+        (refused,) = await table.subscriber.wait_for(
+            lambda m: m.kind == "command_result" and not m.payload["ok"]
+        )
+        assert "rank: a card's rank is A (or ace, 1), 2..10" in refused.payload["error"]
+        assert "(got 11)" in refused.payload["error"]

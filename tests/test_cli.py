@@ -246,3 +246,68 @@ def test_rules_page_is_current(tmp_path: Path) -> None:
     shipped = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert out.read_text(encoding="utf-8") == shipped, "run: tableside rules docs/rules.md"
     assert "**none**" not in shipped, "every rule is proved by a test that names its clause"
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "sent"),
+    [("up_card", ["rank=7"], {"rank": "7"}), ("up_card", ["rank=king"], {"rank": "K"}),
+     ("resolve_ruling", ["ruling=3", "action=halt_dealing", "by=2024", "note=30"],
+      {"ruling": 3, "action": "halt_dealing", "by": "2024", "note": "30"}),
+     ("resolve_ruling", ["ruling=3", "action=alert", "by=Ann Lee", 'note="true"'],
+      {"ruling": 3, "action": "alert", "by": "Ann Lee", "note": "true"}),
+     ("deal_round", ["positions=1,3"], {"positions": [1, 3]}),
+     ("deal_round", ["positions=[2]", "override=reader replaced"],
+      {"positions": [2], "override": "reader replaced"}),
+     ("coup", ["player=7,K", "banker=[1, 10]"], {"player": ["7", "K"], "banker": ["A", "10"]}),
+     ("stub_count", ["count=52", "misdealt=false"], {"count": 52, "misdealt": False}),
+     ("pay_bonus", ["seat=1", "hand=flush"], {"seat": 1, "hand": "flush"})],
+)  # fmt: skip
+def test_command_arguments_are_read_as_the_command_types_them(
+    command: str, typed: list[str], sent: dict[str, object]
+) -> None:
+    """``KEY=VALUE`` from the command line: a string argument is the text as typed (``note=30``
+    was sent as the number 30 and refused), a list may go without brackets, the rest are TOML
+    values; what the table's model makes of them is what was meant."""
+    from tableside.cli import _command_args
+    from tableside.rules.commands import COMMANDS
+
+    args = COMMANDS[command].args.model_validate(_command_args(command, typed))
+    assert args.model_dump(exclude_unset=True) == sent
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "refused"),
+    [("stub_count", ["count=many"], "count"), ("stub_count", ["count=52", "misdealt=yes"],
+     "misdealt"), ("stub_count", ["count=\"52\""], "count"), ("up_card", ["rank=11"], "rank"),
+     ("deal_round", ["positions=1,9"], "positions.1"), ("stub_count", ["cuont=52"], "count cuont")],
+)  # fmt: skip
+def test_command_arguments_of_the_wrong_type_are_still_refused(
+    command: str, typed: list[str], refused: str
+) -> None:
+    from pydantic import ValidationError
+
+    from tableside.cli import _command_args
+    from tableside.rules.commands import COMMANDS
+
+    with pytest.raises(ValidationError) as caught:
+        COMMANDS[command].args.model_validate(_command_args(command, typed))
+    assert " ".join(sorted(".".join(map(str, e["loc"])) for e in caught.value.errors())) == refused
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [(["shuffler", "--set", 'interval="5"'], "shuffler simulator: interval: Input should be a "
+      "valid number, not '5'"),
+     (["shuffler", "--set", "two_deck=1"], "two_deck: Input should be a valid boolean, not 1"),
+     (["shoe", "--set", 'deck_size="52"'], "deck_size: Input should be a valid integer"),
+     (["progressive", "--seats", "1=3,2=x"], "--seats '2=x': expected SEAT=ADDRESS"),
+     (["progressive", "--seats", "1=3,1=4"], "--seats '1=4': expected SEAT=ADDRESS, each seat "
+      "once")],
+)  # fmt: skip
+def test_simulator_settings_of_the_wrong_type_are_refused(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quoted number is no number for a simulator either (``--set interval="5"`` was taken and
+    failed later, inside the simulator); ``--seats`` says which pair is wrong."""
+    assert main(["simulate", *argv, "--pty"]) == 2
+    assert said in capsys.readouterr().err

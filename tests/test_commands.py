@@ -52,7 +52,7 @@ def test_every_example_is_valid_and_every_command_documented(name: str) -> None:
         ("stub_count", {"count": 52, "misdeal": True}, "misdeal: unknown argument"),
         ("misdeal", {"target": "seat9", "count": 4}, "target: String should match"),
         ("deal_round", {"positions": []}, "positions: List should have at least 1 item"),
-        ("up_card", {"rank": "Z"}, "rank: Input should be 'A'"),
+        ("up_card", {"rank": "Z"}, "rank: a card's rank is A \\(or ace, 1\\)"),
         ("coup", {"player": ["K"], "banker": ["2", "3"]}, "player: List should have at least 2"),
         ("set_meter", {"cents": -1}, "cents: Input should be greater than or equal to 0"),
     ],

@@ -396,3 +396,37 @@ def test_options_given_in_python_are_the_drivers_own_model() -> None:
     with pytest.raises(ValidationError, match=r"tableside\.card_reader takes CardReaderOptions, "
                        r"not ShufflerOptions"):  # fmt: skip
         DeviceConfig(driver="tableside.card_reader", url="/dev/x", options=ShufflerOptions())
+
+
+def test_a_version_is_a_name_however_it_is_written() -> None:
+    """``mqtt_version = 5`` (a TOML integer) is version "5" (it was refused: "Input should be
+    '5' or '3.1.1'"); a version nobody speaks is still refused."""
+    for written in ("5", '"5"'):
+        text = GOOD.replace('url = "mqtt://127.0.0.1:1883"',
+                            f'url = "mqtt://127.0.0.1:1883"\nmqtt_version = {written}')  # fmt: skip
+        assert validate_config(text).broker.mqtt_version == "5"
+    for bad in ("4", "3", "5.0", "true", '"v5"'):
+        text = GOOD.replace('url = "mqtt://127.0.0.1:1883"',
+                            f'url = "mqtt://127.0.0.1:1883"\nmqtt_version = {bad}')  # fmt: skip
+        with pytest.raises(ConfigError, match=r"broker\.mqtt_version: Input should be '5'"):
+            validate_config(text)
+
+
+@pytest.mark.parametrize(
+    ("section", "line"),
+    [("table", 'gaming_day_starts = "6"'), ("table", 'decks = "6"'),
+     ("table", 'lab = "true"'), ("broker", 'keepalive_s = "30"'),
+     ("journal", 'retain_days = "90"'), ("journal", 'max_mb = "2000"'),
+     ("rulings", 'escalate_after_s = "120"'), ("proof", 'checkpoint_interval_s = "60"'),
+     ("devices.shuffler", 'heartbeat_timeout_s = "3"'), ("devices.shuffler", 'retries = "3"'),
+     ("devices.shuffler", 'max_frames_per_s = "100"'), ("devices.shuffler", 'baudrate = "9600"'),
+     ("devices.shuffler", 'counts_cards = "false"')],
+)  # fmt: skip
+def test_a_number_or_a_flag_quoted_is_refused(section: str, line: str) -> None:
+    """Strict where it protects: a quoted number is a string, never the number (docs/
+    configuration.md, "What each key takes")."""
+    text = GOOD if f"[{section}]" in GOOD else GOOD + f"\n[{section}]\n"
+    text = text.replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1)
+    key = line.split(" =")[0]
+    with pytest.raises(ConfigError, match=rf"{section}\.{key}: .*\(a string\)"):
+        validate_config(text)

@@ -7,7 +7,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -401,6 +401,18 @@ def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return settings | _key_values(args.set, "--set")
 
 
+def _seat_addresses(text: str) -> dict[int, int]:
+    """``--seats 1=3,2=4``: betting position → ccTalk address; ValueError says which is wrong."""
+    seats: dict[int, int] = {}
+    for item in text.split(","):
+        seat, sep, address = (part.strip() for part in item.partition("="))
+        if not (sep and seat.isdigit() and address.isdigit()) or int(seat) in seats:
+            raise ValueError(f"--seats {item!r}: expected SEAT=ADDRESS, each seat once, "
+                             "comma-separated (e.g. 1=3,2=4)")  # fmt: skip
+        seats[int(seat)] = int(address)
+    return seats
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.device_class == "replay" or args.capture is not None:
         return _cmd_replay(args)
@@ -419,9 +431,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         settings.update(_settings_from_flags(args))
         faults = [*scenario.get("faults", []), *args.fault]
         if args.device_class == "progressive":
-            seats = dict(
-                (int(a), int(b)) for a, _, b in (x.partition("=") for x in args.seats.split(","))
-            )
+            seats = _seat_addresses(args.seats)
             controller, bus = progressive_table(seats, faults, **settings)
             if not args.pty and not args.bus_listen:
                 raise ValueError("progressive: give --pty, or --listen and --bus-listen")
@@ -615,6 +625,58 @@ def _key_values(items: Sequence[str], what: str) -> dict[str, Any]:
             values[key] = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             values[key] = text
+    return values
+
+
+def _toml_or_text(text: str) -> object:
+    """A TOML value, or the text itself where it is none (a bare word is a string)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _field_types(prop: Mapping[str, object], defs: Mapping[str, object]) -> set[str]:
+    """The JSON types a field of a JSON Schema takes (``$ref`` and ``anyOf`` followed, null
+    left out); ``enum`` alone: "enum"."""
+    ref = prop.get("$ref")
+    if isinstance(ref, str):
+        target = defs.get(ref.rsplit("/", 1)[1])
+        return _field_types(target, defs) if isinstance(target, Mapping) else set()
+    branches = prop.get("anyOf")
+    if isinstance(branches, list):
+        return set().union(*(_field_types(b, defs) for b in branches if isinstance(b, Mapping)))
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return set() if kind == "null" else {kind}
+    return {"enum"} if "enum" in prop else set()
+
+
+def _command_args(name: str, items: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` arguments of a command, read as its arguments' types say: a string
+    argument is the text as typed (``note=30`` is the note "30", ``by=Ann Lee``); a list
+    argument may be written without brackets (``positions=1,3``, ``player=7,K``); anything else
+    is a TOML value (``count=52``, ``misdealt=false``, ``rank=7``, ``rank=K``). The table checks
+    the values (a command it does not know: every value a TOML value)."""
+    from tableside.rules.commands import COMMANDS
+
+    command = COMMANDS.get(name)
+    schema = command.args.model_json_schema() if command is not None else {}
+    props, defs = schema.get("properties", {}), schema.get("$defs", {})
+    values: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"argument {item!r}: expected KEY=VALUE")
+        kinds = _field_types(props.get(key, {}), defs)
+        value = _toml_or_text(text)
+        if kinds == {"string"} and not isinstance(value, str):
+            value = text
+        elif "array" in kinds and not text.lstrip().startswith("["):
+            value = [_toml_or_text(part.strip()) for part in text.split(",")]
+        values[key] = value
     return values
 
 
@@ -843,7 +905,7 @@ def _cmd_command(args: argparse.Namespace) -> int:
         return 2
     table, broker, prefix, _ = where
     try:
-        values = _key_values(args.args, "argument")
+        values = _command_args(args.name, args.args)
     except ValueError as exc:
         print(f"tableside command: {exc}", file=sys.stderr)
         return 2
