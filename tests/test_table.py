@@ -473,7 +473,7 @@ def test_each_coup_against_the_drawing_rules(
 ) -> None:
     table = Table(game, devices=())
     assert table("coup", player=player, banker=banker) == [BACCARAT[game][e] for e in expected]
-    with pytest.raises(ValueError, match=r"coup: player\.0: Input should be 'A'"):
+    with pytest.raises(ValueError, match=r"coup: player\.0: a card's rank is A"):
         table("coup", player=["X", "2"], banker=["3", "4"])
 
 
