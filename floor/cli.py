@@ -273,7 +273,7 @@ async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> i
     send = mqtt_sender(url.hostname or "127.0.0.1", url.port or 1883, args.prefix,
                        args.web_logins)  # fmt: skip
     web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
-                     secure_cookies=tls is not None)  # fmt: skip
+                     secure_cookies=tls is not None, metrics=floor.metrics)  # fmt: skip
     floor.on_stored = web_app.stored
     host, port = args.http
     async with contextlib.AsyncExitStack() as stack:

@@ -41,6 +41,18 @@ class FloorMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
+        self.logins = Counter(
+            "tableside_floor_web_logins",
+            "web view logins, by outcome (ok, wrong, locked)", ["outcome"], registry=r,
+        )  # fmt: skip
+        self.login_locks = Counter(
+            "tableside_floor_web_login_locks",
+            "logins locked after wrong passwords, by scope (address, user)", ["scope"], registry=r,
+        )  # fmt: skip
+        self.sessions_ended = Counter(
+            "tableside_floor_web_sessions_ended",
+            "web view sessions ended, by why (logout, user-changed, idle)", ["why"], registry=r,
+        )  # fmt: skip
         self._server: Any = None
 
     def serve(self, host: str, port: int) -> None:

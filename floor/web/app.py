@@ -21,6 +21,7 @@ import contextlib
 import functools
 import html
 import json
+import math
 import re
 import secrets
 import ssl
@@ -36,8 +37,10 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
 from tableside.floor.verify import export_line
+from tableside.floor.web.throttle import LoginThrottle, address_of
 from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import COMMANDS
@@ -55,6 +58,13 @@ SESSION_IDLE_S = 8 * 3600
 #: a browser that falls this many updates behind is cut off (it reconnects to a snapshot)
 SSE_QUEUE = 256
 COOKIE = "tableside_session"
+#: how often the users file is looked at while no request comes (each request looks too)
+USERS_POLL_S = 0.5
+
+log = structlog.get_logger("tableside.floor.web")
+
+#: one browser's server-sent-event stream: its updates, then None to end it
+Stream = asyncio.Queue[tuple[str, dict[str, Any]] | None]
 
 
 @dataclass(slots=True)
@@ -62,6 +72,9 @@ class Session:
     user: User
     csrf: str
     last_seen: float
+    #: the ``/events`` streams this session opened, ended with it
+    streams: set[Stream] = field(default_factory=set)
+    live: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +155,12 @@ class WebApp:
     secure_cookies: bool = False
     clock: Callable[[], float] = time.time
     sessions: dict[str, Session] = field(default_factory=dict)
+    metrics: FloorMetrics = field(default_factory=FloorMetrics)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    #: the clock the login throttle counts by
+    monotonic: Callable[[], float] = time.monotonic
+    #: the users file's version the sessions were last checked against
+    _users_version: int = -1
     _listeners: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
 
     # -- feeding the view -----------------------------------------------------------------
@@ -210,14 +229,15 @@ class WebApp:
     # -- sessions -------------------------------------------------------------------------
 
     def _session(self, request: web.Request) -> Session | None:
+        self._check_users()
         token = request.cookies.get(COOKIE)
         session = self.sessions.get(token) if token else None
         now = self.clock()
-        if session is None or now - session.last_seen > SESSION_IDLE_S:
-            if token:
-                self.sessions.pop(token, None)
+        if token and session is not None and now - session.last_seen > SESSION_IDLE_S:
+            self._end(token, "idle")
             return None
-        session.last_seen = now
+        if session is not None:
+            session.last_seen = now
         return session
 
     def _need_session(self, request: web.Request) -> Session:
@@ -229,9 +249,55 @@ class WebApp:
         return session
 
     def _need_csrf(self, request: web.Request, session: Session) -> None:
-        sent = request.headers.get("X-CSRF-Token", "")
-        if not secrets.compare_digest(sent, session.csrf):
+        sent = request.headers.get("X-CSRF-Token", "").encode("utf-8", "surrogateescape")
+        if not secrets.compare_digest(sent, session.csrf.encode()):
             raise web.HTTPForbidden(text="missing or wrong CSRF token")
+
+    def _check_users(self) -> None:
+        """The users file as it is now (floor/web/users.py: one ``stat`` when it did not
+        change); a session whose user it no longer names as they were (removed, another role,
+        a new password) ends, with its streams."""
+        if self.users.refresh() and self.users.problem:
+            log.error("floor_web_users_unreadable", problem=self.users.problem)
+        if self.users.version == self._users_version:
+            return
+        self._users_version = self.users.version
+        for token, session in list(self.sessions.items()):
+            if self.users.get(session.user.name) != session.user:
+                self._end(token, "user-changed")
+
+    def _end(self, token: str, why: str) -> None:
+        """The session is over, and so is every stream it opened."""
+        session = self.sessions.pop(token, None)
+        if session is None:
+            return
+        session.live = False
+        for stream in session.streams:
+            _hang_up(stream)
+        self.metrics.sessions_ended.labels(why).inc()
+        log.info("floor_web_session_ended", user=session.user.name, why=why,
+                 streams=len(session.streams))  # fmt: skip
+
+    def _follows(self, session: Session, stream: Stream) -> None:
+        """``stream`` ends with ``session`` (at once, if it already ended)."""
+        session.streams.add(stream)
+        if not session.live:
+            _hang_up(stream)
+
+    async def watch_users(self, app: web.Application) -> AsyncIterator[None]:
+        """While the app serves (``cleanup_ctx``): the users file looked at every
+        ``USERS_POLL_S``, so a removed user's open stream ends with no request of theirs."""
+
+        async def poll() -> None:
+            while True:
+                self._check_users()
+                await asyncio.sleep(USERS_POLL_S)
+
+        task = asyncio.create_task(poll(), name="floor-web-users")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     # -- pages ----------------------------------------------------------------------------
 
@@ -240,10 +306,27 @@ class WebApp:
 
     async def login(self, request: web.Request) -> web.Response:
         _same_origin(request)
+        if request.content_type != "application/x-www-form-urlencoded":
+            raise web.HTTPBadRequest(
+                text="a login is the login page's form (application/x-www-form-urlencoded)"
+            )
         form = await request.post()
         name, password = str(form.get("username", "")), str(form.get("password", ""))
-        user = await asyncio.to_thread(self.users.check, name, password)
+        self._check_users()
+        address = address_of(request.remote)
+        wait = self.throttle.wait(name, address, self.monotonic())
+        if wait:
+            self.metrics.logins.labels("locked").inc()
+            log.warning("floor_web_login_refused", user=name[:64], address=address,
+                        retry_s=math.ceil(wait))  # fmt: skip
+            minutes = math.ceil(wait / 60)
+            refused = _page("login.html", status=429, error="Too many wrong passwords: try "
+                            f"again in {minutes} minute{'s' if minutes > 1 else ''}.")  # fmt: skip
+            refused.headers["Retry-After"] = str(math.ceil(wait))
+            return refused
+        user = await self._check_password(name, password, address)
         if user is None:
+            await asyncio.sleep(self.throttle.policy.delay_s)
             return _page("login.html", error="Wrong user name or password.", status=401)
         token = secrets.token_urlsafe(32)
         self.sessions[token] = Session(user, secrets.token_urlsafe(32), self.clock())
@@ -253,10 +336,29 @@ class WebApp:
         )
         raise response
 
+    async def _check_password(self, name: str, password: str, address: str) -> User | None:
+        """The user, when the password is theirs and they are still that user once it is
+        checked; every answer told to the throttle, counted and logged."""
+        user: User | None = None
+        try:
+            user = await asyncio.to_thread(self.users.check, name, password)
+            if user is not None and self.users.get(name) != user:
+                user = None  # removed or changed while the password was checked
+        finally:
+            locked = self.throttle.answer(name, address, self.monotonic(), right=user is not None)
+        self.metrics.logins.labels("wrong" if user is None else "ok").inc()
+        if user is None:
+            log.warning("floor_web_login_wrong", user=name[:64], address=address)
+        for scope in locked:
+            self.metrics.login_locks.labels(scope).inc()
+            log.warning("floor_web_login_locked", scope=scope, user=name[:64], address=address,
+                        lock_s=self.throttle.policy.lock_s)  # fmt: skip
+        return user
+
     async def logout(self, request: web.Request) -> web.Response:
         session = self._need_session(request)
         self._need_csrf(request, session)
-        self.sessions.pop(request.cookies.get(COOKIE, ""), None)
+        self._end(request.cookies.get(COOKIE, ""), "logout")
         response = web.HTTPSeeOther("/login")
         response.del_cookie(COOKIE, path="/")
         raise response
@@ -292,13 +394,14 @@ class WebApp:
         return _json(page)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        self._need_session(request)
+        session = self._need_session(request)
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
         await response.prepare(request)
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(SSE_QUEUE)
         self._listeners.add(queue)
+        self._follows(session, queue)
         try:
             await _sse(response, "snapshot", self.view.floor(self.clock()))
             while True:
@@ -315,6 +418,7 @@ class WebApp:
             pass
         finally:
             self._listeners.discard(queue)
+            session.streams.discard(queue)
         return response
 
     async def export(self, request: web.Request) -> web.StreamResponse:
@@ -443,6 +547,13 @@ def _json(data: dict[str, Any]) -> web.Response:
     return web.json_response(data, dumps=_dumps)
 
 
+def _hang_up(stream: Stream) -> None:
+    """End a stream: whatever it still holds is dropped for the None that ends it."""
+    while not stream.empty():
+        stream.get_nowait()
+    stream.put_nowait(None)
+
+
 async def _sse(response: web.StreamResponse, event: str, data: dict[str, Any]) -> None:
     await response.write(f"event: {event}\ndata: {_dumps(data)}\n\n".encode())
 
@@ -482,6 +593,7 @@ async def _asset(request: web.Request) -> web.Response:
 
 def make_app(web_app: WebApp) -> web.Application:
     app = web.Application(client_max_size=64 * 1024)
+    app.cleanup_ctx.append(web_app.watch_users)
     app.add_routes(
         [
             web.get("/login", web_app.login_page),

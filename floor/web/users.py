@@ -1,9 +1,12 @@
 """Who may log in to the floor's web view, and as what.
 
 One JSON file (``--users``, mode 0600, managed with ``tableside floor user``): each user has a
-role and a password hash. Hashes are scrypt (``hashlib.scrypt``, a memory-hard KDF: n=2**14,
-r=8, p=1, a random 16-byte salt each), stored as ``scrypt$n$r$p$salt$hash`` (base64), compared
-in constant time. No password is ever stored or logged.
+role and a password hash. The running floor re-reads it when it changes (``Users.refresh``), and
+the web view ends the sessions of anyone it no longer names as they were.
+
+Hashes are scrypt (``hashlib.scrypt``, a memory-hard KDF: n=2**14, r=8, p=1, a random 16-byte
+salt each), stored as ``scrypt$n$r$p$salt$hash`` (base64), compared in constant time. No
+password is ever stored or logged.
 
 A user's role is one the tables know (rules/commands.py ``Role``) or ``surveillance``, which
 sees everything and may do nothing.
@@ -70,32 +73,70 @@ class User:
 
 
 class Users:
-    """The users file: read at start and after each change made through this class."""
+    """The users file. Another process changes it (``tableside floor user`` replaces it
+    atomically), so ``refresh()`` re-reads it whenever its ``stat`` says it is another file or
+    was written since; ``version`` counts every change of who is in it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._users: dict[str, User] = {}
-        if path.exists():
-            self._users = self._read()
+        self._seen: tuple[int, ...] | None = None
+        #: what is wrong with the file as it is now ("" when nothing): while it is unreadable,
+        #: nobody is a user
+        self.problem = ""
+        self.version = 0
+        self.refresh()
+        if self.problem:
+            raise ValueError(self.problem)
 
-    def _read(self) -> dict[str, User]:
+    def refresh(self) -> bool:
+        """Re-read the file if it changed since it was last read (one ``stat`` when it did not);
+        whether it changed. An unreadable file is a file with no users, and says why."""
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            seen = _signature(os.stat(self.path))
+        except FileNotFoundError:
+            seen = None
+        if seen == self._seen:
+            return False
+        try:
+            seen, users = self._read()
+            self.problem = ""
+        except ValueError as exc:
+            users, self.problem = {}, str(exc)
+        self._seen = seen
+        self._replace(users)
+        return True
+
+    def _replace(self, users: dict[str, User]) -> None:
+        if users != self._users:
+            self._users = users
+            self.version += 1
+
+    def _read(self) -> tuple[tuple[int, ...] | None, dict[str, User]]:
+        """The file's signature and users, both from one open file (a replacement between the
+        two cannot pair one file's signature with another's users)."""
+        try:
+            with self.path.open("rb") as file:
+                seen = _signature(os.fstat(file.fileno()))
+                raw = json.loads(file.read())
+        except FileNotFoundError:
+            return None, {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"{self.path}: not a users file: {exc}") from exc
+        if not isinstance(raw, dict) or not isinstance(raw.get("users", {}), dict):
+            raise ValueError(f"{self.path}: not a users file: no users object")
         users: dict[str, User] = {}
         for name, entry in raw.get("users", {}).items():
-            role = entry.get("role")
+            role = entry.get("role") if isinstance(entry, dict) else None
             if role not in ROLES:
                 raise ValueError(f"{self.path}: user {name!r}: role {role!r} is not one of {ROLES}")
             users[name] = User(name, role, str(entry.get("password", "")))
-        return users
+        return seen, users
 
-    def _write(self) -> None:
+    def _write(self, users: dict[str, User]) -> None:
+        """``users`` into the file (a new file put in its place), then into this object."""
         body = {
-            "users": {
-                u.name: {"role": u.role, "password": u.password_hash} for u in self._users.values()
-            }
+            "users": {u.name: {"role": u.role, "password": u.password_hash} for u in users.values()}
         }
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -104,6 +145,8 @@ class Users:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
+        self._seen = _signature(os.stat(self.path))
+        self._replace(users)
 
     def set(self, name: str, role: str, password: str) -> User:
         """Add a user or change one's role and password."""
@@ -114,14 +157,18 @@ class Users:
         if len(password) < MIN_PASSWORD:
             raise ValueError(f"the password is shorter than {MIN_PASSWORD} characters")
         user = User(name, role, hash_password(password))
-        self._users[name] = user
-        self._write()
+        self.refresh()
+        self._write({**self._users, name: user})
         return user
 
     def remove(self, name: str) -> None:
-        if self._users.pop(name, None) is None:
+        self.refresh()
+        if name not in self._users:
             raise ValueError(f"no user {name!r}")
-        self._write()
+        self._write({n: u for n, u in self._users.items() if n != name})
+
+    def get(self, name: str) -> User | None:
+        return self._users.get(name)
 
     def check(self, name: str, password: str) -> User | None:
         """The user, when the password is theirs; None otherwise (unknown names cost the same)."""
@@ -133,6 +180,11 @@ class Users:
 
     def __iter__(self) -> Iterator[User]:
         return iter(sorted(self._users.values(), key=lambda u: u.name))
+
+
+def _signature(stat: os.stat_result) -> tuple[int, ...]:
+    """What changes when the file is replaced or written: its inode, size and times."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 _DECOY = hash_password(secrets.token_hex(16))

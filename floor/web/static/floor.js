@@ -232,7 +232,11 @@ function follow() {
     state.rulings = state.rulings.filter((r) => r.table !== table);
     if (!location.pathname.startsWith("/table/")) render();
   });
-  source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+  source.onerror = () => {
+    // closed for good: the floor answered other than a stream (401: the session ended)
+    if (source.readyState === EventSource.CLOSED) location.assign("/login");
+    live.textContent = "reconnecting…"; live.className = "live off";
+  };
 }
 
 document.getElementById("logout").addEventListener("click", async () => {
