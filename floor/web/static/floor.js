@@ -7,6 +7,9 @@ const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
 const CSRF = meta("csrf");
 const MAY = new Set(JSON.parse(meta("may")));
 const state = { tables: new Map(), rulings: [] };
+// the table's last answer to this page's action on each ruling, kept across re-renders (an
+// update of the queue may rebuild the row before or after the answer comes)
+const answers = new Map();
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -102,8 +105,9 @@ async function act(ruling, verb, body) {
   const text = await response.text();
   let answer;
   try { answer = JSON.parse(text); } catch { answer = { ok: false, error: text }; }
+  answers.set(ruling.id, answer.ok ? `${verb}d` : `refused: ${answer.error}`);
   const status = document.getElementById(`ruling-${ruling.id}-status`);
-  if (status) status.textContent = answer.ok ? `${verb}d` : `refused: ${answer.error}`;
+  if (status) status.textContent = answers.get(ruling.id);
   return answer;
 }
 
@@ -143,7 +147,8 @@ function rulingRow(r, withTable = true) {
     el("td", { class: `state ${r.state}` }, r.state,
       r.acknowledged_by ? el("small", {}, ` by ${r.acknowledged_by}`) : null,
       r.resolution ? el("small", {}, ` · ${r.resolution.replaceAll("_", " ")}${r.note ? `: ${r.note}` : ""}`) : null),
-    el("td", {}, buttons, el("span", { id: `ruling-${r.id}-status`, class: "result", role: "status" })));
+    el("td", {}, buttons, el("span", { id: `ruling-${r.id}-status`, class: "result", role: "status" },
+      answers.get(r.id) || "")));
 }
 
 function rulingTable(rulings, withTable = true) {
