@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import socket
 import time
 from collections import deque
@@ -37,6 +38,7 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
+from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload, parse_topic
 from tableside.drivers.backoff import Backoff
 from tableside.floor import mqtt
 from tableside.floor.judge import judge
@@ -61,6 +63,8 @@ log = structlog.get_logger("tableside.floor")
 SESSION_EXPIRY_S = 24 * 3600
 #: in a shared group: a floor that is gone stops taking its share after this
 SHARED_SESSION_EXPIRY_S = 60
+#: the most replay requests whose answers a floor waits for (the oldest is forgotten first)
+MAX_REPLAYS_WAITING = 10_000
 #: the most records one replay request asks for (the table refuses more: rules/commands.py)
 MAX_REPLAY = 5_000
 #: how long a stopping floor waits for the store to take what it still holds
@@ -133,6 +137,8 @@ class Floor:
     #: per table, where this floor's last chain walk stopped, and the chain's start
     _walked: dict[str, tuple[Progress, int]] = field(default_factory=dict)
     _requests: int = 0
+    #: the replay requests this floor sent and has not heard answered: request id -> table
+    _replays: dict[str, str] = field(default_factory=dict)
     _rate: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: per table, the newest record chained to what is verified (floor/order.py)
     _order: SeqOrder = field(default_factory=SeqOrder)
@@ -172,8 +178,9 @@ class Floor:
 
     async def _receive(self) -> None:
         subscriptions = [Subscription(self.topic)]
-        if self.share:  # replays reach every floor, not one of the group
+        if self.share:  # replays, and the answers to each floor's requests, reach every floor
             subscriptions.append(Subscription(f"{self.prefix}/+/replay"))
+            subscriptions.append(Subscription(f"{self.prefix}/+/command_result"))
         self._link = Link(
             self.url, self.client_id, subscriptions, self._take, self.session_expiry_s,
             username=self.username, password=self.password,
@@ -260,10 +267,10 @@ class Floor:
     async def _stored(self, written: Written, batch: list[Message]) -> None:
         """After a batch: metrics, flags, replay results, the chain walk."""
         self._count(batch, written)
-        for m in batch:  # (a forged or unenrolled checkpoint: the store has flagged the table)
-            if m.kind == "record" and m.topic.endswith("/command_result"):
-                await self._answered(m)
         stored = set(written.stored)
+        for m in batch:  # a record of the table's chain, stored as it: not one held apart
+            if m.kind == "record" and m.verdict == "ok" and (m.table, m.seq) in stored:
+                await self._answered(m)
         fresh: dict[str, list[Message]] = {}
         for m in batch:  # the records this batch stored: the walk need not read them back
             if m.kind == "record" and (m.table, m.seq) in stored:
@@ -346,15 +353,25 @@ class Floor:
         met.failures.labels("seq-ahead").inc(len(written.ahead))
 
     async def _answered(self, m: Message) -> None:
-        """A replay request's result: the table's journal may start later than asked."""
+        """The answer to a replay request of this floor's: the table's journal may start later
+        than asked. Believed only from the table asked, to a request id this floor sent (a
+        random part each: not one another client can guess), and only as far as the answer's
+        own seq (the journal holds the answer itself)."""
+        where = parse_topic(self.prefix, m.topic)
+        if where is None or where.kind is not TopicKind.COMMAND_RESULT:
+            return
         try:
-            body = json.loads(proof.unmarked(m.payload))
+            answer = parse_payload(CommandResult, proof.unmarked(m.payload))
         except ValueError:
             return
-        if body.get("command") != "replay" or body.get("role") != "auditor":
+        rid = answer.request_id
+        if rid is None or self._replays.get(rid) != m.table:
             return
-        pruned = body.get("pruned_before")
-        if isinstance(pruned, int) and not isinstance(pruned, bool):
+        del self._replays[rid]
+        if answer.command != "replay" or answer.role != "auditor":
+            return
+        pruned = answer.pruned_before
+        if pruned is not None and m.seq is not None and pruned <= m.seq:
             await self.store.note_pruned(m.table, pruned)
             self._walked.pop(m.table, None)
 
@@ -477,9 +494,12 @@ class Floor:
             if link is None or not self.subscribed.is_set():
                 return False
             self._requests += 1
+            rid = f"floor-{self.client_id[:64]}-{self._requests}-{secrets.token_hex(8)}"
             body = {"command": "replay", "device": "table",
-                    "args": {"from_seq": first, "to_seq": last},
-                    "request_id": f"floor-{self.client_id[:80]}-{self._requests}"}  # fmt: skip
+                    "args": {"from_seq": first, "to_seq": last}, "request_id": rid}  # fmt: skip
+            self._replays[rid] = table
+            while len(self._replays) > MAX_REPLAYS_WAITING:  # unanswered: forget the oldest
+                del self._replays[next(iter(self._replays))]
             topic = f"{self.prefix}/{table}/command/auditor"
             try:
                 await link.publish(topic, json.dumps(body).encode())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -160,6 +161,64 @@ async def test_a_gap_the_table_cannot_fill_stays_and_is_noted(
         state = await _state(store)
         assert (5, 5) in state.gaps and state.progress.verified_upto == 4
         assert sum(1 for a, b in peer.asked if a <= 5 <= b) >= 3
+
+
+async def test_only_the_table_asked_moves_where_its_journal_starts(
+    mosquitto: Mosquitto, store: Store
+) -> None:
+    """A replay's result saying the table's journal starts later (``pruned_before``) moves the
+    table's start only from that table, answering this floor's request, as far as its own seq:
+    forged ones, sent with the request id read off the broker, hide no gap."""
+    peer = PeerTable(pruned_before=3)
+    other = PeerTable(table="cs-09")
+    impostor = PeerTable(records=dict(peer.records))
+    floor = Floor(store, mosquitto.url, client_id="floor-p", repair=FAST)
+    forged = asyncio.Event()
+
+    async def forge(client: aiomqtt.Client) -> None:
+        await client.subscribe("tableside/cs-01/command/auditor", qos=1)
+        async for request in client.messages:
+            rid = json.loads(bytes(request.payload))["request_id"]
+            claim = {"role": "auditor", "device": "table", "command": "replay", "ok": True,
+                     "request_id": rid, "replayed": 0, "pruned_before": 1000}  # fmt: skip
+            await other.publish(client, other.message("command_result", **claim))
+            for _ in range(len(impostor.records), 15):
+                impostor.event()  # seq 15: its claim is past its own seq
+            await impostor.publish(client, impostor.message("command_result", **claim))
+            forged.set()
+            return
+
+    async with (
+        running(floor),
+        aiomqtt.Client("127.0.0.1", mosquitto.port, protocol=aiomqtt.ProtocolVersion.V5)
+        as client,
+    ):  # fmt: skip
+        forger = asyncio.create_task(forge(client))
+        for n in range(10):
+            record = peer.event(n)
+            if record.seq >= 3:  # 0..2: never heard, and gone from the table's journal
+                await peer.publish(client, record)
+        await other.publish(client, other.event())
+        async with asyncio.timeout(30):
+            await forged.wait()
+        await forger
+
+        async def heard() -> bool:
+            theirs = [await store.messages(t, f"tableside/{t}/command_result")
+                      for t in ("cs-01", "cs-09")]  # fmt: skip
+            return all(theirs)
+
+        await until_true(heard)
+        assert (await _state(store, "cs-09")).pruned_before in (None, 0)
+        assert (await _state(store)).pruned_before in (None, 0)
+        async with table_on(mosquitto, peer):  # the table answers the floor's next request
+
+            async def started() -> bool:
+                return (await _state(store)).pruned_before == 3
+
+            await until_true(started)
+        assert (await _state(store)).pruned_before == 3  # not the forgers' 1000
+        assert (await _state(store, "cs-09")).pruned_before in (None, 0)
 
 
 async def test_forged_and_unenrolled_checkpoints_are_flagged(

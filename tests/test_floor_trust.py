@@ -6,6 +6,8 @@ store vouches for) and, where a person would see it, a floorperson in real headl
 2. one forged seq far ahead does not freeze the table (nor its acknowledge's answer);
 3. no message blanks the page: NaN, a ``ts`` that is a number, ``actions`` that is 5 (and the
    rest of the batch is shown), across a restart of the floor too;
+4. a forged ``command_result`` (another table's, chained; or on the asked table's topic, not
+   chained) does not answer a floorperson's request: only the table asked does;
 6. tables the floor never enrolled are capped and expire from the live view.
 """
 
@@ -162,6 +164,62 @@ async def test_one_forged_seq_far_ahead_does_not_freeze_the_table(halted: Halted
     assert held.seq == 999_999_999 and "links to nothing verified" in held.reason
     assert not [m for m in await floor.store.messages("hil-1", limit=1000)
                 if m.kind == "rejected" and m.seq != 999_999_999]  # fmt: skip
+
+
+async def test_only_the_table_asked_answers_a_floorpersons_request(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    asked, other = PeerTable(table="cs-02"), PeerTable(table="cs-03")
+    answers_from: list[str] = []  # who answers the next request: "forgers" or "cs-02"
+
+    async def answer(client: aiomqtt.Client, request: aiomqtt.Message) -> None:
+        body = json.loads(bytes(request.payload))
+        reply = {"role": "floorperson", "device": "table", "command": body["command"],
+                 "request_id": body["request_id"], "ok": True}  # fmt: skip
+        if answers_from.pop(0) == "cs-02":
+            await asked.publish(client, asked.message("command_result", **reply))
+            return
+        # everyone who may publish can read the request id off the broker: the other table
+        # (enrolled, its own chain), and a raw copy on the asked table's topic (no chain)
+        await other.publish(client, other.message("command_result", **reply))
+        await _forge(mosquitto.port, "tableside/cs-02/command_result", {
+            "table": "cs-02", "ts": TS, "seq": asked.next_seq(), "republished": False,
+            "redelivered": False} | reply)  # fmt: skip
+
+    async def tables(client: aiomqtt.Client) -> None:
+        await client.subscribe("tableside/cs-02/command/#")
+        async for request in client.messages:
+            await answer(client, request)
+
+    async with _beside(mosquitto, tmp_path) as (store, browser, client):
+        for peer in (asked, other):
+            await store.enrol(peer.table, proof.public_key_hex(peer.key))
+        async with floor_with_web(mosquitto.url, tmp_path, store=store) as floor:
+            floor.web.commander.answer_within_s = 2.0
+            for peer in (asked, other):
+                await peer.publish(client, peer.message("status", status="online", version="0"))
+            ruling = asked.message("ruling", **_ruling())
+            await asked.publish(client, ruling)
+            responder = asyncio.create_task(tables(client))
+            try:
+                page = await browser.new_page()
+                await log_in(page, floor.url)
+                await page.goto(floor.url + "/rulings")
+                row = page.locator(f"tr.ruling[data-ruling='cs-02-{ruling.seq}']")
+                status = page.locator(f"#ruling-cs-02-{ruling.seq}-status")
+                answers_from.append("forgers")
+                await row.locator("button.ack").click()
+                await expect(status).to_have_text("refused: no answer from table cs-02 in 2 s")
+                forged = await store.messages("cs-03", "tableside/cs-03/command_result")
+                assert len(forged) == 1 and forged[0].verdict == "ok"  # stored, and the other's
+                answers_from.append("cs-02")  # the control: the table asked answers at last
+                await row.locator("button.ack").click()
+                await expect(status).to_have_text("acknowledged")
+                await page.close()
+            finally:
+                responder.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await responder
 
 
 def row_id(seq: int) -> str:

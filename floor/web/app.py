@@ -37,6 +37,8 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload, parse_topic
+from tableside.daemon.proof import unmarked
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
 from tableside.floor.verify import export_line
@@ -60,8 +62,6 @@ SSE_QUEUE = 256
 COOKIE = "tableside_session"
 #: how often the users file is looked at while no request comes (each request looks too)
 USERS_POLL_S = 0.5
-
-log = structlog.get_logger("tableside.floor.web")
 
 #: one browser's server-sent-event stream: its updates, then None to end it
 Stream = asyncio.Queue[tuple[str, dict[str, Any]] | None]
@@ -88,14 +88,25 @@ class RoleLogin:
 SendCommand = Callable[[str, str, str, dict[str, Any], str], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A request the page is waiting on: whom it asked, as whom, for what."""
+
+    table: str
+    role: str
+    command: str
+    answer: asyncio.Future[dict[str, Any]]
+
+
 class Commander:
     """Sends a table command as a role (each role its own broker login) and waits for the
-    table's ``command_result`` with the same ``request_id``, which the floor's subscription
-    delivers through ``result``."""
+    table's ``command_result``, which the floor's store vouches for and ``result`` delivers.
+    An answer counts only from the table asked (its own topic), for the request id this
+    commander made (random: no other client can guess it), role and command alike."""
 
     def __init__(self, send: SendCommand) -> None:
         self._send = send
-        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._waiting: dict[str, _Asked] = {}
 
     #: how long the page waits for the table's answer
     answer_within_s = 5.0
@@ -104,9 +115,9 @@ class Commander:
         self, table: str, role: str, command: str, args: dict[str, Any]
     ) -> dict[str, Any]:
         timeout = self.answer_within_s
-        request_id = f"floor-{uuid.uuid4().hex[:16]}"
+        request_id = f"floor-{uuid.uuid4().hex}"
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = waiter
+        self._waiting[request_id] = _Asked(table, role, command, waiter)
         try:
             await self._send(table, role, command, args, request_id)
             async with asyncio.timeout(timeout):
@@ -116,10 +127,17 @@ class Commander:
         finally:
             self._waiting.pop(request_id, None)
 
-    def result(self, body: dict[str, Any]) -> None:
-        waiter = self._waiting.get(str(body.get("request_id")))
-        if waiter is not None and not waiter.done():
-            waiter.set_result(body)
+    def result(self, table: str, answer: CommandResult) -> None:
+        """``answer``, heard on ``table``'s ``command_result``: the answer to a request of
+        this commander's, or nothing."""
+        asked = self._waiting.get(answer.request_id or "")
+        if asked is None or asked.answer.done():
+            return
+        if (asked.table, asked.role, asked.command) != (table, answer.role, answer.command):
+            log.warning("floor_answer_not_the_askeds", table=table, asked=asked.table,
+                        request_id=answer.request_id)  # fmt: skip
+            return
+        asked.answer.set_result(answer.model_dump(mode="json"))
 
 
 def mqtt_sender(
@@ -185,8 +203,7 @@ class WebApp:
             if table is None:
                 continue
             changed.add(table)
-            if m.topic.endswith("/command_result"):
-                self._answer(m)
+            self._answer(m)
         for table in sorted(changed):
             if self.store is not None:
                 state = await self.store.state(table)
@@ -204,8 +221,11 @@ class WebApp:
 
     def _answer(self, m: Message) -> None:
         """A table's answer to a waiting request (the commander's)."""
+        where = parse_topic(self.view.prefix, m.topic)
+        if where is None or where.kind is not TopicKind.COMMAND_RESULT:
+            return
         with contextlib.suppress(ValueError):
-            self.commander.result(json.loads(m.payload))
+            self.commander.result(m.table, parse_payload(CommandResult, unmarked(m.payload)))
 
     def publish_table(self, table: str) -> None:
         if table not in self.view.tables:
@@ -277,6 +297,12 @@ class WebApp:
         self.metrics.sessions_ended.labels(why).inc()
         log.info("floor_web_session_ended", user=session.user.name, why=why,
                  streams=len(session.streams))  # fmt: skip
+
+    async def hang_up_all(self, _: web.Application) -> None:
+        """The server is stopping: every ``/events`` stream ends now (a stream's handler waits
+        on its queue, and the server waits for its handlers)."""
+        for stream in list(self._listeners):
+            _hang_up(stream)
 
     def _follows(self, session: Session, stream: Stream) -> None:
         """``stream`` ends with ``session`` (at once, if it already ended)."""
@@ -414,8 +440,8 @@ class WebApp:
                 if item is None:
                     break
                 await _sse(response, *item)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the browser went away
         finally:
             self._listeners.discard(queue)
             session.streams.discard(queue)
@@ -594,6 +620,7 @@ async def _asset(request: web.Request) -> web.Response:
 def make_app(web_app: WebApp) -> web.Application:
     app = web.Application(client_max_size=64 * 1024)
     app.cleanup_ctx.append(web_app.watch_users)
+    app.on_shutdown.append(web_app.hang_up_all)
     app.add_routes(
         [
             web.get("/login", web_app.login_page),
