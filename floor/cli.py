@@ -263,20 +263,18 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
 
 async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> int:
     import contextlib
-    from urllib.parse import urlsplit
 
-    from tableside.floor.web.app import Commander, WebApp, mqtt_sender, serving
+    from tableside.floor.web.app import Commander, MqttSender, WebApp, serving
     from tableside.floor.web.view import FloorView
 
     tls: ssl.SSLContext | None = args.web_tls
-    url = urlsplit(args.broker)
-    send = mqtt_sender(url.hostname or "127.0.0.1", url.port or 1883, args.prefix,
-                       args.web_logins)  # fmt: skip
+    send = MqttSender(args.broker, args.prefix, args.web_logins)
     web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
                      secure_cookies=tls is not None, metrics=floor.metrics)  # fmt: skip
     floor.on_stored = web_app.stored
     host, port = args.http
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(send.aclose)
         try:
             base = await stack.enter_async_context(serving(web_app, host, port, tls))
         except OSError as exc:

@@ -19,7 +19,7 @@ from tableside.daemon import proof
 from tableside.daemon.demo import DemoTable
 from tableside.floor.service import Floor
 from tableside.floor.store import open_store
-from tableside.floor.web.app import Commander, RoleLogin, WebApp, mqtt_sender, serving
+from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import Role
@@ -61,9 +61,8 @@ def floor_beside(
         async with open_store(f"sqlite:///{db}") as store:
             key = proof.load_or_create_key(demo.state_dir / demo.table)
             await store.enrol(demo.table, proof.public_key_hex(key))
-            host_port = demo.broker_url.removeprefix("mqtt://").rsplit(":", 1)
             logins = {role.value: RoleLogin(f"floor-{role.value}") for role in Role}
-            send = mqtt_sender(host_port[0], int(host_port[1]), PREFIX, logins)
+            send = MqttSender(demo.broker_url, PREFIX, logins)
             web_app = WebApp(FloorView(PREFIX), users, Commander(send), store=store)
             floor = Floor(
                 store, demo.broker_url, prefix=PREFIX, session_expiry=0,
@@ -80,5 +79,6 @@ def floor_beside(
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                    await send.aclose()
 
     return run

@@ -8,13 +8,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from playwright.async_api import Page, expect
 
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Store, open_store
-from tableside.floor.web.app import Commander, RoleLogin, WebApp, mqtt_sender, serving
+from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tests.browser import chromium
@@ -44,10 +43,10 @@ async def floor_with_web(
     its web view serving; ``bob`` is a floorperson."""
     users = Users(tmp_path / "users.json")
     users.set("bob", "floorperson", PASSWORD)
-    where = urlsplit(broker)
     logins = {"floorperson": RoleLogin("floor-web-floorperson")}
-    send = mqtt_sender(where.hostname or "127.0.0.1", where.port or 1883, "tableside", logins)
+    send = MqttSender(broker, "tableside", logins)
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(send.aclose)
         if store is None:
             store = await stack.enter_async_context(open_store(f"sqlite:///{tmp_path}/floor.db"))
         web = WebApp(FloorView(), users, Commander(send), store=store)

@@ -264,3 +264,52 @@ def test_a_downloads_name_can_neither_inject_nor_break_its_header() -> None:
             "abcdefghijklmnopqrstuvwxyz0123456789._-ABCDEFGHIJKLMNOPQRSTUVWXYZ"
         )
         assert header.count('"') == 2 and header.count(";") == 2
+
+
+async def test_the_pages_requests_go_over_one_kept_connection_a_role(tmp_path: Path) -> None:
+    """``MqttSender``: every click a PUBLISH on the role's one connection (the broker logs one
+    connect for five requests), opened again after the broker went away, and a role the floor
+    has no login for refused in words."""
+    import asyncio
+
+    import aiomqtt
+
+    from tableside.floor.web.app import MqttSender, RoleLogin
+    from tests.conftest import Mosquitto
+
+    log = tmp_path / "broker.log"
+    broker = Mosquitto(tmp_path, f"log_dest file {log}\nlog_type notice\n")
+    broker.start()
+    sender = MqttSender(broker.url, "tableside", {"floorperson": RoleLogin("fp")})
+    try:
+        async with aiomqtt.Client("127.0.0.1", broker.port) as watcher:
+            await watcher.subscribe("tableside/+/command/#", qos=1)
+
+            async def heard(n: int) -> list[dict[str, Any]]:
+                got = []
+                async with asyncio.timeout(10):
+                    async for m in watcher.messages:
+                        got.append(json.loads(bytes(m.payload)))
+                        if len(got) == n:
+                            return got
+                raise AssertionError("unreachable")
+
+            for i in range(5):
+                await sender("cs-01", "floorperson", "acknowledge_ruling", {"ruling": i}, f"r{i}")
+            bodies = await heard(5)
+            assert [b["request_id"] for b in bodies] == [f"r{i}" for i in range(5)]
+            assert bodies[0] == {"command": "acknowledge_ruling", "device": "table",
+                                 "args": {"ruling": 0}, "request_id": "r0"}  # fmt: skip
+        connects = [line for line in log.read_text().splitlines() if " as fp-" in line]
+        assert len(connects) == 1, connects
+        broker.stop()
+        broker.start()
+        async with aiomqtt.Client("127.0.0.1", broker.port) as watcher:
+            await watcher.subscribe("tableside/+/command/#", qos=1)
+            await sender("cs-01", "floorperson", "acknowledge_ruling", {"ruling": 9}, "again")
+            assert [b["request_id"] for b in await heard(1)] == ["again"]
+        with pytest.raises(PermissionError, match="no broker login for the role technician"):
+            await sender("cs-01", "technician", "acknowledge_ruling", {"ruling": 1}, "t")
+    finally:
+        await sender.aclose()
+        broker.stop()

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import aiomqtt
 import structlog
@@ -48,7 +48,7 @@ from tableside.floor.web.view import FloorView
 from tableside.rules.commands import COMMANDS
 from tableside.rules.rulings import MAX_NOTE_CHARS
 
-__all__ = ["ACKNOWLEDGE", "RESOLVE", "Commander", "RoleLogin", "WebApp", "make_app"]
+__all__ = ["ACKNOWLEDGE", "RESOLVE", "Commander", "MqttSender", "RoleLogin", "WebApp", "make_app"]
 
 log = structlog.get_logger("tableside.floor.web")
 
@@ -124,6 +124,11 @@ class Commander:
                 return await waiter
         except TimeoutError:
             return {"ok": False, "error": f"no answer from table {table} in {timeout:g} s"}
+        except PermissionError as exc:
+            return {"ok": False, "error": str(exc)}
+        except (aiomqtt.MqttError, OSError) as exc:
+            log.warning("floor_web_send_failed", table=table, role=role, error=str(exc))
+            return {"ok": False, "error": f"the floor could not reach the broker: {exc}"}
         finally:
             self._waiting.pop(request_id, None)
 
@@ -140,27 +145,64 @@ class Commander:
         asked.answer.set_result(answer.model_dump(mode="json"))
 
 
-def mqtt_sender(
-    hostname: str,
-    port: int,
-    prefix: str,
-    logins: dict[str, RoleLogin],
-    tls: aiomqtt.TLSParameters | None = None,
-) -> SendCommand:
-    """Publishes a request with the role's own broker login (one short connection each: a
-    floorperson acts a few times an hour)."""
+class MqttSender:
+    """Publishes the page's requests with each role's own broker login, over one connection a
+    role, opened at its first request and kept (``aclose`` ends them): a click costs a PUBLISH
+    and its PUBACK, not a connection. A connection the broker dropped is opened again once for
+    the request that found it gone."""
 
-    async def send(table: str, role: str, command: str, args: dict[str, Any], rid: str) -> None:
-        login = logins.get(role)
+    def __init__(self, broker_url: str, prefix: str, logins: dict[str, RoleLogin]) -> None:
+        where = urlsplit(broker_url)
+        if where.scheme not in ("mqtt", "mqtts"):
+            raise ValueError(f"{broker_url}: not an mqtt:// or mqtts:// broker URL")
+        self._tls = where.scheme == "mqtts"
+        self._hostname = where.hostname or "127.0.0.1"
+        self._port = where.port or (8883 if self._tls else 1883)
+        self._prefix = prefix
+        self._logins = logins
+        self._open: dict[str, tuple[aiomqtt.Client, contextlib.AsyncExitStack]] = {}
+        self._lock = asyncio.Lock()
+
+    async def __call__(
+        self, table: str, role: str, command: str, args: dict[str, Any], rid: str
+    ) -> None:
+        body = {"command": command, "device": "table", "args": args, "request_id": rid}
+        topic = f"{self._prefix}/{table}/command/{role}"
+        async with self._lock:  # a floorperson acts a few times an hour: one at a time
+            for attempt in (1, 2):
+                client = await self._client(role)
+                try:
+                    await client.publish(topic, json.dumps(body), qos=1)
+                    return
+                except aiomqtt.MqttError:
+                    await self._drop(role)
+                    if attempt == 2:
+                        raise
+
+    async def _client(self, role: str) -> aiomqtt.Client:
+        opened = self._open.get(role)
+        if opened is not None:
+            return opened[0]
+        login = self._logins.get(role)
         if login is None:
             raise PermissionError(f"the floor has no broker login for the role {role}")
-        body = {"command": command, "device": "table", "args": args, "request_id": rid}
-        async with aiomqtt.Client(
-            hostname, port, username=login.username, password=login.password, tls_params=tls
-        ) as client:
-            await client.publish(f"{prefix}/{table}/command/{role}", json.dumps(body), qos=1)
+        stack = contextlib.AsyncExitStack()
+        client = await stack.enter_async_context(aiomqtt.Client(
+            self._hostname, self._port, username=login.username, password=login.password,
+            identifier=f"{login.username}-{secrets.token_hex(4)}",
+            tls_context=ssl.create_default_context() if self._tls else None,
+        ))  # fmt: skip
+        self._open[role] = (client, stack)
+        return client
 
-    return send
+    async def _drop(self, role: str) -> None:
+        _, stack = self._open.pop(role, (None, contextlib.AsyncExitStack()))
+        with contextlib.suppress(aiomqtt.MqttError, OSError):
+            await stack.aclose()
+
+    async def aclose(self) -> None:
+        for role in list(self._open):
+            await self._drop(role)
 
 
 @dataclass
