@@ -33,6 +33,7 @@ from tableside.daemon.payloads import (
     TablePayload,
     utc_ms,
 )
+from tableside.daemon.shuffles import ShuffleAlert, ShuffleIntegrity
 from tableside.drivers.base import Driver
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
@@ -44,6 +45,7 @@ from tableside.drivers.events import (
     StatusReport,
 )
 from tableside.drivers.progressive.events import ButtonPressed
+from tableside.drivers.shuffler.events import ShuffleCompleted, ShuffleOrdered
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.model import Action
@@ -165,6 +167,8 @@ class TableRuntime:
             devices=frozenset(rt.driver.device_class for rt in devices.values())
         )
         self.rulings = 0
+        #: recognising shufflers' orders, sealed until their deck is out of play, and tested
+        self.shuffles = ShuffleIntegrity()
         #: what the metrics read (daemon/metrics.py): (rule id, clause)
         self.rulings_by_clause: collections.Counter[tuple[str, str]] = collections.Counter()
 
@@ -176,7 +180,17 @@ class TableRuntime:
         self._handle(rt, event, actions)
         return actions
 
-    def _handle(self, rt: DeviceRuntime, event: DeviceEvent, actions: list[DeviceAction]) -> None:
+    def _handle(
+        self,
+        rt: DeviceRuntime,
+        event: DeviceEvent,
+        actions: list[DeviceAction],
+        *,
+        released: bool = False,
+    ) -> None:
+        if isinstance(event, ShuffleOrdered) and not released:
+            self.shuffles.seal(event)  # the order of a deck that may still be dealt: a secret
+            return
         # One reading of each clock for the event and all it makes: the wall clock for the
         # messages' ``ts``, the run's clock for the journal, the rules and the table.
         ts, now = utc_ms(), self.clock.now()
@@ -210,11 +224,14 @@ class TableRuntime:
         source: SourceEvent | None = None  # what a ruling cites: made when one is given
         halts = False
         given = []
-        for ruling in evaluate(rt.facts, observation):
+        rules = [ruling.rule for ruling in evaluate(rt.facts, observation)]
+        if isinstance(event, ShuffleAlert):
+            rules.append(event.rule())  # a surveillance alert, with the ruling's lifecycle
+        for rule in rules:
             if source is None:
                 source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
-            given.append(self._ruling(ruling.rule, observation, source, ts, now))
-            halts = halts or Action.HALT_DEALING in ruling.rule.actions
+            given.append(self._ruling(rule, observation, source, ts, now))
+            halts = halts or Action.HALT_DEALING in rule.actions
         self._open_rulings(given, ts, now)
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
         # buttons, …), typed as the driver reported it, and leaves the rest; a device that
@@ -222,6 +239,25 @@ class TableRuntime:
         self.step(DeviceReport(observation.kind, now, event), ts)
         if halts:
             self.step(Halt(rt.driver.device_class, now), ts)
+        if isinstance(event, ShuffleCompleted):
+            self._test_shuffle(rt, event, actions)
+
+    def _test_shuffle(
+        self, rt: DeviceRuntime, completed: ShuffleCompleted, actions: list[DeviceAction]
+    ) -> None:
+        """The shuffler shuffled ``completed.deck`` again: the order it made of that deck
+        before is out of play. Journal it, then its statistics and any alert
+        (daemon/shuffles.py)."""
+        order = self.shuffles.release(rt.name, completed.deck)
+        if order is None:
+            return
+        self._handle(rt, order, actions, released=True)
+        statistics, alert = self.shuffles.observe(order)
+        self._handle(rt, statistics, actions)
+        if alert is not None:
+            log.warning("shuffle_alert", device=rt.name, test=alert.test, p_value=alert.p_value,
+                        shuffles=alert.shuffles)  # fmt: skip
+            self._handle(rt, alert, actions)
 
     def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
         match event:

@@ -2,12 +2,16 @@
 
 Left alone it runs a shuffle cycle every ``interval`` seconds, as a dealer feeding it would;
 the host can also command one. Faults are scripted per cycle (``--fault NAME[=VALUE]@N``);
-see docs/simulators.md.
+see docs/simulators.md. With ``shuffle`` (``--shuffle shelf:10``: a model of shuffle/models.py)
+it shuffles a real deck as that machine would and recognises its cards: after each complete
+cycle it reports the order it made and the order it was fed (ShuffleOrder), the deck it is fed
+next being the one it made (dealt and gathered in order).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,6 +23,8 @@ from tableside.drivers.framing import NakReason
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
+from tableside.shuffle.deck import new_deck
+from tableside.shuffle.models import Model, parse_shuffle
 from tableside.simulators.base import LINE_FAULTS, FramedSimulator, SimIdentity
 
 __all__ = ["FAULTS", "ShufflerSimulator", "SimIdentity"]
@@ -58,12 +64,27 @@ class ShufflerSimulator(FramedSimulator):
     two_deck: bool = False
     shuffle_time: float = 0.2
     fault_clear_time: float = 0.5
+    #: how it shuffles, when it recognises cards (``fair``, ``riffle:7``, ``shelf:10``,
+    #: ``rig:keep=3/10``: shuffle/models.py); None: it sends no ShuffleOrder
+    shuffle: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.completed = 0
         self._state = p.ShufflerState.IDLE
         self._fault: p.FaultCode | None = None
+        self.model: Model | None = None
+        if self.shuffle is not None:
+            if self.cards != 52:
+                raise ValueError(f"shuffle {self.shuffle!r}: a model shuffles one 52-card deck "
+                                 f"(cards is {self.cards})")  # fmt: skip
+            self.model = parse_shuffle(self.shuffle)
+        # the OS's CSPRNG, unless a seed asks for the same orders again
+        self._shuffling = (
+            random.Random(self.seed) if self.seed is not None else random.SystemRandom()
+        )
+        #: each deck's order as it will be fed next
+        self.decks: dict[p.Deck, tuple[int, ...]] = {}
 
     @property
     def shuffles(self) -> int:
@@ -100,7 +121,13 @@ class ShufflerSimulator(FramedSimulator):
                 return
         count_fault = faults.get("count")
         count = self.cards if count_fault is None else int(count_fault)
-        await link.send(self._complete(n, count))
+        complete = self._complete(n, count)
+        await link.send(complete)
+        if self.model is not None and count == self.cards:
+            fed = self.decks.get(complete.deck, new_deck())
+            made = self.model.shuffle(fed, self._shuffling)
+            self.decks[complete.deck] = made
+            await link.send(p.ShuffleOrder(n, made, fed, complete.deck))
         self.completed += 1
         await self.set_state(link, p.ShufflerState.IDLE)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tableside.drivers import DeviceEvent, DriverSettings
@@ -53,3 +55,22 @@ def test_with_recognition_on_the_order_becomes_a_typed_event() -> None:
         input_cards=("KC", "AS"),
     )
     assert ShuffleOrdered.card_fields == {"output_cards", "input_cards"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"shuffle": "perfect"}, "unknown shuffle 'perfect' in 'perfect' (expected fair"),
+        ({"shuffle": "shelf:0"}, "shelves must be a whole number ≥ 1, got '0'"),
+        ({"shuffle": "shelf:10", "cards": 51}, "a model shuffles one 52-card deck (cards is 51)"),
+        ({"shuffle": 10}, "shuffler simulator: shuffle: Input should be a valid string, not 10"),
+    ],
+)
+def test_the_simulators_shuffle_is_checked_where_it_is_given(
+    settings: dict[str, object], says: str
+) -> None:
+    """``tableside simulate shuffler --shuffle SPEC`` (or a scenario's ``shuffle``)."""
+    from tableside.simulators.registry import build_simulator
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        build_simulator("shuffler", settings)

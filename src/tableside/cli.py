@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--cards", type=int, help="shuffler: cards in a full deck (default 52)")
     sim.add_argument("--identifies-cards", action="store_true", default=None, help="shuffler")
     sim.add_argument("--two-deck", action="store_true", default=None, help="shuffler")
+    sim.add_argument(
+        "--shuffle",
+        metavar="MODEL",
+        help="shuffler: recognise cards and shuffle as MODEL does (fair, riffle:K, shelf:M, "
+        "shelf:MxP, rig:steer=AS@5,keep=K/N,fixed/N; docs/shuffle.md)",
+    )
     sim.add_argument("--plan", help="shoe: stacks dealt on its own, e.g. 1:5,2:5,D:5")
     sim.add_argument("--deck-size", type=int, help="shoe: cards loaded per round (default 52)")
     sim.add_argument("--reads-cards", action="store_true", default=None, help="shoe")
@@ -395,7 +401,7 @@ def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
         "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
         "deck_size": args.deck_size, "identifies_cards": args.identifies_cards,
-        "two_deck": args.two_deck, "reads_cards": args.reads_cards,
+        "two_deck": args.two_deck, "reads_cards": args.reads_cards, "shuffle": args.shuffle,
     }  # fmt: skip
     settings = {k: v for k, v in flags.items() if v is not None}
     return settings | _key_values(args.set, "--set")
@@ -758,6 +764,7 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     # each device event's data, from its type: <device class>.<kind>, any_device.<kind>
     from tableside.daemon.firmware import FirmwareChanged
     from tableside.daemon.runtime import TableActionFailed
+    from tableside.daemon.shuffles import ShuffleAlert, ShuffleStatistics
     from tableside.drivers.catalog import ANY_DEVICE, EVENTS, event_schema
     from tableside.drivers.events import DeviceEvent
 
@@ -766,6 +773,8 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     anywhere: tuple[type[DeviceEvent], ...] = (*ANY_DEVICE, FirmwareChanged, TableActionFailed)
     for cls in anywhere:
         events[f"any_device.{cls.kind}"] = cls
+    for cls in (ShuffleStatistics, ShuffleAlert):  # the table's, on a shuffler's topic
+        events[f"shuffler.{cls.kind}"] = cls
     (args.directory / "events").mkdir(exist_ok=True)
     for name, cls in sorted(events.items()):
         schemas[f"events/{name}"] = event_schema(name, cls)

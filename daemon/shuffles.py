@@ -1,0 +1,142 @@
+"""Shuffle integrity on the table: the orders a card-recognising shuffler reports, kept sealed
+while their deck may still be dealt, then tested (shuffle/monitor.py). Only statistics and
+alerts leave the table; the orders themselves are card identities (WA 230-16-152(b)).
+
+**An undealt order is a secret.** A shuffler reports the order it made as soon as it made it:
+the order of the deck about to be dealt, exactly what a cheat wants. ``ShuffleIntegrity.seal``
+holds it in memory, where no journal record, log line or topic has it, until the deck it ordered is
+out of play: the shuffler completes its next shuffle of that deck (the deck came back to it).
+Then ``release`` hands it back to be journaled (as any card identity: off the wire unless
+``publish_card_identities``) and tested. A daemon that stops loses the sealed orders (at most
+one a deck): a shuffle untested, never a secret kept on disk.
+
+No I/O (tests/test_layers.py): the runtime (daemon/runtime.py) journals what this returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from tableside.drivers.events import DeviceEvent
+from tableside.drivers.shuffler.events import ShuffleOrdered
+from tableside.rules.model import Action, Game, Rule
+from tableside.shuffle.deck import parse_deck
+from tableside.shuffle.monitor import Alert, ShuffleMonitor, TestStatus
+
+__all__ = ["INTEGRITY_ALERT", "ShuffleAlert", "ShuffleIntegrity", "ShuffleStatistics"]
+
+#: the integrity alert's "rule": a surveillance alert, not a ruling of 58 Pa. Code (which has no
+#: clause on a shuffler's randomness); its reference is the clause that asks for a test
+INTEGRITY_ALERT = Rule(
+    id="integrity.shuffle-alert",
+    games=frozenset(Game),
+    trigger="shuffler.shuffle_alert",
+    when=(),
+    actions=(Action.ALERT,),
+    citation="COMAR 36.05.02.17(F)",
+    words=(
+        "An automated shuffling device must meet a 95 percent confidence level using a "
+        "standard chi-squared test for goodness of fit."
+    ),
+    summary=(
+        "Surveillance alert (not a Pennsylvania ruling): the shuffler's orders fail a "
+        "randomness test (docs/shuffle.md; Diaconis, Fulman & Holmes 2013)."
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleStatistics(DeviceEvent):
+    """A shuffler's running statistics after one more tested shuffle (no card identities)."""
+
+    kind: ClassVar[str] = "shuffle_statistics"
+    shuffle_id: int
+    shuffles: int  # tested so far
+    with_input: int  # of them, with the order fed known
+    skipped: int  # orders of another deck than the first (a short deck, say): not tested
+    alerts: int
+    #: each test's running statistics (shuffle/monitor.py ``TestStatus``, as its fields)
+    tests: tuple[dict[str, str | int | float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleAlert(DeviceEvent):
+    """The sequential decision flagged the shuffler (shuffle/monitor.py ``Alert``)."""
+
+    kind: ClassVar[str] = "shuffle_alert"
+    shuffle_id: int
+    test: str
+    statistic: float
+    p_value: float
+    shuffles: int  # the window the test flagged
+    log_e: float
+    threshold: float
+    detail: str
+
+    def rule(self) -> Rule:
+        """The alert's ruling: its test, statistic and p-value in its summary."""
+        return dataclasses.replace(
+            INTEGRITY_ALERT,
+            summary=(
+                f"Surveillance alert (not a Pennsylvania ruling): {self.device}'s orders fail "
+                f"the {self.test} test over {self.shuffles} shuffles (statistic "
+                f"{self.statistic:.4g}, p = {self.p_value:.3g}): {self.detail}. Take the "
+                "shuffler out of use until it is inspected (docs/shuffle.md)."
+            ),
+        )
+
+
+def _status(test: TestStatus) -> dict[str, str | int | float]:
+    return {"test": test.test, "shuffles": test.shuffles, "mean": round(test.mean, 4),
+            "expected": round(test.expected, 4), "level": round(test.level, 4),
+            "high": round(test.high, 4)}  # fmt: skip
+
+
+@dataclass
+class ShuffleIntegrity:
+    """Every recognising shuffler's sealed orders and sequential decision."""
+
+    monitors: dict[str, ShuffleMonitor] = field(default_factory=dict)
+    _sealed: dict[tuple[str, str], ShuffleOrdered] = field(default_factory=dict)
+
+    def seal(self, order: ShuffleOrdered) -> None:
+        """Hold the order of a deck that may still be dealt (a newer one of the same deck
+        replaces it: that deck was shuffled again, the older order never dealt from)."""
+        self._sealed[order.device, order.deck] = order
+
+    def sealed(self, device: str) -> int:
+        """How many orders of ``device`` are held (the count only: never the orders)."""
+        return sum(1 for d, _ in self._sealed if d == device)
+
+    def release(self, device: str, deck: str) -> ShuffleOrdered | None:
+        """``device`` completed a shuffle of ``deck``: the order it made before of that deck is
+        out of play now; it, or None."""
+        return self._sealed.pop((device, deck), None)
+
+    def observe(self, order: ShuffleOrdered) -> tuple[ShuffleStatistics, ShuffleAlert | None]:
+        """Test a released order: the shuffler's statistics now, and its alert if the decision
+        flags it. An order whose cards are not a deck (a card twice) is tested by nothing and
+        counted as skipped."""
+        monitor = self.monitors.setdefault(order.device, ShuffleMonitor())
+        alert: Alert | None = None
+        try:
+            made = parse_deck(order.output_cards)
+            fed = parse_deck(order.input_cards) if order.input_cards else None
+        except ValueError:
+            monitor.skipped += 1
+        else:
+            alert = monitor.observe(fed, made)
+        statistics = ShuffleStatistics(
+            device=order.device, shuffle_id=order.shuffle_id, shuffles=monitor.shuffles,
+            with_input=monitor.with_input, skipped=monitor.skipped, alerts=monitor.alerts,
+            tests=tuple(_status(t) for t in monitor.status()),
+        )  # fmt: skip
+        if alert is None:
+            return statistics, None
+        return statistics, ShuffleAlert(
+            device=order.device, shuffle_id=order.shuffle_id, test=alert.test,
+            statistic=alert.statistic, p_value=alert.p_value, shuffles=alert.shuffles,
+            log_e=alert.log_e, threshold=alert.threshold, detail=alert.detail,
+        )  # fmt: skip
