@@ -248,7 +248,7 @@ class TableRuntime:
         """The shuffler shuffled ``completed.deck`` again: the order it made of that deck
         before is out of play. Journal it, then its statistics and any alert
         (daemon/shuffles.py)."""
-        order = self.shuffles.release(rt.name, completed.deck)
+        order = self.shuffles.release(rt.name, completed.deck, completed.shuffle_id)
         if order is None:
             return
         self._handle(rt, order, actions, released=True)

@@ -110,10 +110,15 @@ class ShuffleIntegrity:
         """How many orders of ``device`` are held (the count only: never the orders)."""
         return sum(1 for d, _ in self._sealed if d == device)
 
-    def release(self, device: str, deck: str) -> ShuffleOrdered | None:
-        """``device`` completed a shuffle of ``deck``: the order it made before of that deck is
-        out of play now; it, or None."""
-        return self._sealed.pop((device, deck), None)
+    def release(self, device: str, deck: str, shuffle_id: int) -> ShuffleOrdered | None:
+        """``device`` completed shuffle ``shuffle_id`` of ``deck``: the order it made of that
+        deck in an earlier shuffle is out of play now; it, or None. An order of this very
+        shuffle (a device that sent it before its completion) stays sealed: it is the deck
+        about to be dealt."""
+        order = self._sealed.get((device, deck))
+        if order is None or order.shuffle_id == shuffle_id:
+            return None
+        return self._sealed.pop((device, deck))
 
     def observe(self, order: ShuffleOrdered) -> tuple[ShuffleStatistics, ShuffleAlert | None]:
         """Test a released order: the shuffler's statistics now, and its alert if the decision
