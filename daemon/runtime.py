@@ -33,7 +33,7 @@ from tableside.daemon.payloads import (
     TablePayload,
     utc_ms,
 )
-from tableside.daemon.shuffles import ShuffleAlert, ShuffleIntegrity
+from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
 from tableside.drivers.base import Driver
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
@@ -225,12 +225,14 @@ class TableRuntime:
         halts = False
         given = []
         rules = [ruling.rule for ruling in evaluate(rt.facts, observation)]
-        if isinstance(event, ShuffleAlert):
+        if isinstance(event, ShuffleAlert) and not self._alert_open(rt.name):
             rules.append(event.rule())  # a surveillance alert, with the ruling's lifecycle
         for rule in rules:
             if source is None:
                 source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
             given.append(self._ruling(rule, observation, source, ts, now))
+            if rule.id == INTEGRITY_ALERT.id:
+                self.shuffles.ruled[rt.name] = given[-1].id
             halts = halts or Action.HALT_DEALING in rule.actions
         self._open_rulings(given, ts, now)
         # The table's state machine takes what moves the table (a shuffle, a deal, the dealer's
@@ -241,6 +243,13 @@ class TableRuntime:
             self.step(Halt(rt.driver.device_class, now), ts)
         if isinstance(event, ShuffleCompleted):
             self._test_shuffle(rt, event, actions)
+
+    def _alert_open(self, device: str) -> bool:
+        """An integrity ruling on ``device`` not yet resolved: a new alert is journaled (its
+        ``shuffle_alert``) but opens no second ruling, so a flagged shuffler's alerts, one
+        every few shuffles while it is in use, never crowd out the table's other rulings."""
+        ruled = self.shuffles.ruled.get(device)
+        return any(r.id == ruled and r.unresolved for r in self.state.rulings)
 
     def _test_shuffle(
         self, rt: DeviceRuntime, completed: ShuffleCompleted, actions: list[DeviceAction]

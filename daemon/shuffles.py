@@ -99,6 +99,8 @@ class ShuffleIntegrity:
     """Every recognising shuffler's sealed orders and sequential decision."""
 
     monitors: dict[str, ShuffleMonitor] = field(default_factory=dict)
+    #: per shuffler, the id of the newest ruling its alerts opened (one open at a time)
+    ruled: dict[str, int] = field(default_factory=dict)
     _sealed: dict[tuple[str, str], ShuffleOrdered] = field(default_factory=dict)
 
     def seal(self, order: ShuffleOrdered) -> None:

@@ -67,6 +67,9 @@ async def test_a_rigged_shuffler_gets_its_alert_and_the_alert_its_lifecycle(
         assert source["data"]["shuffle_id"] <= 11, source["data"]
         stats = table.subscriber.matching(_event("shuffle_statistics"))
         assert stats and stats[-1].payload["data"]["tests"]
+        # the shuffler stays in use: its alerts go on, as events, under the one open ruling
+        await table.subscriber.wait_for(_event("shuffle_alert"), count=3, within=60)
+        assert len(_alerts(table.subscriber.messages)) == 1
         port = mosquitto.port
         seq = alert["seq"]
         acked = await ask(
@@ -80,6 +83,11 @@ async def test_a_rigged_shuffler_gets_its_alert_and_the_alert_its_lifecycle(
         states = [m.payload["state"] for m in table.subscriber.messages
                   if m.kind == "ruling_state" and m.payload["ruling"] == seq]  # fmt: skip
         assert states == ["acknowledged", "resolved"]
+        # resolved (say, inspected and put back as it was): its next alert is a new ruling
+        again = await table.subscriber.wait_for(
+            lambda m: m.kind == "ruling" and m.payload["rule_id"] == ALERT, count=2, within=60
+        )
+        assert again[1].payload["seq"] > resolved["seq"]
         _no_card_on_the_wire(table.subscriber.messages)
 
 

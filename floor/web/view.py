@@ -43,6 +43,7 @@ from tableside.daemon.payloads import (
     parse_topic,
 )
 from tableside.floor.store import Message
+from tableside.floor.web.panel import ShufflerPanel, typed
 
 __all__ = ["MAX_UNENROLLED", "UNENROLLED_IDLE_S", "FloorRuling", "FloorView", "TableTile"]
 
@@ -131,6 +132,10 @@ class TableTile:
     events: collections.deque[dict[str, Any]] = field(
         default_factory=lambda: collections.deque(maxlen=LAST_EVENTS)
     )
+    #: each shuffler's panel (floor/web/panel.py)
+    shufflers: dict[str, ShufflerPanel] = field(default_factory=dict)
+    #: the game's pace: the first and the newest (table clock, round) heard
+    rounds: tuple[tuple[float, int], tuple[float, int]] | None = None
 
 
 class FloorView:
@@ -175,20 +180,34 @@ class FloorView:
                 tile.status = body
             case TablePayload():
                 tile.state = body
+                self._pace(tile, body)
             case DeviceStatePayload():
                 tile.devices[device] = body
             case DeviceEventPayload():
                 self._event(tile, body, f"{device} {body.event}", body.data)
+                if body.device_class == "shuffler" and (event := typed(body)) is not None:
+                    tile.shufflers.setdefault(device, ShufflerPanel()).take(event, body.ts)
             case RulingStatePayload():
                 self._ruling_state(body)
                 self._event(tile, body, f"ruling #{body.ruling} {body.state}", body.by)
             case RulingPayload():
+                if body.rule_id.endswith(".shuffler-count"):  # the counting shuffler's ruling
+                    panel = tile.shufflers.setdefault(body.event.device, ShufflerPanel())
+                    panel.count_errors += 1
                 self.rulings[f"{body.table}-{body.seq}"] = FloorRuling(body)
                 self._forget_closed(body.table)
                 self._event(tile, body, f"RULING {body.clause}", body.summary)
             case CommandResult():
                 what = f"{body.role} {body.command}"
                 self._event(tile, body, what, "ok" if body.ok else body.error)
+
+    @staticmethod
+    def _pace(tile: TableTile, body: TablePayload) -> None:
+        at = _seconds(body.ts)
+        if at is None or not body.round:
+            return
+        first = tile.rounds[0] if tile.rounds else (at, body.round)
+        tile.rounds = (first, (at, body.round))
 
     def _tile(self, table: str, now: float) -> TableTile | None:
         tile = self.tables.get(table)
@@ -307,7 +326,20 @@ class FloorView:
             "devices": devices,
             "events": list(tile.events),
             "rulings": [self.public(r, now) for r in reversed(rulings)],
+            "shufflers": {n: p.public() for n, p in sorted(tile.shufflers.items())},
+            "pace": _pace(tile),
         }
+
+
+def _pace(tile: TableTile) -> dict[str, Any]:
+    """Rounds an hour over what this floor heard (the table's clock), once an hour's share of
+    at least one round has passed."""
+    if tile.rounds is None:
+        return {"rounds_per_hour": None, "rounds": 0, "over_s": 0.0}
+    (t0, r0), (t1, r1) = tile.rounds
+    span, rounds = t1 - t0, r1 - r0
+    rate = round(rounds * 3600 / span, 1) if span > 0 and rounds > 0 else None
+    return {"rounds_per_hour": rate, "rounds": rounds, "over_s": round(span, 1)}
 
 
 def _brief(completeness: dict[str, Any]) -> dict[str, Any]:

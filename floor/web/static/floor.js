@@ -165,6 +165,61 @@ function renderRulings(main) {
 
 // -- one table ------------------------------------------------------------------------------
 
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
+  for (const child of children.flat()) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
+// each test's level (its CUSUM as a share of its alert threshold: 1 alerts) over the shuffles
+function levelPlot(history, order) {
+  const w = 640, h = 180, pad = 28, top = 1.2;
+  const n = history.length;
+  const x = (i) => pad + (n > 1 ? (i * (w - 2 * pad)) / (n - 1) : 0);
+  const y = (v) => h - pad - (Math.min(v, top) * (h - 2 * pad)) / top;
+  const seen = new Set(history.flatMap((p) => Object.keys(p.levels)));
+  const tests = order.filter((t) => seen.has(t));
+  const lines = tests.map((test, k) => svg("polyline", {
+    class: `level c${k % 10}`, "data-test": test, fill: "none",
+    points: history.map((p, i) => `${x(i).toFixed(1)},${y(p.levels[test] ?? 0).toFixed(1)}`).join(" "),
+  }, svg("title", {}, test)));
+  return svg("svg", { class: "plot", viewBox: `0 0 ${w} ${h}`, role: "img",
+    "aria-label": "each test's level over the tested shuffles; 1 is an alert" },
+    svg("line", { class: "threshold", x1: pad, x2: w - pad, y1: y(1), y2: y(1) }),
+    svg("text", { x: w - pad, y: y(1) - 4, "text-anchor": "end" }, "alert"),
+    svg("line", { class: "axis", x1: pad, x2: w - pad, y1: y(0), y2: y(0) }),
+    svg("text", { x: pad, y: h - 6 }, n ? `shuffle ${history[0].shuffles}` : ""),
+    svg("text", { x: w - pad, y: h - 6, "text-anchor": "end" }, n ? `shuffle ${history[n - 1].shuffles}` : ""),
+    lines);
+}
+
+function shufflerPanel(name, s) {
+  const per = (v) => (v === null || v === undefined ? "–" : `${v} per 1,000`);
+  return el("section", { class: "shuffler", "data-shuffler": name },
+    el("h3", {}, `Shuffler ${name}`),
+    el("table", { class: "health" }, el("tbody", {},
+      el("tr", {}, el("th", {}, "Shuffles"), el("td", {}, String(s.shuffles)),
+        el("th", {}, "Unsuccessful"), el("td", {}, `${s.unsuccessful} (${per(s.unsuccessful_per_1000)})`)),
+      el("tr", {}, el("th", {}, "Count errors"), el("td", {}, `${s.count_errors} (${per(s.count_errors_per_1000)})`),
+        el("th", {}, "Cards per shuffle"), el("td", {}, s.cards_per_shuffle ?? "–")),
+      el("tr", {}, el("th", {}, "Firmware changes"), el("td", { colspan: 3 },
+        s.firmware.length ? s.firmware.map((f) => `${(f.ts || "").slice(0, 19)} ${f.part || "device"} ${f.previous} → ${f.current}`).join("; ") : "none")))),
+    el("h4", {}, `Integrity: ${s.tested} shuffles tested, ${s.with_input} with the order fed`),
+    s.alerts.length ? el("ul", { class: "alerts" }, s.alerts.map((a) => el("li", { class: "bad" },
+      `${(a.ts || "").slice(0, 19)} ${a.test} over ${a.shuffles} shuffles, p = ${Number(a.p_value).toExponential(2)}: ${a.detail}`)))
+      : el("p", { class: "no-alerts" }, "No integrity alert."),
+    s.history.length ? levelPlot(s.history, s.tests.map((t) => t.test)) : null,
+    s.tests.length ? el("table", { class: "tests" },
+      el("thead", {}, el("tr", {}, ["Test", "Shuffles", "Mean", "Fair", "Level", "Highest"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, s.tests.map((t, k) => el("tr", { class: t.high >= 1 ? "bad" : "" },
+        el("td", {}, el("span", { class: `swatch c${k % 10}`, "aria-hidden": "true" }), ` ${t.test}`), el("td", {}, t.shuffles), el("td", {}, t.mean), el("td", {}, t.expected),
+        el("td", {}, el("meter", { min: 0, max: 1, value: Math.min(t.level, 1) }), ` ${t.level}`),
+        el("td", {}, t.high))))) : null);
+}
+
 async function renderTable(main, name) {
   const response = await fetch(`/api/table/${encodeURIComponent(name)}`);
   if (!response.ok) {
@@ -191,6 +246,11 @@ async function renderTable(main, name) {
     el("h2", {}, "Devices"),
     el("table", { class: "devices" }, el("thead", {}, el("tr", {}, ["Device", "Class", "Link", "Fault", "Identity", "Firmware SHA-256"].map((h) => el("th", {}, h)))),
       el("tbody", {}, devices)),
+    el("p", { class: "pace" }, page.pace.rounds_per_hour !== null
+      ? `Pace: ${page.pace.rounds_per_hour} rounds an hour (${page.pace.rounds} rounds over ${age(page.pace.over_s)})`
+      : "Pace: –"),
+    Object.keys(page.shufflers).length ? el("div", { class: "shufflers" }, el("h2", {}, "Shufflers"),
+      Object.entries(page.shufflers).map(([n, s]) => shufflerPanel(n, s))) : null,
     el("h2", {}, "Rulings"),
     page.rulings.length ? rulingTable(page.rulings, false) : el("p", {}, "No rulings."),
     el("h2", {}, "Last events"),
