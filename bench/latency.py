@@ -52,6 +52,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import statistics
@@ -70,6 +71,8 @@ from tableside.daemon.broker import free_port
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import ArqPolicy, FramedLink, Notice
 from tableside.drivers.shuffler import protocol as p
+from tableside.shuffle.deck import new_deck
+from tableside.shuffle.models import Model, parse_shuffle
 from tableside.simulators.listen import PtyEndpoint
 
 HERE = Path(__file__).resolve().parent
@@ -138,9 +141,11 @@ class Variant:
 
     def __init__(
         self, name: str, argv: Callable[[list[str]], list[str]], topic: str, ready: str,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, shuffle: Model | None = None,
     ) -> None:  # fmt: skip
         self.name, self.argv, self.topic, self.ready, self.env = name, argv, topic, ready, env
+        #: the device recognises cards: after each ShuffleComplete, a ShuffleOrder of this model
+        self.shuffle = shuffle
 
     async def start(self, ptys: list[str]) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -202,12 +207,17 @@ async def run_latency(
             await asyncio.sleep(2.0)  # the process opens the pty and its broker link
             cpu_before = cpu_seconds(proc.pid)
             started = time.monotonic()
+            deck, rng = new_deck(), random.Random(1)
             for i in range(1, total + 1):
                 if i == warmup + 1:
                     cpu_before = cpu_seconds(proc.pid)
                     started = time.monotonic()
                 sent[i] = time.monotonic_ns()
                 await link.send(p.ShuffleComplete(i, 52))
+                if variant.shuffle is not None:  # what a recognising shuffler sends next
+                    made = variant.shuffle.shuffle(deck, rng)
+                    await link.send(p.ShuffleOrder(i, made, deck))
+                    deck = made
                 await asyncio.sleep(interval)
             await asyncio.wait_for(all_in.wait(), 120)
             elapsed = time.monotonic() - started
@@ -383,8 +393,10 @@ def import_time(env: dict[str, str] | None) -> dict[str, float]:
             "imports_rich": float(bool(RICH.search(trace)))}  # fmt: skip
 
 
-def daemon_config(directory: Path, broker: str, devices: int, flooding: bool = False) -> Path:
-    path = directory / f"bench-{devices}.toml"
+def daemon_config(
+    directory: Path, broker: str, devices: int, flooding: bool = False, recognises: bool = False
+) -> Path:
+    path = directory / f"bench-{devices}{'-recognising' if recognises else ''}.toml"
     text = f"""
 [table]
 id = "bench"
@@ -402,6 +414,8 @@ url = "/dev/null"
 heartbeat_timeout_s = 30
 max_frames_per_s = 100000  # the bench measures the daemon, not its flood limit
 """
+        if recognises:
+            text += "recognises_cards = true\n"
     if flooding:
         text += """
 [devices.flooder]
@@ -474,6 +488,10 @@ async def main() -> None:
     mode.add_argument("--throughput", type=float, metavar="S", help="back to back for S s")
     mode.add_argument("--idle", action="store_true", help="cold start, idle RSS, import time")
     parser.add_argument("--devices", type=int, default=1, help="--throughput: devices at once")
+    parser.add_argument("--shuffle", metavar="MODEL",
+                        help="latency: also tableside with card recognition, the device sending "
+                        "a ShuffleOrder of MODEL (fair, shelf:10…) after each ShuffleComplete, "
+                        "the table testing each (docs/shuffle.md)")  # fmt: skip
     args = parser.parse_args()
 
     mosquitto = None
@@ -522,6 +540,18 @@ async def main() -> None:
 
             variants.append(Variant("tableside", tableside, "tableside/bench/device/+/event",
                                     "tableside/bench/status"))  # fmt: skip
+            if args.shuffle:  # the same daemon testing every shuffle (issue 19's cost)
+                recognising = daemon_config(directory, broker, devices, recognises=True)
+
+                def testing(ptys: list[str]) -> list[str]:
+                    argv = tableside(ptys)
+                    argv[argv.index(str(config))] = str(recognising)
+                    return argv
+
+                variants.append(Variant(f"tableside+{args.shuffle}", testing,
+                                        "tableside/bench/device/+/event",
+                                        "tableside/bench/status",
+                                        shuffle=parse_shuffle(args.shuffle)))  # fmt: skip
             if args.before:
                 env = before_tree(args.before, directory / "before")
                 variants.append(Variant(f"tableside@{args.before}", tableside,

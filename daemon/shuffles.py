@@ -22,7 +22,7 @@ from typing import ClassVar
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.shuffler.events import ShuffleOrdered
 from tableside.rules.model import Action, Game, Rule
-from tableside.shuffle.deck import parse_deck
+from tableside.shuffle.deck import codes_of
 from tableside.shuffle.monitor import Alert, ShuffleMonitor, TestStatus
 
 __all__ = ["INTEGRITY_ALERT", "ShuffleAlert", "ShuffleIntegrity", "ShuffleStatistics"]
@@ -128,10 +128,9 @@ class ShuffleIntegrity:
         counted as skipped."""
         monitor = self.monitors.setdefault(order.device, ShuffleMonitor())
         alert: Alert | None = None
-        try:
-            made = parse_deck(order.output_cards)
-            fed = parse_deck(order.input_cards) if order.input_cards else None
-        except ValueError:
+        made = codes_of(order.output_cards)
+        fed = codes_of(order.input_cards) if order.input_cards else None
+        if made is None or (order.input_cards and fed is None):
             monitor.skipped += 1
         else:
             alert = monitor.observe(fed, made)

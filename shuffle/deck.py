@@ -6,7 +6,15 @@ from collections.abc import Sequence
 
 from tableside.drivers.cards import card_code, card_name
 
-__all__ = ["CardSpellingError", "is_red", "new_deck", "parse_card", "parse_deck", "spell"]
+__all__ = [
+    "CardSpellingError",
+    "codes_of",
+    "is_red",
+    "new_deck",
+    "parse_card",
+    "parse_deck",
+    "spell",
+]
 
 _BY_NAME = {card_name(card_code(r, s)): card_code(r, s) for s in range(4) for r in range(1, 14)}
 
@@ -42,6 +50,16 @@ def parse_deck(names: Sequence[object]) -> tuple[int, ...]:
             raise CardSpellingError(f"card {i} ({card_name(code)}) appears twice")
         seen.add(code)
     return tuple(cards)
+
+
+def codes_of(names: Sequence[str]) -> tuple[int, ...] | None:
+    """Card names as the table spells them (``AS``, ``10H``: ``drivers/cards.py``, exactly) as
+    codes; None when one is not such a name or a card comes twice (the table's fast path: its
+    own events' names, not a person's; ``parse_deck`` reads a person's)."""
+    codes = tuple(_BY_NAME.get(name, -1) for name in names)
+    if -1 in codes or len(set(codes)) != len(codes):
+        return None
+    return codes
 
 
 def spell(deck: Sequence[int]) -> list[str]:
