@@ -96,15 +96,19 @@ def _devices(
     game: Game, rounds: int | None, interval: float, faults: tuple[str, ...], with_faults: bool
 ) -> tuple[list[_Device], Any, CardReaderSimulator | None]:
     decks = 6 if game is Game.SPANISH_21 else None
+    # one deck: the shuffler recognises its cards and shuffles fairly, and the table tests
+    # every shuffle (docs/shuffle.md); six decks of 48 are no deck the tests know
+    recognises = decks is None
     shuffler = build_simulator(
         "shuffler",
         {"interval": interval, "cards": 48 * decks if decks else 52, "max_cycles": rounds,
-         "heartbeat": 0.5},
+         "heartbeat": 0.5, **({"shuffle": "fair"} if recognises else {})},
         faults,
         silent_disconnect=True,  # a pty cannot be unplugged: it goes quiet instead
     )  # fmt: skip
-    devices = [_Device("shuffler", {"driver": "tableside.shuffler", "heartbeat_timeout_s": 1.0},
-                       shuffler.serve)]  # fmt: skip
+    options = {"recognises_cards": True} if recognises else {}
+    devices = [_Device("shuffler", {"driver": "tableside.shuffler", "heartbeat_timeout_s": 1.0,
+                                    **options}, shuffler.serve)]  # fmt: skip
     reader: CardReaderSimulator | None = None
     wanted = DEVICES_BY_GAME[game]
     if "shoe" in wanted:

@@ -97,6 +97,14 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         )
         line = f"{head} {msg.get('device')!s:<10} state {msg.get('connection')}{who} {extra}{flags}"
         return line.rstrip()
+    if kind == "event" and msg.get("event") == "shuffle_statistics":
+        data = msg.get("data", {})
+        tests = [t for t in data.get("tests", []) if isinstance(t, dict)]
+        top = max(tests, key=lambda t: t.get("level", 0), default={})
+        highest = f"highest level {top.get('level', 0)} ({top.get('test', '-')})"
+        return (f"{head} {msg.get('device')!s:<10} shuffle_statistics: {data.get('shuffles')} "
+                f"tested ({data.get('with_input')} with the order fed), {data.get('alerts')} "
+                f"alerts; {highest}")  # fmt: skip
     if kind == "event":
         data = msg.get("data", {})
         detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
