@@ -30,6 +30,7 @@ from tableside.daemon.broker import (
 )
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
+from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers import usb as usb_transport
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
@@ -228,8 +229,10 @@ async def run_demo(
                 last_outcome.set()  # the last shuffle is cut off: it has no outcome to wait for
 
             def seen(topic: str, msg: dict[str, Any]) -> None:
+                where = parse_topic(config.broker.topic_prefix, topic)
                 if (
-                    topic.endswith("/shuffler/event")
+                    where is not None
+                    and (where.kind, where.name) == (TopicKind.DEVICE_EVENT, "shuffler")
                     and msg.get("event") in ("shuffle_complete", "fault")
                     and msg["data"].get("shuffle_id") == rounds
                 ):

@@ -26,6 +26,7 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers.backoff import Backoff
 
 __all__ = ["SESSION_EXPIRY_S", "Monitor", "default_client_id", "format_message"]
@@ -43,16 +44,17 @@ def _clock(ts: str) -> str:
     return ts[11:23] if len(ts) >= 23 else ts
 
 
-def format_message(topic: str, msg: dict[str, Any]) -> str:
+def format_message(topic: str, msg: dict[str, Any], prefix: str = "tableside") -> str:
     """One readable line for one tableside payload."""
     seq = f"#{msg.get('seq', '?'):>6}"
     head = f"{_clock(str(msg.get('ts', '')))} {seq}"
     flags = " (republished)" if msg.get("republished") else ""
-    kind = topic.rsplit("/", 1)[-1]
-    if kind == "status":
+    where = parse_topic(prefix, topic)
+    kind = where.kind if where is not None else None
+    if kind is TopicKind.STATUS:
         will = " (last will)" if msg.get("will") else ""
         return f"{head} TABLE {msg.get('table')} is {msg.get('status')}{will}{flags}"
-    if kind == "table":
+    if kind is TopicKind.TABLE:
         parts = [
             f"round {msg.get('round')}",
             f"rounds since stub count {msg.get('rounds_since_stub_count')}",
@@ -63,7 +65,7 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
             parts.append(f"meter ${msg['meter_cents'] / 100:,.2f}")
         return (f"{head} TABLE   {msg.get('phase')}: {', '.join(parts)} "
                 f"(after {msg.get('cause')}){flags}")  # fmt: skip
-    if kind == "ruling":
+    if kind is TopicKind.RULING:
         actions = ", ".join(msg.get("actions", []))
         event = msg.get("event", {})
         return (
@@ -77,7 +79,7 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
             f"{'':>20}{msg.get('summary')} (from {event.get('device')} "
             f"{event.get('event')} #{event.get('seq')})"
         )
-    if kind == "ruling_state":
+    if kind is TopicKind.RULING_STATE:
         state = str(msg.get("state"))
         by = f" by {msg['by']}" if msg.get("by") else ""
         done = f": {msg['action']}" if msg.get("action") else ""
@@ -85,7 +87,7 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         halt = "; dealing halted" if msg.get("halts") else ""
         return (f"{head} RULING  #{msg.get('ruling')} {state.upper()}{by}{done}{note} "
                 f"({msg.get('clause')}, {msg.get('open_s')} s after it{halt})")  # fmt: skip
-    if kind == "state":
+    if kind is TopicKind.DEVICE_STATE:
         ident = msg.get("identity") or {}
         who = (
             f" {ident.get('model')} s/n {ident.get('serial')} fw {ident.get('firmware_version')}"
@@ -97,7 +99,7 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         )
         line = f"{head} {msg.get('device')!s:<10} state {msg.get('connection')}{who} {extra}{flags}"
         return line.rstrip()
-    if kind == "event" and msg.get("event") == "shuffle_statistics":
+    if kind is TopicKind.DEVICE_EVENT and msg.get("event") == "shuffle_statistics":
         data = msg.get("data", {})
         tests = [t for t in data.get("tests", []) if isinstance(t, dict)]
         top = max(tests, key=lambda t: t.get("level", 0), default={})
@@ -105,17 +107,17 @@ def format_message(topic: str, msg: dict[str, Any]) -> str:
         return (f"{head} {msg.get('device')!s:<10} shuffle_statistics: {data.get('shuffles')} "
                 f"tested ({data.get('with_input')} with the order fed), {data.get('alerts')} "
                 f"alerts; {highest}")  # fmt: skip
-    if kind == "event":
+    if kind is TopicKind.DEVICE_EVENT:
         data = msg.get("data", {})
         detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
         return f"{head} {msg.get('device')!s:<10} {msg.get('event')}: {detail}"
-    if kind == "checkpoint":
+    if kind is TopicKind.CHECKPOINT:
         return (f"{head} TABLE   checkpoint: signed up to #{msg.get('upto_seq')} "
                 f"(head {str(msg.get('head'))[:16]}…)")  # fmt: skip
-    if kind == "replay":
+    if kind is TopicKind.REPLAY:
         return (f"#{msg.get('seq', '?'):>6} REPLAY  {msg.get('topic')} "
                 f"(sent again from the journal for the auditor)")  # fmt: skip
-    if kind == "command_result":
+    if kind is TopicKind.COMMAND_RESULT:
         outcome = "ok" if msg.get("ok") else f"refused: {msg.get('error')}"
         who = f"{msg.get('device') or '?':<10} {msg.get('role')}"
         return f"{head} {who} command {msg.get('command')} {outcome}"
@@ -214,7 +216,8 @@ class Monitor:
                 await asyncio.sleep(backoff.next())
 
     def _handle(self, topic: str, payload: Any, retained: bool) -> None:
-        if "/command/" in topic:
+        where = parse_topic(self.prefix, topic)
+        if where is not None and where.kind is TopicKind.COMMAND:
             return  # requests, not the table's own messages
         try:
             msg = json.loads(payload)
@@ -226,6 +229,6 @@ class Monitor:
         note = self._check_seq(msg, retained)
         if note:
             self._print(note)
-        self._print(format_message(topic, msg))
+        self._print(format_message(topic, msg, self.prefix))
         if self.on_message is not None:
             self.on_message(topic, msg)

@@ -40,6 +40,7 @@ __all__ = [
     "model_of",
     "parse_payload",
     "parse_topic",
+    "split_topic",
     "utc_ms",
 ]
 
@@ -373,6 +374,21 @@ def parse_topic(prefix: str, topic: str) -> Topic | None:
         return Topic(table, TopicKind.COMMAND, tail)
     elif first == "response" and tail:
         return Topic(table, TopicKind.RESPONSE, tail)
+    return None
+
+
+def split_topic(table: str, topic: str) -> tuple[str, Topic] | None:
+    """A topic of ``table`` as its prefix and ``Topic``, for a reader that knows the table but
+    not the prefix (a stored record; a prefix may have levels of its own); None when no split
+    of it names ``table`` as ``parse_topic`` reads topics."""
+    levels = topic.split("/")
+    for depth in (1, 2, 3):  # status … checkpoint; command/<role>; device/<device>/<what>
+        at = len(levels) - depth - 1
+        if at >= 1 and levels[at] == table:
+            prefix = "/".join(levels[:at])
+            where = parse_topic(prefix, topic)
+            if where is not None and where.table == table:
+                return prefix, where
     return None
 
 

@@ -36,7 +36,14 @@ from pydantic_core import to_json
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, Record
-from tableside.daemon.payloads import PLAIN, Envelope, StatusPayload, utc_ms
+from tableside.daemon.payloads import (
+    PLAIN,
+    Envelope,
+    StatusPayload,
+    TopicKind,
+    parse_topic,
+    utc_ms,
+)
 from tableside.daemon.proof import Chain, marked
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.tasks import first_to_end
@@ -146,6 +153,7 @@ class Topics:
     """Every topic of one table, under the configured prefix (docs/mqtt.md)."""
 
     def __init__(self, prefix: str, table: str) -> None:
+        self.prefix, self.table = prefix, table
         self.base = f"{prefix}/{table}"
         self.status = f"{self.base}/status"
         self.ruling = f"{self.base}/ruling"
@@ -164,8 +172,12 @@ class Topics:
         return f"{self.base}/device/{device}/event"
 
     def role_of_command(self, topic: str) -> str:
-        """The role a request came as: the last level of ``<base>/command/<role>``."""
-        return topic.removeprefix(f"{self.base}/command/")
+        """The role a request came as: the last level of ``<base>/command/<role>`` (daemon/
+        payloads.py ``parse_topic``); "" for a topic that is not this table's request."""
+        where = parse_topic(self.prefix, topic)
+        if where is None or where.table != self.table or where.kind is not TopicKind.COMMAND:
+            return ""
+        return where.name or ""
 
 
 class Publisher:

@@ -378,6 +378,7 @@ def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 async def _verify(store: Store, args: argparse.Namespace) -> int:
+    from tableside.daemon.payloads import split_topic
     from tableside.floor.store import FAILED, Progress
     from tableside.floor.verify import against_export, recheck, walk
 
@@ -387,7 +388,8 @@ async def _verify(store: Store, args: argparse.Namespace) -> int:
         return 1
     keys = {t: proof.trusted_key(k) for t, k in (await store.keys()).items()}
     stored = await store.records(args.table, limit=2**62)
-    prefix = stored[0].topic.split("/", 1)[0] if stored else "tableside"
+    split = split_topic(args.table, stored[0].topic) if stored else None
+    prefix = split[0] if split is not None else "tableside"
     checked = list(recheck(prefix, stored, keys))
     findings = [f"seq {m.seq}: {m.reason or m.verdict}" for m in checked if m.verdict in FAILED]
     progress, walked = walk(Progress(), checked, state.pruned_before or 0, across_gaps=True)

@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from tableside.daemon import proof
+from tableside.daemon.payloads import TopicKind
 from tableside.floor.store import Message
 
 __all__ = ["MAX_AHEAD", "Head", "SeqOrder", "live"]
@@ -114,7 +115,7 @@ class SeqOrder:
     def _links(m: Message, seq: int, head: Head | None) -> bool:
         if m.verdict not in ("ok", "malformed") or m.hash is None:  # its chain entry holds
             return False
-        if m.topic.endswith("/checkpoint"):  # signed with the enrolled key (judge.py)
+        if m.what is TopicKind.CHECKPOINT:  # signed with the enrolled key (judge.py)
             return head is None or seq > head.seq
         if head is None:
             return seq == 0 and m.prev == proof.GENESIS

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from tableside.daemon.payloads import TopicKind, split_topic
+
 __all__ = [
     "ADDED_COLUMNS",
     "FAILED",
@@ -112,6 +114,13 @@ class Message:
     ahead: int | None = None
     #: the store's row id (None until stored)
     id: int | None = None
+
+    @property
+    def what(self) -> TopicKind | None:
+        """What its topic carries (daemon/payloads.py's one topic parser); None for a topic
+        that is no table's."""
+        where = split_topic(self.table, self.topic)
+        return where[1].kind if where is not None else None
 
 
 @dataclass(frozen=True, slots=True)

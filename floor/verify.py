@@ -18,7 +18,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
-from tableside.daemon.payloads import parse_topic
+from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.floor.judge import _proof
 from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict
 
@@ -97,7 +97,7 @@ def walk(
         ):
             linked.append(r)
         signed = p.signed_upto
-        if r.topic.endswith("/checkpoint") and r.verdict == "ok":
+        if r.what is TopicKind.CHECKPOINT and r.verdict == "ok":
             head = _checkpoint_head(r)
             if head is None or head[0] != r.seq - 1:
                 found.append(Finding(r.seq, "a checkpoint that does not name the record before "

@@ -147,6 +147,27 @@ def test_one_topic_parser_names_every_topic_the_table_uses() -> None:
         assert parse_topic("tableside", other) is None, other
 
 
+@pytest.mark.parametrize("prefix", ["tableside", "casino/east/tableside"])
+def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix: str) -> None:
+    """``split_topic`` (the floor's stored records: ``Message.what``, ``floor verify``'s
+    prefix) and ``Topics.role_of_command``: every topic of the table, under a prefix of one
+    level or of three (the floor's verify read ``casino`` as the prefix of every record)."""
+    from tableside.daemon.payloads import TopicKind, parse_topic, split_topic
+    from tableside.daemon.publisher import Topics
+
+    t = Topics(prefix, "cs-01")
+    topics = [t.status, t.ruling, t.ruling_state, t.table_state, t.command_result,
+              t.checkpoint, t.replay, t.device_state("cs-01"), t.device_event("shoe"),
+              f"{t.base}/command/dealer"]  # fmt: skip
+    for topic in topics:
+        assert split_topic("cs-01", topic) == (prefix, parse_topic(prefix, topic)), topic
+    assert split_topic("cs-02", t.status) is None
+    assert t.role_of_command(f"{t.base}/command/dealer") == "dealer"
+    assert t.role_of_command(f"{prefix}/cs-02/command/dealer") == ""  # another table's
+    assert t.role_of_command(t.status) == ""
+    assert parse_topic(prefix, t.checkpoint).kind is TopicKind.CHECKPOINT  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("bad", [b"NaN", b"Infinity", b"-Infinity"])
 def test_a_payload_with_nan_or_infinity_anywhere_is_refused(bad: bytes) -> None:
     from tableside.daemon.payloads import DeviceEventPayload, StatusPayload, parse_payload
