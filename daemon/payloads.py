@@ -193,7 +193,7 @@ class RulingPayload(Envelope):
 
 
 #: the lifecycle changes a ruling_state message carries (open is the ruling message itself)
-Lifecycle = Literal["escalated", "acknowledged", "resolved", "lapsed"]
+Lifecycle = Literal["open", "escalated", "acknowledged", "resolved", "lapsed"]
 
 
 class RulingStatePayload(Envelope):
@@ -205,7 +205,9 @@ class RulingStatePayload(Envelope):
     clause: str
     actions: list[Action] = Field(description="what the ruling requires")
     state: Lifecycle = Field(
-        description="escalated: nobody acknowledged it within [rulings] escalate_after_s; "
+        description="open: still open, its halt ended (the clause's own condition was met, "
+        "e.g. 551.2(e)'s inspection; halts is false); "
+        "escalated: nobody acknowledged it within [rulings] escalate_after_s; "
         "acknowledged: a floorperson has seen it; resolved: done; lapsed: left unresolved "
         f"while {MAX_UNRESOLVED} newer ones came, no longer tracked (never one that halts "
         "dealing)"

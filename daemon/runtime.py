@@ -395,13 +395,16 @@ class TableRuntime:
         if before.rulings == self.state.rulings:
             return
         self.on_rulings_moved()
-        was = {r.id: r.state for r in before.rulings}
+        was = {r.id: (r.state, r.halts) for r in before.rulings}
         for r in self.state.rulings:
-            if r.id not in was or was[r.id] is r.state:
+            if r.id not in was or was[r.id] == (r.state, r.halts):
                 continue
-            at = {"escalated": r.escalated_at, "acknowledged": r.acknowledged_at}.get(
-                r.state.value, r.resolved_at
-            )
+            if was[r.id][0] is r.state:  # only its halt ended (the clause's own condition)
+                at = r.halt_ended_at
+            else:
+                at = {"escalated": r.escalated_at, "acknowledged": r.acknowledged_at}.get(
+                    r.state.value, r.resolved_at
+                )
             by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
             log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
             fields = {

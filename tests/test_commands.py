@@ -165,6 +165,12 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         )
         (open_,) = [r for r in state.payload["state"]["rulings"] if r["id"] == ruling]
         assert open_["state"] == "open" and open_["halt_ended_at"] is not None
+        # and its ruling_state says so: still open, no longer halting (the floor's tile clears)
+        (ended,) = await table.subscriber.wait_for(
+            lambda m: m.kind == "ruling_state" and m.payload["ruling"] == ruling
+        )
+        assert ended.payload["state"] == "open" and ended.payload["halts"] is False
+        assert ended.payload["by"] is None and ended.payload["open_s"] >= 0
         assert (await ask("dealer", "start_round", "s5"))["ok"], "the inspection ends the halt"
         assert (await ask("floorperson", "acknowledge_ruling", "a", ruling=ruling, by="fl"))["ok"]
         resolved = await ask("floorperson", "resolve_ruling", "rr", ruling=ruling,
