@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 
@@ -26,7 +26,6 @@ from tableside.daemon.payloads import (
     DeviceEventPayload,
     DeviceIdentity,
     DeviceStatePayload,
-    Lifecycle,
     RulingPayload,
     RulingStatePayload,
     SourceEvent,
@@ -412,7 +411,7 @@ class TableRuntime:
                 "rule_id": r.rule_id,
                 "clause": r.clause,
                 "actions": list(r.actions),
-                "state": cast(Lifecycle, r.state.value),
+                "state": r.state.value,
                 "halts": r.halts,
                 "open_s": round((at if at is not None else now) - r.opened_at, 3),
                 "by": by if r.state.value in ("acknowledged", "resolved") else None,

@@ -101,6 +101,7 @@ def judge(
             hash=entry.hash if entry else None,
             chain_ts=entry.ts if entry else None,
             ts=_text(body.ts) if body is not None else None,
+            what=where.kind,
         )  # fmt: skip
 
     if where.kind is TopicKind.RESPONSE:  # a copy of a command_result record, for its requester
@@ -221,5 +222,5 @@ def _replayed(
     return Message(
         table, replay.topic, "record", replay.seq, original, replay.retain, arrival, verdict,
         reason, replayed=True, prev=chain.prev, hash=chain.hash, chain_ts=chain.ts,
-        ts=_text(body.ts) if body is not None else None,
+        ts=_text(body.ts) if body is not None else None, what=target.kind,
     )  # fmt: skip

@@ -38,7 +38,7 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload, parse_topic
+from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
 from tableside.drivers.backoff import Backoff
 from tableside.floor import mqtt
 from tableside.floor.judge import judge
@@ -357,8 +357,7 @@ class Floor:
         than asked. Believed only from the table asked, to a request id this floor sent (a
         random part each: not one another client can guess), and only as far as the answer's
         own seq (the journal holds the answer itself)."""
-        where = parse_topic(self.prefix, m.topic)
-        if where is None or where.kind is not TopicKind.COMMAND_RESULT:
+        if m.what is not TopicKind.COMMAND_RESULT:
             return
         try:
             answer = parse_payload(CommandResult, proof.unmarked(m.payload))

@@ -114,13 +114,9 @@ class Message:
     ahead: int | None = None
     #: the store's row id (None until stored)
     id: int | None = None
-
-    @property
-    def what(self) -> TopicKind | None:
-        """What its topic carries (daemon/payloads.py's one topic parser); None for a topic
-        that is no table's."""
-        where = split_topic(self.table, self.topic)
-        return where[1].kind if where is not None else None
+    #: what its topic carries, as the judge parsed it (daemon/payloads.py's one topic parser;
+    #: read back from the store, parsed again from the stored topic); None: no table's topic
+    what: TopicKind | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +223,13 @@ def _message(row: Sequence[Any]) -> Message:
         republished=bool(republished), redelivered=bool(redelivered), will=bool(will),
         replayed=bool(replayed), prev=bytes(prev) if prev is not None else None,
         hash=bytes(digest) if digest is not None else None, chain_ts=chain_ts, ts=ts,
-        flagged=flagged, id=id_,
+        flagged=flagged, id=id_, what=_what(table, topic),
     )  # fmt: skip
+
+
+def _what(table: str, topic: str) -> TopicKind | None:
+    where = split_topic(table, topic)
+    return where[1].kind if where is not None else None
 
 
 def _same(stored: tuple[Any, Any], m: Message) -> bool:

@@ -37,7 +37,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload, parse_topic
+from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
 from tableside.daemon.proof import unmarked
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
@@ -263,8 +263,7 @@ class WebApp:
 
     def _answer(self, m: Message) -> None:
         """A table's answer to a waiting request (the commander's)."""
-        where = parse_topic(self.view.prefix, m.topic)
-        if where is None or where.kind is not TopicKind.COMMAND_RESULT:
+        if m.what is not TopicKind.COMMAND_RESULT:
             return
         with contextlib.suppress(ValueError):
             self.commander.result(m.table, parse_payload(CommandResult, unmarked(m.payload)))
