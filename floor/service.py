@@ -269,7 +269,8 @@ class Floor:
         self._count(batch, written)
         stored = set(written.stored)
         for m in batch:  # a record of the table's chain, stored as it: not one held apart
-            if m.kind == "record" and m.verdict == "ok" and (m.table, m.seq) in stored:
+            if (m.what is TopicKind.COMMAND_RESULT and m.kind == "record" and m.verdict == "ok"
+                    and (m.table, m.seq) in stored):  # fmt: skip
                 await self._answered(m)
         fresh: dict[str, list[Message]] = {}
         for m in batch:  # the records this batch stored: the walk need not read them back
@@ -357,8 +358,6 @@ class Floor:
         than asked. Believed only from the table asked, to a request id this floor sent (a
         random part each: not one another client can guess), and only as far as the answer's
         own seq (the journal holds the answer itself)."""
-        if m.what is not TopicKind.COMMAND_RESULT:
-            return
         try:
             answer = parse_payload(CommandResult, proof.unmarked(m.payload))
         except ValueError:
