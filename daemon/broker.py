@@ -6,6 +6,7 @@ reachable from the network)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import socket
@@ -14,6 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiomqtt
@@ -22,6 +24,7 @@ __all__ = [
     "NoEmbeddedBroker",
     "broker_answers",
     "embedded_broker",
+    "forget_retained",
     "free_port",
     "mosquitto_broker",
     "mosquitto_program",
@@ -50,6 +53,24 @@ async def broker_answers(url: str, within: float = 1.5) -> bool:
                 return True
     except (aiomqtt.MqttError, TimeoutError, OSError):
         return False
+
+
+async def forget_retained(url: str, topics: str, within: float = 0.5, **client: Any) -> int:
+    """Clear what the broker retains under ``topics`` (a filter): each retained message it
+    sends on subscribing is replaced by an empty retained one. How many were cleared."""
+    parts = urlsplit(url)
+    stale: list[str] = []
+    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883,
+                              **client) as mqtt:  # fmt: skip
+        await mqtt.subscribe(topics, qos=1)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):  # retained messages follow the SUBACK at once
+                async for message in mqtt.messages:
+                    if message.retain and message.payload:
+                        stale.append(str(message.topic))
+        for topic in stale:
+            await mqtt.publish(topic, b"", qos=1, retain=True)
+    return len(stale)
 
 
 @asynccontextmanager

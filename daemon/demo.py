@@ -25,6 +25,7 @@ from tableside.daemon.broker import (
     NoEmbeddedBroker,
     broker_answers,
     embedded_broker,
+    forget_retained,
     mosquitto_broker,
     mosquitto_program,
 )
@@ -251,6 +252,16 @@ async def run_demo(
                 resume=False,
                 journal_hint=str(state_dir / table_id / "journal.sqlite"),
             )
+            # the demo's journal is new: what the broker retained for its table id from an
+            # earlier demo is another journal's (its seqs would meet this one's on the floor)
+            cleared = await forget_retained(
+                broker_url,
+                f"{config.broker.topic_prefix}/{table_id}/#",
+                **config.broker.client_kwargs(),
+            )
+            if cleared:
+                print(f"-- broker: cleared {cleared} retained messages an earlier demo left for "
+                      f"{table_id}", file=out)  # fmt: skip
             watcher = tg.create_task(monitor.run(), name="demo.monitor")
             daemon = TableDaemon(config)
             if beside is not None:

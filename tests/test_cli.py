@@ -186,6 +186,22 @@ def test_demo_uses_a_broker_that_answers(mosquitto: Mosquitto) -> None:
     assert "card_reader hole_card_checked" in result.stdout
 
 
+def test_a_second_demo_on_the_same_broker_starts_clean(mosquitto: Mosquitto) -> None:
+    """The demo's journal is new each run: what the broker retained for its table from the
+    run before is cleared, so the floor beside it never meets the old run's seqs (it asked the
+    new table for records up to the old run's highest seq: "beyond the table's newest")."""
+    command = [*CMD, "demo", "--game", "four_card_poker", "--rounds", "3", "--interval", "0.3",
+               "--broker", mosquitto.url]  # fmt: skip
+    runs = [subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=120)
+            for _ in range(2)]  # fmt: skip
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert "retained messages an earlier demo left" not in runs[0].stdout
+    assert "-- broker: cleared " in runs[1].stdout
+    assert "retained messages an earlier demo left for demo-four-card-poker" in runs[1].stdout
+    assert "beyond the table's newest record" not in runs[1].stderr + runs[1].stdout
+
+
 def test_bad_fault_is_refused_clearly(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "shuffler", "--pty", "--fault", "explode@2"]) == 2
     assert "unknown fault 'explode'" in capsys.readouterr().err
