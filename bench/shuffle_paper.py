@@ -25,12 +25,14 @@ from shuffle_results import RESULTS, provenance, write
 
 from tableside.shuffle import Shelf
 from tableside.shuffle.deck import is_red, new_deck
-from tableside.shuffle.laws import colour_changes_law, guess_law, riffle_tv
+from tableside.shuffle.laws import colour_changes_law, guess_law, riffle_tv, shelf_tv
 from tableside.shuffle.stats import colour_changes, guess_score, positions
 
 PAPER_GUESS = {1: (39, 3.2), 2: (27, 5.6), 4: (17.6, 6.0), 10: (9.3, 4.7), 20: (6.2, 3.8),
                64: (4.7, 3.1)}  # fmt: skip
 PAPER_TV = [1.000, 1.000, 1.000, 1.000, 0.924, 0.614, 0.334, 0.167, 0.085, 0.043]
+#: Diaconis, Fulman and Holmes 2013, Table 1: total variation after one pass of m shelves
+PAPER_SHELF_TV = {10: 1.000, 20: 0.720, 30: 0.391, 50: 0.159, 100: 0.041, 200: 0.010}
 
 
 def guessing(decks: int, rng: random.Random) -> dict[str, object]:
@@ -88,6 +90,10 @@ def main() -> int:
         "riffle_tv": [
             {"k": k, "tv": round(riffle_tv(52, k), 4), "paper": PAPER_TV[k - 1]}
             for k in range(1, 11)
+        ],
+        "shelf_tv": [
+            {"shelves": m, "tv": round(shelf_tv(52, m), 4), "paper": paper}
+            for m, paper in PAPER_SHELF_TV.items()
         ],
         "guessing": guessing(args.decks, rng),
         "colour_changes": colours(args.decks, rng),

@@ -21,6 +21,8 @@ __all__ = [
     "normal_sf",
     "riffle_rising_law",
     "riffle_tv",
+    "shelf_tv",
+    "shelf_ways",
     "rising_law",
     "successions_law",
     "valleys_law",
@@ -129,8 +131,8 @@ def riffle_tv(n: int, k: int) -> float:
 
 
 @cache
-def valleys_law(n: int) -> Law:
-    """Interior valleys (= interior peaks, by complement) of a uniform permutation of n:
+def _valley_counts(n: int) -> tuple[int, ...]:
+    """How many permutations of n have v interior valleys (= interior peaks, by complement):
     inserting the largest card into a permutation with v peaks makes v peaks in 2v + 2 places
     and v + 1 in the n - 2v others."""
     row = [1]  # n = 1
@@ -141,7 +143,55 @@ def valleys_law(n: int) -> Law:
             if m - 2 - 2 * v > 0:
                 nxt[v + 1] += (m - 2 - 2 * v) * count
         row = nxt
-    return Law.from_counts(row)
+    return tuple(row)
+
+
+@cache
+def valleys_law(n: int) -> Law:
+    """Interior valleys of a uniform permutation of n (``_valley_counts``)."""
+    return Law.from_counts(_valley_counts(n))
+
+
+def shelf_ways(order: Sequence[int], m: int) -> int:
+    """How many of the (2m)^n equally likely choices of one m-shelf pass (a shelf and a side
+    per card: shuffle/models.py ``Shelf``) over the deck 0, 1, …, n - 1 make ``order`` (the
+    input positions read down the output). Each shelf comes out rising then falling in input
+    positions (it is dealt from the bottom, each card above or below the shelf's), and its
+    first card's side changes nothing: the ways to cut ``order`` into m such runs, empty ones
+    allowed, each non-empty one counted twice."""
+    n = len(order)
+    ends: list[int] = []  # ends[t]: the longest run from t that rises then falls ends here
+    for t in range(n):
+        e, falling = t + 1, False
+        while e < n:
+            if order[e] < order[e - 1]:
+                falling = True
+            elif falling:
+                break
+            e += 1
+        ends.append(e)
+    ways = [1] + [0] * n  # cuts of order[:i] into the shelves so far
+    for _ in range(m):
+        nxt = list(ways)  # this shelf empty
+        for t in range(n):
+            if ways[t]:
+                for i in range(t + 1, ends[t] + 1):
+                    nxt[i] += 2 * ways[t]
+        ways = nxt
+    return ways[n]
+
+
+def shelf_tv(n: int, m: int) -> float:
+    """Total variation from uniform after one m-shelf pass of n cards, exactly: an order's
+    chance depends on its valleys alone (Diaconis, Fulman and Holmes 2013, Thm 3.1), so one
+    order per valley count, weighted by how many orders have it (rational arithmetic)."""
+    total, fact = (2 * m) ** n, math.factorial(n)
+    dist = Fraction(0)
+    for v, orders in enumerate(_valley_counts(n)):
+        # v valleys: 1 0 3 2 … (2v - 1) (2v - 2) then 2v, 2v + 1, … rising
+        order = [i ^ 1 for i in range(2 * v)] + list(range(2 * v, n))
+        dist += orders * abs(Fraction(shelf_ways(order, m), total) - Fraction(1, fact))
+    return float(dist / 2)
 
 
 @cache

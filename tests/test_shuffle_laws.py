@@ -100,3 +100,29 @@ def test_the_tails() -> None:
     law = laws.guess_law(6)
     twice = law.convolve(law)
     assert laws.sum_tail(law, 5, 2, True) == pytest.approx(twice.sf(5))
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 1), (5, 2), (5, 3), (6, 2)])
+def test_the_ways_to_make_an_order_in_one_shelf_pass_are_the_machines(n: int, m: int) -> None:
+    """``shelf_ways`` against every choice the machine can make (tests/test_shuffle_models.py
+    ``shelf_law``), for every order; and ``shelf_tv`` against the total variation that law
+    gives."""
+    from tableside.shuffle.laws import shelf_tv, shelf_ways
+    from tableside.shuffle.models import Shelf
+    from tests.test_shuffle_models import shelf_law
+
+    law = shelf_law(Shelf(m), n)
+    total = (2 * m) ** n
+    for order in itertools.permutations(range(n)):
+        assert Fraction(shelf_ways(order, m), total) == law.get(order, Fraction(0)), order
+    tv = sum(abs(law.get(o, Fraction(0)) - Fraction(1, math.factorial(n)))
+             for o in itertools.permutations(range(n))) / 2  # fmt: skip
+    assert shelf_tv(n, m) == float(tv)
+
+
+def test_one_shelf_pass_of_52_cards_is_table_1_of_the_paper() -> None:
+    """Diaconis, Fulman and Holmes 2013, Table 1 (../shared/SHUFFLING.md)."""
+    from tableside.shuffle.laws import shelf_tv
+
+    paper = {10: 1.000, 20: 0.720, 30: 0.391, 50: 0.159, 100: 0.041, 200: 0.010}
+    assert {m: round(shelf_tv(52, m), 3) for m in paper} == paper
