@@ -26,7 +26,7 @@ from shuffle_results import RESULTS, provenance, write
 from tableside.shuffle import Shelf
 from tableside.shuffle.deck import is_red, new_deck
 from tableside.shuffle.laws import colour_changes_law, guess_law, riffle_tv, shelf_tv
-from tableside.shuffle.stats import colour_changes, guess_score, positions
+from tableside.shuffle.stats import ShelfGuesser, colour_changes, guess_score, positions
 
 PAPER_GUESS = {1: (39, 3.2), 2: (27, 5.6), 4: (17.6, 6.0), 10: (9.3, 4.7), 20: (6.2, 3.8),
                64: (4.7, 3.1)}  # fmt: skip
@@ -40,10 +40,15 @@ def guessing(decks: int, rng: random.Random) -> dict[str, object]:
     law = guess_law(52)
     rows: dict[str, object] = {"uniform (exact)": {"mean": law.mean, "variance": law.variance}}
     for m, (mean, var) in PAPER_GUESS.items():
-        scores = [guess_score(positions(deck, Shelf(m).shuffle(deck, rng))) for _ in range(decks)]
+        best = ShelfGuesser(52, m)
+        sigmas = [positions(deck, Shelf(m).shuffle(deck, rng)) for _ in range(decks)]
+        scores = [guess_score(sigma) for sigma in sigmas]
+        optimal = [best.score(sigma) for sigma in sigmas]
         rows[f"one pass, {m} shelves"] = {
             "mean": statistics.fmean(scores), "variance": statistics.variance(scores),
             "se_of_mean": statistics.stdev(scores) / math.sqrt(decks), "decks": decks,
+            "best_mean": statistics.fmean(optimal), "best_variance": statistics.variance(optimal),
+            "best_se_of_mean": statistics.stdev(optimal) / math.sqrt(decks),
             "paper_mean": mean, "paper_variance": var,
         }  # fmt: skip
     twice = [guess_score(positions(deck, Shelf(10, 2).shuffle(deck, rng)))

@@ -21,9 +21,9 @@ __all__ = [
     "normal_sf",
     "riffle_rising_law",
     "riffle_tv",
+    "rising_law",
     "shelf_tv",
     "shelf_ways",
-    "rising_law",
     "successions_law",
     "valleys_law",
 ]

@@ -126,3 +126,23 @@ def test_one_shelf_pass_of_52_cards_is_table_1_of_the_paper() -> None:
 
     paper = {10: 1.000, 20: 0.720, 30: 0.391, 50: 0.159, 100: 0.041, 200: 0.010}
     assert {m: round(shelf_tv(52, m), 3) for m in paper} == paper
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 2), (6, 2), (6, 3)])
+def test_the_shelf_guesser_is_the_best_any_strategy_can_do(n: int, m: int) -> None:
+    """``ShelfGuesser``'s expected score under one pass equals the best possible with complete
+    feedback: the sum over every prefix of the chance of its likeliest next card."""
+    from tableside.shuffle.models import Shelf
+    from tableside.shuffle.stats import ShelfGuesser
+    from tests.test_shuffle_models import shelf_law
+
+    law = shelf_law(Shelf(m), n)
+    guesser = ShelfGuesser(n, m)
+    ours = sum(p * guesser.score(stats.positions(range(n), o)) for o, p in law.items())
+    best = Fraction(0)
+    for k in range(n):
+        nexts: dict[tuple[int, ...], Counter[int]] = {}
+        for order, p in law.items():
+            nexts.setdefault(order[:k], Counter())[order[k]] += p  # type: ignore[assignment]
+        best += sum(max(chances.values()) for chances in nexts.values())
+    assert abs(ours - float(best)) < 1e-12
