@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import structlog
 
 from tableside.drivers.cards import card_code
+from tableside.drivers.errors import DeviceRejected
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
@@ -85,6 +86,8 @@ class ShufflerSimulator(FramedSimulator):
         )
         #: each deck's order as it will be fed next
         self.decks: dict[p.Deck, tuple[int, ...]] = {}
+        #: the link whose host NAKed a ShuffleOrder (docs/protocols/shuffler.md): it gets no more
+        self._refused_by: FramedLink | None = None
 
     @property
     def shuffles(self) -> int:
@@ -127,7 +130,12 @@ class ShufflerSimulator(FramedSimulator):
             fed = self.decks.get(complete.deck, new_deck())
             made = self.model.shuffle(fed, self._shuffling)
             self.decks[complete.deck] = made
-            await link.send(p.ShuffleOrder(n, made, fed, complete.deck))
+            if link is not self._refused_by:
+                try:
+                    await link.send(p.ShuffleOrder(n, made, fed, complete.deck))
+                except DeviceRejected as exc:  # a host without recognition: none again on it
+                    self._refused_by = link
+                    log.info("sim_orders_refused", shuffle=n, why=str(exc))
         self.completed += 1
         await self.set_state(link, p.ShufflerState.IDLE)
 

@@ -155,3 +155,19 @@ def _holds(messages: list[Received], spelt: list[str]) -> bool:
 def _files_hold(directory: Path, spelt: list[str]) -> bool:
     return any(s.encode() in path.read_bytes() for path in directory.rglob("*")
                if path.is_file() for s in spelt)  # fmt: skip
+
+
+async def test_recognition_off_at_the_table_refuses_the_orders_and_the_shuffler_goes_on(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A shuffler that sends its orders to a table whose config leaves ``recognises_cards``
+    off (the default): each ShuffleOrder is NAKed, nothing is tested or published of it, and
+    the link stays up, shuffle after shuffle."""
+    sim = simulator(interval=0.05, shuffle="fair")
+    async with simulated_table(mosquitto.url, tmp_path, sim) as table:
+        completed = await table.subscriber.wait_for(_event("shuffle_complete"), count=8)
+        assert [m.payload["data"]["shuffle_id"] for m in completed] == list(range(1, 9))
+        events = {m.payload["event"] for m in table.subscriber.messages
+                  if m.topic.endswith("/device/shuffler/event")}  # fmt: skip
+        assert not events & {"shuffle_order", "shuffle_statistics", "shuffle_alert"}
+        assert table.daemon.runtime.devices["shuffler"].driver.connects == 1
