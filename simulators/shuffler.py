@@ -86,6 +86,8 @@ class ShufflerSimulator(FramedSimulator):
         )
         #: each deck's order as it will be fed next
         self.decks: dict[p.Deck, tuple[int, ...]] = {}
+        #: ShuffleOrders the host acknowledged
+        self.orders_sent = 0
         #: the link whose host NAKed a ShuffleOrder (docs/protocols/shuffler.md): it gets no more
         self._refused_by: FramedLink | None = None
 
@@ -133,6 +135,7 @@ class ShufflerSimulator(FramedSimulator):
             if link is not self._refused_by:
                 try:
                     await link.send(p.ShuffleOrder(n, made, fed, complete.deck))
+                    self.orders_sent += 1  # acknowledged: the host has it
                 except DeviceRejected as exc:  # a host without recognition: none again on it
                     self._refused_by = link
                     log.info("sim_orders_refused", shuffle=n, why=str(exc))
