@@ -195,7 +195,7 @@ async def test_only_the_table_asked_answers_a_floorpersons_request(
         for peer in (asked, other):
             await store.enrol(peer.table, proof.public_key_hex(peer.key))
         async with floor_with_web(mosquitto.url, tmp_path, store=store) as floor:
-            floor.web.commander.answer_within_s = 2.0
+            floor.web.commander.answer_within_s = 4.0  # (a loaded machine's floor stores slower)
             for peer in (asked, other):
                 await peer.publish(client, peer.message("status", status="online", version="0"))
             ruling = asked.message("ruling", **_ruling())
@@ -209,12 +209,14 @@ async def test_only_the_table_asked_answers_a_floorpersons_request(
                 status = page.locator(f"#ruling-cs-02-{ruling.seq}-status")
                 answers_from.append("forgers")
                 await row.locator("button.ack").click()
-                await expect(status).to_have_text("refused: no answer from table cs-02 in 2 s")
+                await expect(status).to_have_text(
+                    "refused: no answer from table cs-02 in 4 s", timeout=15_000
+                )
                 forged = await store.messages("cs-03", "tableside/cs-03/command_result")
                 assert len(forged) == 1 and forged[0].verdict == "ok"  # stored, and the other's
                 answers_from.append("cs-02")  # the control: the table asked answers at last
                 await row.locator("button.ack").click()
-                await expect(status).to_have_text("acknowledged")
+                await expect(status).to_have_text("acknowledged", timeout=15_000)
                 await page.close()
             finally:
                 responder.cancel()
