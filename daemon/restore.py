@@ -64,11 +64,8 @@ def restore(table: TableRuntime, journal: Journal, publisher: Publisher) -> dict
                     after_seq=journal.next_seq - 1)  # fmt: skip
     if last_button == "no_more_bets" or journal.fresh_from_recovery:
         for rt in table.devices.values():
-            if "lock_out" in rt.driver.commands:
-                rt.driver.restore("status", {"state": "locked_out"})
-    counts["locked_out"] = sum(
-        bool(getattr(rt.driver, "locked_out", False)) for rt in table.devices.values()
-    )
+            rt.driver.hold_lock_out()  # (a driver with no lock-out has none to hold)
+    counts["locked_out"] = sum(rt.driver.holds_lock_out for rt in table.devices.values())
     if latest:
         log.info("table_restored", table=publisher.table, next_seq=journal.next_seq,
                  unsent=publisher.pending, **counts)  # fmt: skip

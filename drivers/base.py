@@ -143,6 +143,15 @@ class Driver(abc.ABC):
         (from the journal). A driver that holds table state the device cannot tell it (the
         acceptors' lock-out) takes it back here; most need nothing."""
 
+    def hold_lock_out(self) -> None:  # noqa: B027
+        """Before ``run()``, after a restart: "no more bets" holds (daemon/restore.py). A
+        driver that carries out ``lock_out`` starts locked out; the others have none to hold."""
+
+    @property
+    def holds_lock_out(self) -> bool:
+        """Whether the driver holds its devices locked out (only one that takes ``lock_out``)."""
+        return False
+
     # -- for subclasses --------------------------------------------------------------------
 
     def emit(self, event: DeviceEvent) -> None:

@@ -351,7 +351,14 @@ class CcTalkAcceptorsDriver(Driver):
     def restore(self, kind: str, data: Mapping[str, Any]) -> None:
         # Locked out when the daemon stopped: still locked out when the bus comes back.
         if kind == "status" and data.get("state") == "locked_out":
-            self.locked_out, self.lockout_at, self.lockout_effective = True, time.monotonic(), True
+            self.hold_lock_out()
+
+    def hold_lock_out(self) -> None:
+        self.locked_out, self.lockout_at, self.lockout_effective = True, time.monotonic(), True
+
+    @property
+    def holds_lock_out(self) -> bool:
+        return self.locked_out
 
     # -- connection -------------------------------------------------------------------------
 
