@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import structlog
@@ -85,6 +87,27 @@ ABSENT_PROBE_INTERVAL = 2.0
 COINS_ENABLED = b"\xff\xff"
 #: header 249's units byte → seconds (0 means "special": use the default)
 _POLL_UNITS = {1: 0.001, 2: 0.01, 3: 1.0, 4: 60.0}
+
+
+class LockPhase(enum.Enum):
+    """Where the acceptors' lock-out stands (555.2(f)(2), 559.2(f))."""
+
+    OPEN = "open"  # betting open: no lock-out held
+    ASKED = "asked"  # "no more bets" asked: the inhibits going out, the last polls not read
+    EFFECTIVE = "effective"  # every seat inhibited and read once after it: in effect
+
+
+@dataclass(frozen=True, slots=True)
+class LockOut:
+    """The lock-out as one state: its phase and when the table asked for it (the identity a
+    lock-out in progress checks to see it was not released, or asked again, meanwhile)."""
+
+    phase: LockPhase = LockPhase.OPEN
+    asked_at: float | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self.phase is not LockPhase.OPEN
 
 
 class NoReply(LinkTimeout):
@@ -329,9 +352,8 @@ class CcTalkAcceptorsDriver(Driver):
         self._noise_reported = (0, 0)
         self._noise_at = 0.0
         self._asked: list[float] = []
-        self.locked_out = False
-        self.lockout_at: float | None = None
-        self.lockout_effective = False
+        #: the lock-out, one state (its phase and when it was asked)
+        self.lockout = LockOut()
         #: seats whose inhibit (or release) is not confirmed: tried again at every poll
         self.unconfirmed: set[int] = set()
         #: the last event counter read from each seat. Kept across reconnections: the counter
@@ -354,11 +376,23 @@ class CcTalkAcceptorsDriver(Driver):
             self.hold_lock_out()
 
     def hold_lock_out(self) -> None:
-        self.locked_out, self.lockout_at, self.lockout_effective = True, time.monotonic(), True
+        self.lockout = LockOut(LockPhase.EFFECTIVE, time.monotonic())
 
     @property
     def holds_lock_out(self) -> bool:
-        return self.locked_out
+        return self.lockout.locked
+
+    @property
+    def locked_out(self) -> bool:
+        return self.lockout.locked
+
+    @property
+    def lockout_at(self) -> float | None:
+        return self.lockout.asked_at
+
+    @property
+    def lockout_effective(self) -> bool:
+        return self.lockout.phase is LockPhase.EFFECTIVE
 
     # -- connection -------------------------------------------------------------------------
 
@@ -675,9 +709,8 @@ class CcTalkAcceptorsDriver(Driver):
             raise self.unknown_command(name)
         if name in ("lock_out", "release") and bus is None:
             # Remember what the table wants: it is applied as soon as the bus is back.
-            self.locked_out = name == "lock_out"
-            self.lockout_at = time.monotonic() if self.locked_out else None
-            self.lockout_effective = False
+            self.lockout = (LockOut(LockPhase.ASKED, time.monotonic()) if name == "lock_out"
+                         else LockOut())  # fmt: skip
             if self._opening is not None and self.locked_out:
                 # The bus is open, its seats not yet identified: the broadcast now; the seats
                 # are confirmed once identified.
@@ -693,7 +726,7 @@ class CcTalkAcceptorsDriver(Driver):
             self._status()
 
     async def release(self, bus: _Bus) -> None:
-        self.locked_out, self.lockout_at, self.lockout_effective = False, None, False
+        self.lockout = LockOut()
         self.unconfirmed.clear()
         confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=False)
         if not self.locked_out:
@@ -713,7 +746,7 @@ class CcTalkAcceptorsDriver(Driver):
         before now (the bus was down)."""
         started = time.monotonic()
         asked = started if asked_at is None else asked_at
-        self.locked_out, self.lockout_at, self.lockout_effective = True, asked, False
+        self.lockout = LockOut(LockPhase.ASKED, asked)
         self.unconfirmed.clear()
         with bus.urgent():
             await self._broadcast_inhibit(bus)
@@ -739,8 +772,8 @@ class CcTalkAcceptorsDriver(Driver):
         # What the acceptors took before the inhibit reached them is read now, and counts;
         # from here on the lock-out is in effect.
         await self._poll_all(bus)
-        if self.lockout_at == asked:  # not released meanwhile
-            self.lockout_effective = True
+        if self.lockout.asked_at == asked:  # not released (or asked again) meanwhile
+            self.lockout = LockOut(LockPhase.EFFECTIVE, asked)
         self._status()
 
 
