@@ -68,6 +68,9 @@ class ShufflerSimulator(FramedSimulator):
     #: how it shuffles, when it recognises cards (``fair``, ``riffle:7``, ``shelf:10``,
     #: ``rig:keep=3/10``: shuffle/models.py); None: it sends no ShuffleOrder
     shuffle: str | None = None
+    #: the shuffles' own seed (``--set shuffle_seed=7``: they repeat); None: the OS's CSPRNG,
+    #: as a real machine's random source (``seed`` drives the rest of the simulator)
+    shuffle_seed: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,9 +83,8 @@ class ShufflerSimulator(FramedSimulator):
                 raise ValueError(f"shuffle {self.shuffle!r}: a model shuffles one 52-card deck "
                                  f"(cards is {self.cards})")  # fmt: skip
             self.model = parse_shuffle(self.shuffle)
-        # the OS's CSPRNG, unless a seed asks for the same orders again
         self._shuffling = (
-            random.Random(self.seed) if self.seed is not None else random.SystemRandom()
+            random.SystemRandom() if self.shuffle_seed is None else random.Random(self.shuffle_seed)
         )
         #: each deck's order as it will be fed next
         self.decks: dict[p.Deck, tuple[int, ...]] = {}
