@@ -61,7 +61,7 @@ class Table:
     def lockout_in_effect(self) -> bool:
         driver = self.daemon.runtime.devices["acceptors"].driver
         assert isinstance(driver, CcTalkAcceptorsDriver)
-        return driver.lockout_effective
+        return driver.lockout.effective
 
     def wager(self, seat: int) -> str:
         return self.bus.by_seat[seat].insert_wager()

@@ -109,6 +109,10 @@ class LockOut:
     def locked(self) -> bool:
         return self.phase is not LockPhase.OPEN
 
+    @property
+    def effective(self) -> bool:
+        return self.phase is LockPhase.EFFECTIVE
+
 
 class NoReply(LinkTimeout):
     """An acceptor did not answer validly after every try."""
@@ -382,18 +386,6 @@ class CcTalkAcceptorsDriver(Driver):
     def holds_lock_out(self) -> bool:
         return self.lockout.locked
 
-    @property
-    def locked_out(self) -> bool:
-        return self.lockout.locked
-
-    @property
-    def lockout_at(self) -> float | None:
-        return self.lockout.asked_at
-
-    @property
-    def lockout_effective(self) -> bool:
-        return self.lockout.phase is LockPhase.EFFECTIVE
-
     # -- connection -------------------------------------------------------------------------
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -402,7 +394,7 @@ class CcTalkAcceptorsDriver(Driver):
         self._gap |= set(self._counters)  # every seat read before: its next read follows a gap
         self._opening = bus
         try:
-            if self.locked_out:
+            if self.lockout.locked:
                 # Locked out while the bus was down (or before a restart): the broadcast inhibit
                 # before anything else; confirmed seat by seat once the seats are identified.
                 await self._broadcast_inhibit(bus)
@@ -417,10 +409,10 @@ class CcTalkAcceptorsDriver(Driver):
                 await self._enable_coins(bus, seat)
             self._bus = bus
             self.connected()
-            if self.locked_out:
+            if self.lockout.locked:
                 # Asked while the bus was down (or before a restart): the whole lock-out now,
                 # confirmed seat by seat, as if the button were pressed this moment.
-                await self.lock_out(bus, asked_at=self.lockout_at)
+                await self.lock_out(bus, asked_at=self.lockout.asked_at)
             else:
                 await self._set_inhibits(bus, answered, urgent=False)
             self._status()
@@ -487,7 +479,7 @@ class CcTalkAcceptorsDriver(Driver):
         self.emit(
             AcceptorBusStatus(
                 device=self.name,
-                state="locked_out" if self.locked_out else "accepting",
+                state="locked_out" if self.lockout.locked else "accepting",
                 fault=fault,
                 seats_online=tuple(sorted(set(self.seats) - self._offline)),
                 seats_offline=tuple(sorted(self._offline)),
@@ -523,7 +515,7 @@ class CcTalkAcceptorsDriver(Driver):
                 )
                 if confirmed:
                     log.info("inhibit_confirmed_late", device=self.name, seat=seat,
-                             locked_out=self.locked_out)  # fmt: skip
+                             locked_out=self.lockout.locked)  # fmt: skip
                     self._status()
         self._report_noise(bus)
         everyone_gone = self._offline == set(self.seats)
@@ -595,7 +587,7 @@ class CcTalkAcceptorsDriver(Driver):
     async def _after_reset(self, bus: _Bus, seat: int) -> None:
         """A reset acceptor forgets its inhibits: its coins, and the lock-out if one holds."""
         await self._enable_coins(bus, seat)
-        await self._set_inhibits(bus, [seat], urgent=self.locked_out)
+        await self._set_inhibits(bus, [seat], urgent=self.lockout.locked)
 
     def _event(
         self, seat: int, a: int, b: int, number: int, *, read_at: float, gap: float | None
@@ -604,18 +596,18 @@ class CcTalkAcceptorsDriver(Driver):
         if a:
             # Counted unless the lock-out was in effect at this seat: a seat out of reach when
             # it was applied took its wagers uninhibited.
-            if not self.lockout_effective or (seat in self.unconfirmed and gap is not None):
+            if not self.lockout.effective or (seat in self.unconfirmed and gap is not None):
                 timing = ev.WagerTiming.BEFORE_LOCKOUT
-                if self.lockout_at is not None:
-                    asked_in_gap = gap is not None and self.lockout_at > read_at
+                if self.lockout.asked_at is not None:
+                    asked_in_gap = gap is not None and self.lockout.asked_at > read_at
                     timing = ev.WagerTiming.BEFORE_INHIBIT
                     if asked_in_gap:  # taken while out of reach: before or after, unknown
                         timing = ev.WagerTiming.UNKNOWN
                 self.emit(ev.WagerAccepted(device=d, seat=seat, credit=a, event_counter=number,
-                                           during_lockout=self.lockout_at is not None,
+                                           during_lockout=self.lockout.asked_at is not None,
                                            timing=timing, read_after_gap_s=gap))  # fmt: skip
             else:
-                late = (time.monotonic() - (self.lockout_at or time.monotonic())) * 1000
+                late = (time.monotonic() - (self.lockout.asked_at or time.monotonic())) * 1000
                 self.emit(ev.WagerLate(device=d, seat=seat, credit=a, event_counter=number,
                                        after_lockout_ms=round(late, 1)))  # fmt: skip
         elif b == INHIBITED:
@@ -643,10 +635,10 @@ class CcTalkAcceptorsDriver(Driver):
         until ``budget`` is spent. Returns the confirmed seats and why each other one is not.
         ``after_broadcast``: the broadcast has set them all, so each is first only read back
         (half the bus time); one that does not read back as asked is then set on its own."""
-        locked = self.locked_out
+        locked = self.lockout.locked
 
         def overtaken() -> bool:
-            return self.locked_out != locked
+            return self.lockout.locked != locked
 
         value = b"\x00" if locked else b"\x01"  # bit 0 set: accept
         deadline = time.monotonic() + budget
@@ -655,7 +647,7 @@ class CcTalkAcceptorsDriver(Driver):
         read_only = set(seats) if after_broadcast else set()
         while pending:
             for seat in list(pending):
-                if self.locked_out != locked:
+                if self.lockout.locked != locked:
                     return confirmed, failed  # a lock-out overtook this release (or reverse)
                 address = self.seats[seat]
                 # a seat already known absent gets one try a round, not the bus's retries
@@ -699,7 +691,7 @@ class CcTalkAcceptorsDriver(Driver):
             if not pending or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(CONFIRM_RETRY_S)
-        if self.locked_out == locked:
+        if self.lockout.locked == locked:
             self.unconfirmed |= set(failed)
         return confirmed, failed
 
@@ -711,7 +703,7 @@ class CcTalkAcceptorsDriver(Driver):
             # Remember what the table wants: it is applied as soon as the bus is back.
             self.lockout = (LockOut(LockPhase.ASKED, time.monotonic()) if name == "lock_out"
                          else LockOut())  # fmt: skip
-            if self._opening is not None and self.locked_out:
+            if self._opening is not None and self.lockout.locked:
                 # The bus is open, its seats not yet identified: the broadcast now; the seats
                 # are confirmed once identified.
                 await self._broadcast_inhibit(self._opening)
@@ -729,7 +721,7 @@ class CcTalkAcceptorsDriver(Driver):
         self.lockout = LockOut()
         self.unconfirmed.clear()
         confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=False)
-        if not self.locked_out:
+        if not self.lockout.locked:
             self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed),
                                          unconfirmed=tuple(sorted(failed))))  # fmt: skip
             self._status()
@@ -754,7 +746,7 @@ class CcTalkAcceptorsDriver(Driver):
             confirmed, failed = await self._set_inhibits(
                 bus, list(self.seats), urgent=True, after_broadcast=True
             )
-        if self.lockout_at != asked:
+        if self.lockout.asked_at != asked:
             return  # released meanwhile
         done = time.monotonic()
         self.emit(
