@@ -176,20 +176,13 @@ class TableRuntime:
     def handle(self, rt: DeviceRuntime, event: DeviceEvent) -> list[DeviceAction]:
         """Journal ``event`` from ``rt`` and all it makes; returns what the devices must do."""
         actions: list[DeviceAction] = []
-        self._handle(rt, event, actions)
+        if isinstance(event, ShuffleOrdered):  # the order of a deck that may still be dealt:
+            self.shuffles.seal(event)  # a secret, journaled once released (_test_shuffle)
+        else:
+            self._handle(rt, event, actions)
         return actions
 
-    def _handle(
-        self,
-        rt: DeviceRuntime,
-        event: DeviceEvent,
-        actions: list[DeviceAction],
-        *,
-        released: bool = False,
-    ) -> None:
-        if isinstance(event, ShuffleOrdered) and not released:
-            self.shuffles.seal(event)  # the order of a deck that may still be dealt: a secret
-            return
+    def _handle(self, rt: DeviceRuntime, event: DeviceEvent, actions: list[DeviceAction]) -> None:
         # One reading of each clock for the event and all it makes: the wall clock for the
         # messages' ``ts``, the run's clock for the journal, the rules and the table.
         ts, now = utc_ms(), self.clock.now()
@@ -259,7 +252,7 @@ class TableRuntime:
         order = self.shuffles.release(rt.name, completed.deck, completed.shuffle_id)
         if order is None:
             return
-        self._handle(rt, order, actions, released=True)
+        self._handle(rt, order, actions)
         statistics, alert = self.shuffles.observe(order)
         self._handle(rt, statistics, actions)
         if alert is not None:
