@@ -24,6 +24,7 @@ __all__ = [
     "rising_law",
     "shelf_tv",
     "shelf_ways",
+    "shelf_ways_by_valleys",
     "successions_law",
     "valleys_law",
 ]
@@ -181,16 +182,23 @@ def shelf_ways(order: Sequence[int], m: int) -> int:
     return ways[n]
 
 
+@cache
+def shelf_ways_by_valleys(n: int, m: int) -> tuple[int, ...]:
+    """``shelf_ways`` of an order of n cards with v valleys, for v = 0, 1, …, n // 2: an
+    order's chance depends on its valleys alone (Diaconis, Fulman and Holmes 2013, Thm 3.1),
+    so one order per count (0 where n cards cannot have that many)."""
+    # v valleys: 1 0 3 2 … (2v - 1) (2v - 2) then 2v, 2v + 1, … rising
+    return tuple(shelf_ways([i ^ 1 for i in range(2 * v)] + list(range(2 * v, n)), m)
+                 if 2 * v < n else 0 for v in range(n // 2 + 1))  # fmt: skip
+
+
 def shelf_tv(n: int, m: int) -> float:
-    """Total variation from uniform after one m-shelf pass of n cards, exactly: an order's
-    chance depends on its valleys alone (Diaconis, Fulman and Holmes 2013, Thm 3.1), so one
-    order per valley count, weighted by how many orders have it (rational arithmetic)."""
+    """Total variation from uniform after one m-shelf pass of n cards, exactly: each valley
+    count's chance, weighted by how many orders have it (rational arithmetic)."""
     total, fact = (2 * m) ** n, math.factorial(n)
     dist = Fraction(0)
-    for v, orders in enumerate(_valley_counts(n)):
-        # v valleys: 1 0 3 2 … (2v - 1) (2v - 2) then 2v, 2v + 1, … rising
-        order = [i ^ 1 for i in range(2 * v)] + list(range(2 * v, n))
-        dist += orders * abs(Fraction(shelf_ways(order, m), total) - Fraction(1, fact))
+    for orders, ways in zip(_valley_counts(n), shelf_ways_by_valleys(n, m), strict=True):
+        dist += orders * abs(Fraction(ways, total) - Fraction(1, fact))
     return float(dist / 2)
 
 

@@ -114,9 +114,8 @@ class ShelfGuesser:
     def __init__(self, n: int, m: int) -> None:
         from tableside.shuffle import laws
 
-        top = n // 2 + 1  # valleys of n cards: at most (n - 1) // 2
-        exact = [laws.shelf_ways([i ^ 1 for i in range(2 * v)] + list(range(2 * v, n)), m)
-                 if 2 * v < n else 0 for v in range(top)]  # fmt: skip
+        exact = laws.shelf_ways_by_valleys(n, m)
+        top = len(exact)
         scale = max(exact)
         weight = [w / scale for w in exact] + [0.0] * top
         # perms[r][i][b][u]: orders of r cards whose first is ranked i, b: the card before it
