@@ -78,20 +78,9 @@ class ShufflerPanel:
                 levels = {str(t["test"]): float(t["level"]) for t in event.tests}
                 self.history.append((event.shuffles, levels))
             case ShuffleAlert():
-                self.alerts.appendleft({
-                    "ts": ts, "shuffle_id": event.shuffle_id, "test": event.test,
-                    "statistic": event.statistic, "p_value": event.p_value,
-                    "shuffles": event.shuffles, "detail": event.detail,
-                })  # fmt: skip
+                self.alerts.appendleft({"ts": ts, **event.data()})
             case FirmwareChanged():
-                self.firmware.appendleft(
-                    {
-                        "ts": ts,
-                        "part": event.part,
-                        "previous": event.previous,
-                        "current": event.current,
-                    }
-                )
+                self.firmware.appendleft({"ts": ts, **event.data()})
 
     def public(self) -> dict[str, Any]:
         tried = max(self.started, self.completed + self.faults)

@@ -42,6 +42,7 @@ from tableside.daemon.payloads import (
     parse_payload,
     parse_topic,
 )
+from tableside.drivers.shuffler.events import ShuffleCompleted
 from tableside.floor.store import Message
 from tableside.floor.web.panel import ShufflerPanel, typed
 
@@ -180,7 +181,7 @@ class FloorView:
                 tile.status = body
             case TablePayload():
                 tile.state = body
-                self._pace(tile, body)
+                self._note_round(tile, body)
             case DeviceStatePayload():
                 tile.devices[device] = body
             case DeviceEventPayload():
@@ -191,7 +192,7 @@ class FloorView:
                 self._ruling_state(body)
                 self._event(tile, body, f"ruling #{body.ruling} {body.state}", body.by)
             case RulingPayload():
-                if body.rule_id.endswith(".shuffler-count"):  # the counting shuffler's ruling
+                if body.event.event == ShuffleCompleted.kind:  # the counting shuffler's count
                     panel = tile.shufflers.setdefault(body.event.device, ShufflerPanel())
                     panel.count_errors += 1
                 self.rulings[f"{body.table}-{body.seq}"] = FloorRuling(body)
@@ -202,7 +203,7 @@ class FloorView:
                 self._event(tile, body, what, "ok" if body.ok else body.error)
 
     @staticmethod
-    def _pace(tile: TableTile, body: TablePayload) -> None:
+    def _note_round(tile: TableTile, body: TablePayload) -> None:
         at = _seconds(body.ts)
         if at is None or not body.round:
             return
