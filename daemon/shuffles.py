@@ -142,7 +142,5 @@ class ShuffleIntegrity:
         if alert is None:
             return statistics, None
         return statistics, ShuffleAlert(
-            device=order.device, shuffle_id=order.shuffle_id, test=alert.test,
-            statistic=alert.statistic, p_value=alert.p_value, shuffles=alert.shuffles,
-            log_e=alert.log_e, threshold=alert.threshold, detail=alert.detail,
-        )  # fmt: skip
+            device=order.device, shuffle_id=order.shuffle_id, **dataclasses.asdict(alert)
+        )

@@ -196,9 +196,10 @@ class MqttSender:
         return client
 
     async def _drop(self, role: str) -> None:
-        _, stack = self._open.pop(role, (None, contextlib.AsyncExitStack()))
-        with contextlib.suppress(aiomqtt.MqttError, OSError):
-            await stack.aclose()
+        opened = self._open.pop(role, None)
+        if opened is not None:
+            with contextlib.suppress(aiomqtt.MqttError, OSError):
+                await opened[1].aclose()
 
     async def aclose(self) -> None:
         for role in list(self._open):
