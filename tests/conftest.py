@@ -26,6 +26,18 @@ MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 SYSTEMD = Path(__file__).parents[1] / "systemd"
 
 
+ROOT = Path(__file__).parents[1]
+
+
+def shipped_config(state_dir: Path) -> str:
+    """config/caribbean-stud.toml as shipped, its state kept in ``state_dir``."""
+    return (
+        (ROOT / "config" / "caribbean-stud.toml")
+        .read_text(encoding="utf-8")
+        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{state_dir}"')
+    )
+
+
 def _wait_port(port: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ import pytest
 
 from tableside.cli import main
 
-from .conftest import Mosquitto, free_port
+from .conftest import Mosquitto, free_port, shipped_config
 from .hil import Subscriber, ruling, stop
 
 ROOT = Path(__file__).parents[1]
@@ -51,12 +51,7 @@ def spawn(processes: list[subprocess.Popen[str]], *args: str) -> subprocess.Pope
 
 
 def write_config(path: Path, state_dir: Path) -> Path:
-    path.write_text(
-        (ROOT / "config" / "caribbean-stud.toml")
-        .read_text(encoding="utf-8")
-        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{state_dir}"')
-        .replace("keepalive_s = 30", "keepalive_s = 5")
-    )
+    path.write_text(shipped_config(state_dir).replace("keepalive_s = 30", "keepalive_s = 5"))
     return path
 
 

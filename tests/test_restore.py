@@ -14,19 +14,13 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.shuffler.events import ShufflerFault
-
-ROOT = Path(__file__).parents[1]
+from tests.conftest import shipped_config
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "cs.toml"
-    path.write_text(
-        (ROOT / "config" / "caribbean-stud.toml")
-        .read_text(encoding="utf-8")
-        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{tmp_path}"'),
-        encoding="utf-8",
-    )
+    path.write_text(shipped_config(tmp_path), encoding="utf-8")
     yield path
 
 

@@ -17,19 +17,13 @@ from tableside.daemon.runtime import DeviceAction, TableActionFailed
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.commands import NoArgs, PayBonus
-
-ROOT = Path(__file__).parents[1]
+from tests.conftest import shipped_config
 
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[TableDaemon]:
     config = tmp_path / "cs.toml"
-    config.write_text(
-        (ROOT / "config" / "caribbean-stud.toml")
-        .read_text(encoding="utf-8")
-        .replace('state_dir = "/var/lib/tableside"', f'state_dir = "{tmp_path}"'),
-        encoding="utf-8",
-    )
+    config.write_text(shipped_config(tmp_path), encoding="utf-8")
     d = TableDaemon(load_config(config, use_env=False))
     d.journal.start()
     try:
