@@ -529,26 +529,25 @@ async def main() -> None:
                 variants.append(Variant("durable", forwarder("--durable", durable_log),
                                         "bench/raw/+", "bench/raw-status"))  # fmt: skip
 
-            def tableside(ptys: list[str]) -> list[str]:
-                if args.flood:
-                    named = [f"shuffler0={ptys[0]}", f"flooder={ptys[1]}"]
-                else:
-                    named = [f"shuffler{n}={pty}" for n, pty in enumerate(ptys)]
-                flags = [x for d in named for x in ("--device", d)]
-                return [sys.executable, "-m", "tableside", "--log-level", "warning", "run",
-                        "--config", str(config), *flags]  # fmt: skip
+            def tableside_on(conf: Path) -> Callable[[list[str]], list[str]]:
+                def argv(ptys: list[str]) -> list[str]:
+                    if args.flood:
+                        named = [f"shuffler0={ptys[0]}", f"flooder={ptys[1]}"]
+                    else:
+                        named = [f"shuffler{n}={pty}" for n, pty in enumerate(ptys)]
+                    flags = [x for d in named for x in ("--device", d)]
+                    return [sys.executable, "-m", "tableside", "--log-level", "warning", "run",
+                            "--config", str(conf), *flags]  # fmt: skip
+
+                return argv
+
+            tableside = tableside_on(config)
 
             variants.append(Variant("tableside", tableside, "tableside/bench/device/+/event",
                                     "tableside/bench/status"))  # fmt: skip
             if args.shuffle:  # the same daemon testing every shuffle (issue 19's cost)
                 recognising = daemon_config(directory, broker, devices, recognises=True)
-
-                def testing(ptys: list[str]) -> list[str]:
-                    argv = tableside(ptys)
-                    argv[argv.index(str(config))] = str(recognising)
-                    return argv
-
-                variants.append(Variant(f"tableside+{args.shuffle}", testing,
+                variants.append(Variant(f"tableside+{args.shuffle}", tableside_on(recognising),
                                         "tableside/bench/device/+/event",
                                         "tableside/bench/status",
                                         shuffle=parse_shuffle(args.shuffle)))  # fmt: skip
