@@ -26,8 +26,8 @@ from pathlib import Path
 import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from tableside.floor import mqtt
 from tableside.floor.link import Link, Subscription
+from tableside.mqtt import codec as mqtt
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 

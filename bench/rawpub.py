@@ -1,5 +1,5 @@
 """A publisher that is not the bottleneck: PUBLISH packets encoded before the clock starts
-(floor/mqtt.py's encoder), written to a plain socket with as many QoS 1 messages in flight as
+(mqtt/codec.py's encoder), written to a plain socket with as many QoS 1 messages in flight as
 the broker's CONNACK allows (its Receive Maximum), PUBACKs counted as they come.
 
     python bench/rawpub.py PORT [CLIENT_ID] < lines     # each line: JSON [topic, payload, props]
@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-from tableside.floor import mqtt
+from tableside.mqtt import codec as mqtt
 
 
 def main() -> None:

@@ -15,10 +15,9 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
-import aiomqtt
+from tableside.mqtt.client import Client
+from tableside.mqtt.connection import Endpoint, MqttError
 
 __all__ = [
     "NoEmbeddedBroker",
@@ -44,32 +43,27 @@ def free_port() -> int:
 
 async def broker_answers(url: str, within: float = 1.5) -> bool:
     """True when an MQTT broker accepts a connection at ``url`` within ``within`` seconds."""
-    parts = urlsplit(url)
     try:
-        async with asyncio.timeout(within):
-            async with aiomqtt.Client(
-                parts.hostname or "127.0.0.1", parts.port or 1883, timeout=within
-            ):
-                return True
-    except (aiomqtt.MqttError, TimeoutError, OSError):
+        # 3.1.1: every broker speaks it (the embedded one nothing newer)
+        async with Client(Endpoint(url, v5=False), within_s=within):
+            return True
+    except MqttError:
         return False
 
 
-async def forget_retained(url: str, topics: str, within: float = 0.5, **client: Any) -> int:
+async def forget_retained(endpoint: Endpoint, topics: str, within: float = 0.5) -> int:
     """Clear what the broker retains under ``topics`` (a filter): each retained message it
     sends on subscribing is replaced by an empty retained one. How many were cleared."""
-    parts = urlsplit(url)
     stale: list[str] = []
-    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883,
-                              **client) as mqtt:  # fmt: skip
-        await mqtt.subscribe(topics, qos=1)
+    async with Client(endpoint) as mqtt:
+        await mqtt.subscribe(topics)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):  # retained messages follow the SUBACK at once
-                async for message in mqtt.messages:
+                async for message in mqtt.messages():
                     if message.retain and message.payload:
-                        stale.append(str(message.topic))
+                        stale.append(message.topic)
         for topic in stale:
-            await mqtt.publish(topic, b"", qos=1, retain=True)
+            await mqtt.publish(topic, b"", retain=True)
     return len(stale)
 
 

@@ -34,6 +34,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from tableside.daemon.clock import LabClock
 from tableside.drivers.base import DriverOptions
 from tableside.drivers.registry import UnknownDriver, available_drivers, get_driver
+from tableside.mqtt.connection import Endpoint
 from tableside.rules import paytables
 from tableside.rules.model import Game, GamingDay
 from tableside.rules.progressive import PayTable
@@ -201,22 +202,12 @@ class BrokerConfig(_Strict):
     def port(self) -> int:
         return urlsplit(self.url).port or (8883 if self.tls else 1883)
 
-    def client_kwargs(self) -> dict[str, Any]:
-        """aiomqtt.Client arguments for credentials and TLS."""
-        import aiomqtt
-
-        kwargs: dict[str, Any] = {"username": self.username, "password": self.password}
-        if self.mqtt_version == "5":
-            kwargs["protocol"] = aiomqtt.ProtocolVersion.V5
-        else:
-            kwargs["protocol"] = aiomqtt.ProtocolVersion.V311
-        if self.tls:
-            kwargs["tls_params"] = aiomqtt.TLSParameters(
-                ca_certs=str(self.ca_file) if self.ca_file else None,
-                certfile=str(self.cert_file) if self.cert_file else None,
-                keyfile=str(self.key_file) if self.key_file else None,
-            )
-        return kwargs
+    def endpoint(self) -> Endpoint:
+        """Where the broker is and how to speak to it (mqtt/connection.py)."""
+        return Endpoint(
+            self.url, self.username, self.password, self.ca_file, self.cert_file, self.key_file,
+            v5=self.mqtt_version == "5",
+        )  # fmt: skip
 
 
 class JournalConfig(_Strict):

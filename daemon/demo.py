@@ -33,6 +33,7 @@ from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableCon
 from tableside.daemon.monitor import Monitor
 from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers import usb as usb_transport
+from tableside.mqtt.connection import Endpoint
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
 from tableside.simulators.card_reader import CardReaderSimulator
@@ -247,7 +248,7 @@ async def run_demo(
                 table_id,
                 out=out,
                 on_message=seen,
-                client_kwargs={"protocol": config.broker.client_kwargs()["protocol"]},
+                endpoint=Endpoint(broker_url, v5=config.broker.mqtt_version == "5"),
                 client_id=f"tableside-demo-monitor-{table_id}",
                 resume=False,
                 journal_hint=str(state_dir / table_id / "journal.sqlite"),
@@ -255,9 +256,7 @@ async def run_demo(
             # the demo's journal is new: what the broker retained for its table id from an
             # earlier demo is another journal's (its seqs would meet this one's on the floor)
             cleared = await forget_retained(
-                broker_url,
-                f"{config.broker.topic_prefix}/{table_id}/#",
-                **config.broker.client_kwargs(),
+                config.broker.endpoint(), f"{config.broker.topic_prefix}/{table_id}/#"
             )
             if cleared:
                 print(f"-- broker: cleared {cleared} retained messages an earlier demo left for "

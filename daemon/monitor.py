@@ -20,14 +20,11 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
-
-import aiomqtt
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers.backoff import Backoff
+from tableside.mqtt.client import Client
+from tableside.mqtt.connection import Endpoint, MqttError
 
 __all__ = ["SESSION_EXPIRY_S", "Monitor", "default_client_id", "format_message"]
 
@@ -131,8 +128,9 @@ class Monitor:
     prefix: str = "tableside"
     out: TextIO | None = None
     on_message: Callable[[str, dict[str, Any]], None] | None = None
-    #: credentials and TLS (BrokerConfig.client_kwargs()), when the broker wants them
-    client_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: credentials, TLS and MQTT version (BrokerConfig.endpoint()) when the broker wants them;
+    #: None: MQTT v5 at ``url``, no login
+    endpoint: Endpoint | None = None
     #: the session's client id; None: a clean session each time (what comes while away is lost)
     client_id: str | None = None
     #: take up the session a previous run left (False: start clean, keep it across reconnects)
@@ -183,39 +181,31 @@ class Monitor:
         if self.out is not None:
             print(line, file=self.out, flush=True)
 
-    def _session(self) -> dict[str, Any]:
-        """aiomqtt.Client arguments for this connection's session."""
+    def _client(self) -> Client:
+        """This connection's client: with a client id, the session kept across the monitor's
+        reconnects (clean only on the first connection when not resuming)."""
+        endpoint = self.endpoint or Endpoint(self.url)
         if self.client_id is None:
-            return {}
+            return Client(endpoint)
         clean = self.connections == 0 and not self.resume
-        if self.client_kwargs.get("protocol") == aiomqtt.ProtocolVersion.V5:
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = SESSION_EXPIRY_S
-            return {"identifier": self.client_id, "clean_start": clean,
-                    "properties": properties}  # fmt: skip
-        return {"identifier": self.client_id, "clean_session": clean}
+        return Client(endpoint, self.client_id, clean_start=clean,
+                      session_expiry=SESSION_EXPIRY_S)  # fmt: skip
 
     async def run(self) -> None:
-        parts = urlsplit(self.url)
         backoff = Backoff(initial=0.2, maximum=5.0)
         while True:
             try:
-                async with aiomqtt.Client(
-                    parts.hostname or "127.0.0.1",
-                    parts.port or (8883 if parts.scheme == "mqtts" else 1883),
-                    **self.client_kwargs,
-                    **self._session(),
-                ) as c:
+                async with self._client() as c:
                     backoff.reset()
                     self._connected()
-                    await c.subscribe(f"{self.prefix}/{self.table}/#", qos=1)
-                    async for message in c.messages:
-                        self._handle(str(message.topic), message.payload, message.retain)
-            except aiomqtt.MqttError as exc:
+                    await c.subscribe(f"{self.prefix}/{self.table}/#")
+                    async for message in c.messages():
+                        self._handle(message.topic, message.payload, message.retain)
+            except MqttError as exc:
                 self._print(f"-- broker {self.url}: {exc}; reconnecting")
                 await asyncio.sleep(backoff.next())
 
-    def _handle(self, topic: str, payload: Any, retained: bool) -> None:
+    def _handle(self, topic: str, payload: bytes, retained: bool) -> None:
         where = parse_topic(self.prefix, topic)
         if where is not None and where.kind is TopicKind.COMMAND:
             return  # requests, not the table's own messages

@@ -103,7 +103,7 @@ class Chain:
         self.prev, self.hash, self.ts = prev, hash, ts
 
     def properties(self) -> list[tuple[str, str]]:
-        """MQTT v5 user properties (paho's ``Properties.UserProperty``)."""
+        """MQTT v5 user properties, as (key, value) pairs in order."""
         return [
             (CHAIN_PREV, self.prev.hex()),
             (CHAIN_HASH, self.hash.hex()),

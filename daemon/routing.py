@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import aiomqtt
 import structlog
 from pydantic import ValidationError
 
@@ -32,6 +31,7 @@ from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
 from tableside.drivers.commands import DEAL, Deal, StackArg
 from tableside.drivers.errors import TablesideDriverError
+from tableside.mqtt.connection import MqttError
 from tableside.rules import evaluate
 from tableside.rules.commands import (
     COMMANDS,
@@ -231,7 +231,7 @@ class CommandRouter:
                 for r in records
             ]  # fmt: skip
             await self.publisher.send_unjournaled(self.publisher.topics.replay, payloads)
-        except aiomqtt.MqttError as exc:
+        except MqttError as exc:
             self.result(role, request, f"replay: not sent ({exc}); ask again", reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
             log.exception("command_failed", device=request.device, command=request.command)

@@ -40,13 +40,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tableside.daemon import proof
 from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
 from tableside.drivers.backoff import Backoff
-from tableside.floor import mqtt
 from tableside.floor.judge import judge
-from tableside.floor.link import Link, LinkError, Subscription
+from tableside.floor.link import Link, Subscription
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.order import SeqOrder
 from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
 from tableside.floor.verify import walk
+from tableside.mqtt import codec as mqtt
+from tableside.mqtt.connection import MqttError
 
 __all__ = [
     "MAX_REPLAY",
@@ -501,7 +502,7 @@ class Floor:
             topic = f"{self.prefix}/{table}/command/auditor"
             try:
                 await link.publish(topic, json.dumps(body).encode())
-            except LinkError:
+            except MqttError:
                 return False
             self.metrics.replays_requested.inc()
             log.info("floor_replay_requested", table=table, first=first, last=last)

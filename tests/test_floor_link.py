@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tableside.floor import mqtt
 from tableside.floor.link import Link, Subscription
 from tableside.floor.store import open_store
+from tableside.mqtt import codec as mqtt
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import until_true
@@ -135,7 +135,7 @@ async def test_a_malformed_packet_drops_the_connection_with_a_log_line_and_it_co
                 await task
             server.close()
             await server.wait_closed()
-    malformed = [e for e in logs if e["event"] == "floor_mqtt_malformed"]
+    malformed = [e for e in logs if e["event"] == "mqtt_malformed"]
     assert malformed and "QoS 3" in malformed[0]["error"]
     assert "stream byte 11" in malformed[0]["error"]  # after a 5-byte CONNACK, 6-byte SUBACK
     assert taken == []

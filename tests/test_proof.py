@@ -84,13 +84,15 @@ def test_a_table_with_an_unreadable_key_does_not_start(tmp_path: Path) -> None:
     [("ü" * 40, "x" * 300)],
 ])  # fmt: skip
 def test_the_chain_properties_pack_as_paho_packs_them(pairs: list[tuple[str, str]]) -> None:
-    """The publisher encodes its user properties itself (paho's generic code costs 20 µs a
-    message): byte for byte what paho would send, short and long (a 1- and 2-byte length)."""
+    """The publisher's PUBLISH (mqtt/codec.py) carries the chain entry's user properties byte
+    for byte as paho would pack them, short and long (a 1- and 2-byte length)."""
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
-    from tableside.daemon.publisher import _ChainProperties
+    from tableside.mqtt import codec
 
     reference = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     reference.UserProperty = pairs
-    assert _ChainProperties(pairs).pack() == reference.pack()  # type: ignore[no-untyped-call]
+    packed: bytes = reference.pack()  # type: ignore[no-untyped-call]
+    ours = codec.publish("t", b"payload", qos=1, packet_id=7, user_properties=pairs)
+    assert ours.endswith(b"\x00\x01t\x00\x07" + packed + b"payload")

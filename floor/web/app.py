@@ -33,7 +33,6 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import aiomqtt
 import structlog
 from aiohttp import web
 
@@ -45,6 +44,7 @@ from tableside.floor.verify import export_line
 from tableside.floor.web.throttle import LoginThrottle, address_of
 from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
+from tableside.mqtt.connection import Connection, Endpoint, MqttError, connect
 from tableside.rules.commands import COMMANDS
 from tableside.rules.rulings import MAX_NOTE_CHARS
 
@@ -126,7 +126,7 @@ class Commander:
             return {"ok": False, "error": f"no answer from table {table} in {timeout:g} s"}
         except PermissionError as exc:
             return {"ok": False, "error": str(exc)}
-        except (aiomqtt.MqttError, OSError) as exc:
+        except MqttError as exc:
             log.warning("floor_web_send_failed", table=table, role=role, error=str(exc))
             return {"ok": False, "error": f"the floor could not reach the broker: {exc}"}
         finally:
@@ -152,15 +152,12 @@ class MqttSender:
     the request that found it gone."""
 
     def __init__(self, broker_url: str, prefix: str, logins: dict[str, RoleLogin]) -> None:
-        where = urlsplit(broker_url)
-        if where.scheme not in ("mqtt", "mqtts"):
+        if urlsplit(broker_url).scheme not in ("mqtt", "mqtts"):
             raise ValueError(f"{broker_url}: not an mqtt:// or mqtts:// broker URL")
-        self._tls = where.scheme == "mqtts"
-        self._hostname = where.hostname or "127.0.0.1"
-        self._port = where.port or (8883 if self._tls else 1883)
+        self._url = broker_url
         self._prefix = prefix
         self._logins = logins
-        self._open: dict[str, tuple[aiomqtt.Client, contextlib.AsyncExitStack]] = {}
+        self._open: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
     async def __call__(
@@ -170,40 +167,35 @@ class MqttSender:
         topic = f"{self._prefix}/{table}/command/{role}"
         async with self._lock:  # a floorperson acts a few times an hour: one at a time
             for attempt in (1, 2):
-                client = await self._client(role)
+                conn = await self._connection(role)
                 try:
-                    await client.publish(topic, json.dumps(body), qos=1)
+                    await conn.publish(topic, json.dumps(body).encode())
                     return
-                except aiomqtt.MqttError:
-                    await self._drop(role)
+                except MqttError:
+                    self._drop(role)
                     if attempt == 2:
                         raise
 
-    async def _client(self, role: str) -> aiomqtt.Client:
+    async def _connection(self, role: str) -> Connection:
         opened = self._open.get(role)
-        if opened is not None:
-            return opened[0]
+        if opened is not None and opened.is_open:
+            return opened
         login = self._logins.get(role)
         if login is None:
             raise PermissionError(f"the floor has no broker login for the role {role}")
-        stack = contextlib.AsyncExitStack()
-        client = await stack.enter_async_context(aiomqtt.Client(
-            self._hostname, self._port, username=login.username, password=login.password,
-            identifier=f"{login.username}-{secrets.token_hex(4)}",
-            tls_context=ssl.create_default_context() if self._tls else None,
-        ))  # fmt: skip
-        self._open[role] = (client, stack)
-        return client
+        endpoint = Endpoint(self._url, login.username, login.password)
+        conn = await connect(endpoint, f"{login.username}-{secrets.token_hex(4)}")
+        self._open[role] = conn
+        return conn
 
-    async def _drop(self, role: str) -> None:
+    def _drop(self, role: str) -> None:
         opened = self._open.pop(role, None)
         if opened is not None:
-            with contextlib.suppress(aiomqtt.MqttError, OSError):
-                await opened[1].aclose()
+            opened.close()
 
     async def aclose(self) -> None:
         for role in list(self._open):
-            await self._drop(role)
+            self._drop(role)
 
 
 @dataclass

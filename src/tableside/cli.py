@@ -694,13 +694,13 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         return 2
     table, broker, prefix, config = where
     # the table's own credentials and TLS, unless another broker was named
-    client_kwargs = config.broker.client_kwargs() if config and not args.broker else {}
+    endpoint = config.broker.endpoint() if config and not args.broker else None
     monitor = Monitor(
         broker,
         table,
         prefix,
         out=sys.stdout,
-        client_kwargs=client_kwargs,
+        endpoint=endpoint,
         client_id=None if args.no_session else args.client_id or default_client_id(table),
         journal_hint=f"--config {args.config}" if args.config else "--config <the table's config>",
     )
@@ -905,9 +905,9 @@ def _cmd_key(args: argparse.Namespace) -> int:
 def _cmd_command(args: argparse.Namespace) -> int:
     import os
     import uuid
-    from urllib.parse import urlsplit
 
-    import aiomqtt
+    from tableside.mqtt.client import Client
+    from tableside.mqtt.connection import Endpoint, MqttError
 
     where = _table_on_broker(args, "command")
     if where is None:
@@ -918,29 +918,21 @@ def _cmd_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tableside command: {exc}", file=sys.stderr)
         return 2
-    url = urlsplit(broker)
     base = f"{prefix}/{table}"
     request_id = f"cli-{uuid.uuid4().hex[:12]}"
     body = {"command": args.name, "device": args.device, "args": values,
             "request_id": request_id}  # fmt: skip
-    tls = None
-    if url.scheme == "mqtts":
-        tls = aiomqtt.TLSParameters(ca_certs=str(args.ca_file) if args.ca_file else None)
+    password = args.password or os.environ.get("TABLESIDE_PASSWORD")
+    endpoint = Endpoint(broker, args.username, password, ca_file=args.ca_file)
 
     async def go() -> int:
-        async with aiomqtt.Client(
-            url.hostname or "127.0.0.1",
-            url.port or (8883 if tls else 1883),
-            username=args.username,
-            password=args.password or os.environ.get("TABLESIDE_PASSWORD"),
-            tls_params=tls,
-        ) as client:
-            await client.subscribe(f"{base}/command_result", qos=1)
-            await client.publish(f"{base}/command/{args.role}", json.dumps(body), qos=1)
+        async with Client(endpoint) as client:
+            await client.subscribe(f"{base}/command_result")
+            await client.publish(f"{base}/command/{args.role}", json.dumps(body))
             try:
                 async with asyncio.timeout(args.timeout):
-                    async for message in client.messages:
-                        answer = json.loads(bytes(message.payload or b""))
+                    async for message in client.messages():
+                        answer = json.loads(message.payload or b"{}")
                         if answer.get("request_id") == request_id:
                             print(json.dumps(answer))
                             if not answer.get("ok"):
@@ -955,7 +947,7 @@ def _cmd_command(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(go())
-    except aiomqtt.MqttError as exc:
+    except MqttError as exc:
         print(f"tableside command: broker {broker}: {exc}", file=sys.stderr)
         return 3
 

@@ -1,8 +1,11 @@
-"""The MQTT v5 packets the floor's receiving client speaks (floor/link.py), as bytes: no I/O.
+"""The MQTT packets every tableside client speaks (mqtt/connection.py), as bytes: no I/O.
 
-Only what a subscriber that also publishes a few QoS 1 requests needs: CONNECT, CONNACK,
-SUBSCRIBE, SUBACK, PUBLISH (both ways), PUBACK (both ways), PINGREQ, PINGRESP, DISCONNECT
-(both ways). Section numbers are the MQTT 5.0 OASIS standard's.
+One codec for the table's publisher, the floor, the monitor, the web view and ``tableside
+command``: what a client that publishes and subscribes at QoS 0 and 1 needs. CONNECT (with a
+will), CONNACK, SUBSCRIBE, SUBACK, PUBLISH (both ways), PUBACK (both ways), PINGREQ, PINGRESP,
+DISCONNECT (both ways). MQTT v5 by default; v3.1.1 (``v5=False``: protocol level 4, no
+properties, no reason codes on PUBACK) for a broker that speaks nothing newer. Section numbers
+are the MQTT 5.0 OASIS standard's.
 
 Every packet is::
 
@@ -38,6 +41,7 @@ __all__ = [
     "Publish",
     "Reader",
     "SubAck",
+    "Will",
     "connect",
     "disconnect",
     "pingreq",
@@ -78,13 +82,15 @@ _REASON_STRING: Final = 0x1F
 _TOPIC_ALIAS: Final = 0x23
 _RECEIVE_MAXIMUM: Final = 0x21
 _SESSION_EXPIRY: Final = 0x11
+_RESPONSE_TOPIC: Final = 0x08
+_CORRELATION_DATA: Final = 0x09
 _MAXIMUM_PACKET_SIZE: Final = 0x27
 _SERVER_KEEP_ALIVE: Final = 0x13
 _ASSIGNED_CLIENT_ID: Final = 0x12
 
 
 class MalformedPacket(ValueError):
-    """Bytes that are not the MQTT v5 packet they claim to be; says what, and at which byte of
+    """Bytes that are not the MQTT packet they claim to be; says what, and at which byte of
     the connection's stream."""
 
 
@@ -94,7 +100,8 @@ class MalformedPacket(ValueError):
 @dataclass(frozen=True, slots=True)
 class Publish:
     """3.3: a message. ``packet_id`` is None at QoS 0; ``user_properties`` None when it has
-    none (the chain entry of a table's record travels there: docs/floor.md)."""
+    none (the chain entry of a table's record travels there: docs/floor.md); a request that
+    asks for an answer names its ``response_topic`` and ``correlation`` data (4.10)."""
 
     topic: str
     payload: bytes
@@ -103,6 +110,8 @@ class Publish:
     dup: bool
     packet_id: int | None
     user_properties: list[tuple[str, str]] | None
+    response_topic: str | None = None
+    correlation: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,15 +165,17 @@ Packet = Publish | ConnAck | SubAck | PubAck | Disconnect | Other
 
 
 class Reader:
-    """Bytes in, whole packets out, whatever the socket splits them into."""
+    """Bytes in, whole packets out, whatever the socket splits them into; ``v5=False`` reads a
+    v3.1.1 connection's packets (no properties, CONNACK's return code as its reason)."""
 
-    __slots__ = ("_buf", "_offset", "max_packet")
+    __slots__ = ("_buf", "_offset", "max_packet", "v5")
 
-    def __init__(self, max_packet: int = MAX_PACKET) -> None:
+    def __init__(self, max_packet: int = MAX_PACKET, *, v5: bool = True) -> None:
         self._buf = bytearray()
         #: bytes of the stream already consumed (for error messages: where)
         self._offset = 0
         self.max_packet = max_packet
+        self.v5 = v5
 
     def feed(self, data: bytes) -> list[Packet]:
         """The whole packets ``data`` completes, in order; the rest is kept for the next feed."""
@@ -197,7 +208,7 @@ class Reader:
                     return out
                 body = bytes(buf[i : i + length])
                 try:
-                    out.append(_parse(first, body))
+                    out.append(_parse(first, body, self.v5))
                 except MalformedPacket as exc:
                     raise self._bad(pos, str(exc)) from None
                 except (IndexError, struct.error, UnicodeDecodeError) as exc:
@@ -220,22 +231,22 @@ class Reader:
         return len(self._buf)
 
 
-def _parse(first: int, body: bytes) -> Packet:
+def _parse(first: int, body: bytes, v5: bool = True) -> Packet:
     kind = first >> 4
     flags = first & 0x0F
     if kind == PUBLISH:
-        return _publish(flags, body)
+        return _publish(flags, body, v5)
     if kind == PUBACK:
         return _puback(flags, body)
     if kind == CONNACK:
-        return _connack(flags, body)
+        return _connack(flags, body) if v5 else _connack_v3(flags, body)
     if kind == SUBACK:
-        return _suback(flags, body)
+        return _suback(flags, body, v5)
     if kind == PINGRESP:
         if flags or body:
             raise MalformedPacket("PINGRESP with flags or a body")
         return Other(PINGRESP)
-    if kind == DISCONNECT:
+    if kind == DISCONNECT and v5:  # a v3.1.1 broker just closes the connection
         return _disconnect(flags, body)
     raise MalformedPacket(f"packet type {kind} is not one a broker sends this client")
 
@@ -311,7 +322,7 @@ def _properties(body: bytes, i: int) -> tuple[dict[int, object], list[tuple[str,
     return found, pairs, end
 
 
-def _publish(flags: int, body: bytes) -> Publish:
+def _publish(flags: int, body: bytes, v5: bool = True) -> Publish:
     qos = (flags >> 1) & 3
     if qos == 3:
         raise MalformedPacket("PUBLISH with QoS 3")
@@ -325,18 +336,25 @@ def _publish(flags: int, body: bytes) -> Publish:
         i += 2
         if packet_id == 0:
             raise MalformedPacket("PUBLISH with packet id 0")
-    if body[i] == 0:  # no properties: the common case from a v3 publisher
+    pairs = response_topic = correlation = None
+    if not v5:
+        pass  # 3.1.1: no properties
+    elif body[i] == 0:  # no properties: the common case from a v3 publisher
         i += 1
-        pairs = None
     else:
         found, pairs, i = _properties(body, i)
         if _TOPIC_ALIAS in found:  # this client allows none (Topic Alias Maximum 0, 3.1.2.11.5)
             raise MalformedPacket("PUBLISH with a topic alias; this client allows none")
+        answer_to, data = found.get(_RESPONSE_TOPIC), found.get(_CORRELATION_DATA)
+        response_topic = answer_to if isinstance(answer_to, str) else None
+        correlation = data if isinstance(data, bytes) else None
     if not topic:
         raise MalformedPacket("PUBLISH with an empty topic")
     if "+" in topic or "#" in topic:
         raise MalformedPacket(f"PUBLISH to a wildcard topic {topic[:80]!r}")
-    return Publish(topic, body[i:], qos, bool(flags & 1), dup, packet_id, pairs)
+    return Publish(
+        topic, body[i:], qos, bool(flags & 1), dup, packet_id, pairs, response_topic, correlation
+    )
 
 
 def _fixed_flags(name: str, flags: int) -> None:
@@ -373,10 +391,23 @@ def _connack(flags: int, body: bytes) -> ConnAck:
     )  # fmt: skip
 
 
-def _suback(flags: int, body: bytes) -> SubAck:
+def _connack_v3(flags: int, body: bytes) -> ConnAck:
+    """3.1.1 §3.2: acknowledge flags and a return code (0 accepted, 1-5 refused), nothing more."""
+    _fixed_flags("CONNACK", flags)
+    if len(body) != 2:
+        raise MalformedPacket(f"a v3.1.1 CONNACK of {len(body)} bytes (2)")
+    if body[0] & 0xFE:
+        raise MalformedPacket("CONNACK acknowledge flags with reserved bits set")
+    return ConnAck(bool(body[0] & 1), body[1])
+
+
+def _suback(flags: int, body: bytes, v5: bool = True) -> SubAck:
     _fixed_flags("SUBACK", flags)
     (packet_id,) = _U16.unpack_from(body, 0)
-    found, _, i = _properties(body, 2)
+    found: dict[int, object] = {}
+    i = 2
+    if v5:
+        found, _, i = _properties(body, 2)
     if i >= len(body):
         raise MalformedPacket("SUBACK with no reason code")
     reason_string = found.get(_REASON_STRING)
@@ -426,28 +457,50 @@ def _props(*parts: bytes) -> bytes:
     return _length(len(data)) + data
 
 
+@dataclass(frozen=True, slots=True)
+class Will:
+    """3.1.2.5: what the broker publishes for this client when its connection ends unsaid."""
+
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = True
+
+
 def connect(
     client_id: str,
     *,
     keepalive: int,
     clean_start: bool,
-    session_expiry: int,
-    receive_maximum: int,
+    session_expiry: int = 0,
+    receive_maximum: int = 65_535,
     username: str | None = None,
     password: str | None = None,
     max_packet: int = MAX_PACKET,
+    will: Will | None = None,
+    v5: bool = True,
 ) -> bytes:
-    """3.1: CONNECT, MQTT v5, no will."""
+    """3.1: CONNECT (v3.1.1 when not ``v5``: protocol level 4, and no properties, so the
+    session expiry, receive maximum and maximum packet size are not said)."""
     flags = (0x02 if clean_start else 0) | (0x80 if username is not None else 0)
     flags |= 0x40 if password is not None else 0
+    if will is not None:
+        flags |= 0x04 | (will.qos << 3) | (0x20 if will.retain else 0)
     if not 0 < receive_maximum <= 0xFFFF:
         raise ValueError(f"receive maximum {receive_maximum}: 1..65535")
-    props = _props(
-        bytes([_SESSION_EXPIRY]) + _U32.pack(session_expiry),
-        bytes([_RECEIVE_MAXIMUM]) + _U16.pack(receive_maximum),
-        bytes([_MAXIMUM_PACKET_SIZE]) + _U32.pack(max_packet),
-    )
-    body = b"\x00\x04MQTT\x05" + bytes([flags]) + _U16.pack(keepalive) + props + _str(client_id)
+    props = b""
+    if v5:
+        props = _props(
+            bytes([_SESSION_EXPIRY]) + _U32.pack(session_expiry),
+            bytes([_RECEIVE_MAXIMUM]) + _U16.pack(receive_maximum),
+            bytes([_MAXIMUM_PACKET_SIZE]) + _U32.pack(max_packet),
+        )
+    level = b"\x05" if v5 else b"\x04"
+    body = b"\x00\x04MQTT" + level + bytes([flags]) + _U16.pack(keepalive) + props
+    body += _str(client_id)
+    if will is not None:  # 3.1.3.2-4: its properties (v5: none), topic, payload
+        body += (b"\x00" if v5 else b"") + _str(will.topic) + _U16.pack(len(will.payload))
+        body += will.payload
     if username is not None:
         body += _str(username)
     if password is not None:
@@ -456,12 +509,12 @@ def connect(
     return _packet(CONNECT << 4, body)
 
 
-def subscribe(packet_id: int, filters: list[tuple[str, int]]) -> bytes:
+def subscribe(packet_id: int, filters: list[tuple[str, int]], *, v5: bool = True) -> bytes:
     """3.8: SUBSCRIBE; each filter with its options byte (3.8.3.1: QoS in bits 0-1, No Local
-    0x04, Retain As Published 0x08, Retain Handling in bits 4-5)."""
-    body = _U16.pack(packet_id) + b"\x00"
+    0x04, Retain As Published 0x08, Retain Handling in bits 4-5; v3.1.1 has the QoS only)."""
+    body = _U16.pack(packet_id) + (b"\x00" if v5 else b"")
     for topic, options in filters:
-        body += _str(topic) + bytes([options])
+        body += _str(topic) + bytes([options if v5 else options & 0x03])
     return _packet((SUBSCRIBE << 4) | 0x02, body)
 
 
@@ -474,8 +527,11 @@ def publish(
     retain: bool = False,
     dup: bool = False,
     user_properties: list[tuple[str, str]] | None = None,
+    response_topic: str | None = None,
+    correlation: bytes | None = None,
+    v5: bool = True,
 ) -> bytes:
-    """3.3: PUBLISH."""
+    """3.3: PUBLISH; a v3.1.1 one (not ``v5``) carries no properties, so none may be given."""
     flags = (qos << 1) | (1 if retain else 0) | (8 if dup else 0)
     body = _str(topic)
     if qos:
@@ -483,6 +539,14 @@ def publish(
             raise ValueError("QoS 1 or 2 needs a packet id 1..65535")
         body += _U16.pack(packet_id)
     props = b"".join(bytes([_USER_PROPERTY]) + _str(k) + _str(v) for k, v in user_properties or ())
+    if response_topic is not None:
+        props += bytes([_RESPONSE_TOPIC]) + _str(response_topic)
+    if correlation is not None:
+        props += bytes([_CORRELATION_DATA]) + _U16.pack(len(correlation)) + correlation
+    if not v5:
+        if props:
+            raise ValueError("MQTT 3.1.1 has no properties: no user properties, no response topic")
+        return _packet((PUBLISH << 4) | flags, body + payload)
     return _packet((PUBLISH << 4) | flags, body + _length(len(props)) + props + payload)
 
 

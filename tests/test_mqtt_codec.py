@@ -1,5 +1,6 @@
-"""The floor's MQTT v5 codec (floor/mqtt.py), no I/O: packets built by hand from the standard's
-layout, by paho's own encoder (a cross-check), round trips, and hostile bytes."""
+"""The MQTT codec every tableside client uses (mqtt/codec.py), no I/O: packets built by hand
+from the standard's layout, by paho's own encoder (a cross-check), round trips, hostile bytes,
+and MQTT 3.1.1's shapes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tableside.floor import mqtt
+from tableside.mqtt import codec as mqtt
 
 CHAIN = [("chain-prev", "0" * 64), ("chain-hash", "ab" * 32), ("chain-ts", "1764590000.125")]
 
@@ -224,3 +225,48 @@ def test_paho_encoded_publishes_decode() -> None:
     finally:
         client.loop_stop()
         server.close()
+
+
+def test_v311_packets_as_the_standard_draws_them() -> None:
+    """3.1.1: protocol level 4, no properties anywhere; CONNACK is two bytes, its return code
+    the reason; SUBACK has no properties; a PUBLISH's payload follows its packet id."""
+    will = mqtt.Will("t/status", b"off")
+    assert mqtt.connect("c", keepalive=30, clean_start=True, will=will, v5=False) == _frame(
+        0x10, b"\x00\x04MQTT\x04" + bytes([0x02 | 0x04 | 0x08 | 0x20]) + b"\x00\x1e" + _s("c")
+        + _s("t/status") + _s("off"))  # fmt: skip
+    assert mqtt.publish("a/b", b"xy", qos=1, packet_id=5, v5=False) == _frame(
+        0x32, _s("a/b") + b"\x00\x05xy")  # fmt: skip
+    assert mqtt.subscribe(3, [("a/#", 0x09)], v5=False) == _frame(
+        0x82, b"\x00\x03" + _s("a/#") + b"\x01"
+    )
+    with pytest.raises(ValueError, match=r"3\.1\.1 has no properties"):
+        mqtt.publish("a", b"", user_properties=[("k", "v")], v5=False)
+    reader = mqtt.Reader(v5=False)
+    packets = reader.feed(_frame(0x20, b"\x01\x05") + _frame(0x90, b"\x00\x03\x01\x80")
+                          + _frame(0x30, _s("a/b") + b"{}"))  # fmt: skip
+    assert packets == [
+        mqtt.ConnAck(True, 5),
+        mqtt.SubAck(3, (1, 0x80)),
+        mqtt.Publish("a/b", b"{}", 0, False, False, None, None),
+    ]
+    with pytest.raises(mqtt.MalformedPacket, match=r"v3\.1\.1 CONNACK of 3 bytes"):
+        mqtt.Reader(v5=False).feed(_frame(0x20, b"\x00\x00\x00"))
+
+
+def test_a_v5_will_and_a_requests_answer_address() -> None:
+    """The will's properties (none), topic and payload follow the client id (3.1.3.2-4); a
+    request's response topic (0x08) and correlation data (0x09) survive a round trip."""
+    packet = mqtt.connect(
+        "c", keepalive=10, clean_start=True, will=mqtt.Will("s", b"o", retain=False)
+    )
+    assert packet.endswith(_s("c") + b"\x00" + _s("s") + _s("o"))
+    assert packet[9] == 0x02 | 0x04 | 0x08  # clean start, will, will QoS 1, not retained
+    sent = mqtt.publish("t/command/dealer", b"{}", qos=1, packet_id=2,
+                        response_topic="t/response/x", correlation=b"\x00id")  # fmt: skip
+    (back,) = mqtt.Reader().feed(sent)
+    assert isinstance(back, mqtt.Publish)
+    assert (back.response_topic, back.correlation, back.payload) == (
+        "t/response/x",
+        b"\x00id",
+        b"{}",
+    )
