@@ -9,7 +9,7 @@ import os
 import ssl
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,8 +29,9 @@ def _address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def add_parser(sub: Any) -> None:
-    floor = sub.add_parser("floor", help="the floor: every table's stream stored and verified")
+def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """``add``: the subparsers' ``add_parser``."""
+    floor = add("floor", help="the floor: every table's stream stored and verified")
     fsub = floor.add_subparsers(dest="floor_command", required=True, metavar="ACTION")
 
     def action(name: str, text: str) -> argparse.ArgumentParser:

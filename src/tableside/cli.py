@@ -7,7 +7,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,13 @@ def _device_override(text: str) -> tuple[str, str]:
     return name, url
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tableside", description="Open table-side controller for casino table games."
-    )
-    parser.add_argument("--version", action="version", version=f"tableside {__version__}")
-    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
-    parser.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+#: a subparsers' ``add_parser``: each part of the command line adds its own
+AddParser = Callable[..., argparse.ArgumentParser]
 
-    run = sub.add_parser("run", help="run the daemon for one table")
+
+def _add_run(add: AddParser) -> None:
+    """The ``run`` and ``check-config`` commands."""
+    run = add("run", help="run the daemon for one table")
     run.add_argument("--config", required=True, type=Path, help="the table's TOML file")
     run.add_argument("--broker", help="override the broker URL (mqtt://host:port)")
     run.add_argument(
@@ -61,10 +58,13 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on http://HOST:PORT/metrics (overrides [metrics] listen)",
     )
 
-    check = sub.add_parser("check-config", help="validate table config files")
+    check = add("check-config", help="validate table config files")
     check.add_argument("files", nargs="+", type=Path)
 
-    sim = sub.add_parser("simulate", help="run a device simulator")
+
+def _add_simulate(add: AddParser) -> None:
+    """The ``simulate`` command."""
+    sim = add("simulate", help="run a device simulator")
     sim.add_argument(
         "device_class", choices=["shuffler", "shoe", "card_reader", "progressive", "replay"]
     )
@@ -113,9 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--keep-going", action="store_true", help="replay: go on after a divergence")
 
-    rec = sub.add_parser(
-        "record", help="sit between the daemon and a device and write what the link carries"
-    )
+
+def _add_record(add: AddParser) -> None:
+    """The ``record`` command."""
+    rec = add("record", help="sit between the daemon and a device and write what the link carries")
     rec.add_argument(
         "--device", action="append", required=True, metavar="[NAME=]URL",
         help="the real device, as the driver would open it (repeatable, one per link)",
@@ -136,7 +137,10 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--comment", default="", help="a free comment for the capture's header")
     rec.add_argument("--output", "-o", required=True, type=Path, help="the capture file")
 
-    mon = sub.add_parser("monitor", help="subscribe to a table and print its life")
+
+def _add_monitor(add: AddParser) -> None:
+    """The ``monitor`` command."""
+    mon = add("monitor", help="subscribe to a table and print its life")
     mon.add_argument("--table", help="table id (default: from --config)")
     mon.add_argument("--config", type=Path, help="take table, broker and prefix from here")
     mon.add_argument("--broker", help="mqtt://host:port (default mqtt://127.0.0.1:1883)")
@@ -149,7 +153,10 @@ def _parser() -> argparse.ArgumentParser:
         "--no-session", action="store_true", help="a clean session: what comes while away is lost"
     )
 
-    demo = sub.add_parser("demo", help="a whole simulated table, live, in one command")
+
+def _add_demo(add: AddParser) -> None:
+    """The ``demo`` command."""
+    demo = add("demo", help="a whole simulated table, live, in one command")
     demo.add_argument(
         "--game",
         default="caribbean_stud",
@@ -175,11 +182,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="the broker to start when none answers (default: a Mosquitto of "
                       "the demo's own when the program is installed, else amqtt)")  # fmt: skip
 
-    verify = sub.add_parser("verify-install", help="hash the installed software (self-check)")
+
+def _add_journal(add: AddParser) -> None:
+    """The ``verify-install``, ``journal`` and ``key`` commands."""
+    verify = add("verify-install", help="hash the installed software (self-check)")
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
     verify.add_argument("--expect", help="exit 1 unless the overall SHA-256 is this one")
 
-    journal = sub.add_parser("journal", help="check, export, back up or recover a table's journal")
+    journal = add("journal", help="check, export, back up or recover a table's journal")
     jsub = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     for name, text in (
         ("verify", "check the hash chain: finds an edited, inserted or removed record"),
@@ -207,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--to-seq", type=int, help="last seq to export")
             action.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
 
-    key = sub.add_parser(
+    key = add(
         "key", help="print the table's public key (what the floor enrols) and where its key is"
     )
     key.add_argument("--config", type=Path, required=True, help="the table's config")
@@ -218,9 +228,10 @@ def _parser() -> argparse.ArgumentParser:
         "run as the daemon's user, so that the daemon can read it",
     )
 
-    command = sub.add_parser(
-        "command", help="ask a table to do something, as a role, and wait for its answer"
-    )
+
+def _add_command(add: AddParser) -> None:
+    """The ``command`` command."""
+    command = add("command", help="ask a table to do something, as a role, and wait for its answer")
     command.add_argument("role", help="dealer, floorperson or technician")
     command.add_argument("device", help='a device of the table, or "table"')
     command.add_argument("name", metavar="COMMAND", help="e.g. open_table, start_shuffle")
@@ -234,21 +245,42 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--ca-file", type=Path, help="mqtts: the broker's CA")
     command.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
 
-    rules = sub.add_parser("rules", help="write docs/rules.md from the rule rows")
+
+def _add_docs(add: AddParser) -> None:
+    """The ``rules``, ``commands`` and ``schemas`` commands (the generated docs)."""
+    rules = add("rules", help="write docs/rules.md from the rule rows")
     rules.add_argument("output", type=Path, help="the markdown file to write")
     rules.add_argument("--tests", type=Path, default=Path("tests"), help="where the tests are")
 
-    commands = sub.add_parser(
+    commands = add(
         "commands", help="rewrite the command table in docs/commands.md from rules/commands.py"
     )
     commands.add_argument("page", type=Path, help="the markdown page holding the table")
 
-    schemas = sub.add_parser("schemas", help="write the MQTT payload JSON Schemas")
+    schemas = add("schemas", help="write the MQTT payload JSON Schemas")
     schemas.add_argument("directory", type=Path)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tableside", description="Open table-side controller for casino table games."
+    )
+    parser.add_argument("--version", action="version", version=f"tableside {__version__}")
+    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub.add_parser)
+    _add_simulate(sub.add_parser)
+    _add_record(sub.add_parser)
+    _add_monitor(sub.add_parser)
+    _add_demo(sub.add_parser)
+    _add_journal(sub.add_parser)
+    _add_command(sub.add_parser)
+    _add_docs(sub.add_parser)
 
     from tableside.floor.cli import add_parser as add_floor
 
-    add_floor(sub)
+    add_floor(sub.add_parser)
     from tableside.shuffle_lab import add_parsers as add_shuffle
 
     add_shuffle(sub.add_parser)
