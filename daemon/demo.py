@@ -33,7 +33,6 @@ from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableCon
 from tableside.daemon.monitor import Monitor
 from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers import usb as usb_transport
-from tableside.mqtt.connection import Endpoint
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
 from tableside.simulators.card_reader import CardReaderSimulator
@@ -41,6 +40,7 @@ from tableside.simulators.listen import serve_pty
 from tableside.simulators.progressive import progressive_table
 from tableside.simulators.registry import build_simulator
 from tableside.simulators.shoe import parse_plan_spec
+from tableside.simulators.shuffler import ShufflerSimulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
 
 __all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "Beside", "DemoTable", "run_demo"]
@@ -97,7 +97,7 @@ def _plan(game: Game) -> str:
 
 def _devices(
     game: Game, rounds: int | None, interval: float, faults: tuple[str, ...], with_faults: bool
-) -> tuple[list[_Device], Any, CardReaderSimulator | None]:
+) -> tuple[list[_Device], ShufflerSimulator, CardReaderSimulator | None]:
     decks = 6 if game is Game.SPANISH_21 else None
     # one deck: the shuffler recognises its cards and shuffles fairly, and the table tests
     # every shuffle (docs/shuffle.md); six decks of 48 are no deck the tests know
@@ -109,6 +109,7 @@ def _devices(
         faults,
         silent_disconnect=True,  # a pty cannot be unplugged: it goes quiet instead
     )  # fmt: skip
+    assert isinstance(shuffler, ShufflerSimulator)
     options = {"recognises_cards": True} if recognises else {}
     devices = [_Device("shuffler", {"driver": "tableside.shuffler", "heartbeat_timeout_s": 1.0,
                                     **options}, shuffler.serve)]  # fmt: skip
@@ -153,6 +154,107 @@ def _devices(
     return devices, shuffler, reader
 
 
+async def _broker(
+    stack: contextlib.AsyncExitStack,
+    url: str,
+    embedded: Literal["mosquitto", "amqtt"] | None,
+    out: TextIO,
+) -> tuple[str, Literal["5", "3.1.1"]]:
+    """The broker the demo uses, and the MQTT version to speak to it: the configured one if it
+    answers, else one of the demo's own (held open by ``stack``)."""
+    if await broker_answers(url):
+        print(f"-- broker: {url} answers; using it", file=out)
+        return url, "5"
+    if embedded != "amqtt" and (program := mosquitto_program()) is not None:
+        url = await stack.enter_async_context(mosquitto_broker(program))
+        print(f"-- broker: none at the configured URL; a Mosquitto of ours on {url}", file=out)
+        return url, "5"
+    if embedded == "mosquitto":
+        raise NoEmbeddedBroker("no mosquitto program here: apt-get install mosquitto")
+    url = await stack.enter_async_context(embedded_broker())
+    print(f"-- broker: none at the configured URL; embedded broker on {url}", file=out)
+    return url, "3.1.1"  # amqtt speaks nothing newer
+
+
+async def _serve(
+    tg: asyncio.TaskGroup, devices: list[_Device]
+) -> tuple[list[asyncio.Task[None]], dict[str, str]]:
+    """Each pty device's simulator served on a pty of its own: their tasks, and each's path."""
+    sims: list[asyncio.Task[None]] = []
+    urls: dict[str, str] = {}
+    for device in devices:
+        if device.serve is None:
+            continue
+        where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        sims.append(tg.create_task(serve_pty(device.serve, where.set_result)))
+        urls[device.name] = await where
+    return sims, urls
+
+
+def _plug_in(reader: CardReaderSimulator) -> SimulatedUsbDevice:
+    """The card reader on the simulated USB bus, its USB faults wired to the device."""
+    vid, pid, serial = READER_USB
+    usb_device = SimulatedUsbDevice(
+        vid, pid, serial, reader.serve, asyncio.get_running_loop(), product_name="SIM card reader"
+    )
+    reader.usb_hooks.update(
+        unplug=lambda v: usb_device.unplug(float(v or 1)),
+        stall=lambda v: usb_device.stall(int(v or 1)),
+        usb_timeout=lambda v: usb_device.time_out_writes(int(v or 1)),
+    )
+    usb_transport.set_backend(SimulatedUsbBackend(usb_device))
+    return usb_device
+
+
+def _config(
+    game: Game,
+    broker_url: str,
+    mqtt_version: Literal["5", "3.1.1"],
+    state_dir: Path,
+    devices: list[_Device],
+    urls: dict[str, str],
+) -> Config:
+    """The demo table's config, as a user's TOML file would give it."""
+    decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
+    return Config(
+        table=TableConfig(id=f"demo-{game.value.replace('_', '-')}", game=game, decks=decks,
+                          state_dir=state_dir),
+        broker=BrokerConfig(url=broker_url, mqtt_version=mqtt_version),
+        devices={d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
+                 for d in devices},
+    )  # fmt: skip
+
+
+def _where(config: Config, urls: dict[str, str]) -> str:
+    """Where each device is, for the demo's first line."""
+    where = ", ".join(f"{name} on {url}" for name, url in urls.items())
+    if "card_reader" in config.devices:
+        where += f", card_reader on {config.devices['card_reader'].url} (simulated USB)"
+    return where
+
+
+def _last_outcome(
+    config: Config, shuffler: ShufflerSimulator, rounds: int | None
+) -> tuple[asyncio.Event, Callable[[str, dict[str, Any]], None]]:
+    """Set once the monitor has seen the last shuffle's outcome (at once when the last shuffle
+    is cut off and has none), and the monitor's callback that sets it."""
+    last = asyncio.Event()
+    if rounds is not None and "disconnect" in shuffler.faults_at(rounds):
+        last.set()
+
+    def seen(topic: str, msg: dict[str, Any]) -> None:
+        where = parse_topic(config.broker.topic_prefix, topic)
+        if (
+            where is not None
+            and (where.kind, where.name) == (TopicKind.DEVICE_EVENT, "shuffler")
+            and msg.get("event") in ("shuffle_complete", "fault")
+            and msg["data"].get("shuffle_id") == rounds
+        ):
+            last.set()
+
+    return last, seen
+
+
 async def run_demo(
     game: Game,
     *,
@@ -165,81 +267,19 @@ async def run_demo(
     embedded: Literal["mosquitto", "amqtt"] | None = None,
 ) -> int:
     """Run until ``rounds`` shuffles are done (or forever); return the exit status."""
-    decks: Literal[6, 8] | None = 6 if game is Game.SPANISH_21 else None
     devices, shuffler, reader = _devices(game, rounds, interval, faults, bool(faults))
     async with contextlib.AsyncExitStack() as stack:
-        mqtt_version: Literal["5", "3.1.1"] = "5"
-        if await broker_answers(broker_url):
-            print(f"-- broker: {broker_url} answers; using it", file=out)
-        elif embedded != "amqtt" and (program := mosquitto_program()) is not None:
-            broker_url = await stack.enter_async_context(mosquitto_broker(program))
-            print(f"-- broker: none at the configured URL; a Mosquitto of ours on {broker_url}",
-                  file=out)  # fmt: skip
-        else:
-            if embedded == "mosquitto":
-                raise NoEmbeddedBroker("no mosquitto program here: apt-get install mosquitto")
-            broker_url = await stack.enter_async_context(embedded_broker())
-            mqtt_version = "3.1.1"  # amqtt speaks nothing newer
-            print(
-                f"-- broker: none at the configured URL; embedded broker on {broker_url}", file=out
-            )
+        broker_url, mqtt_version = await _broker(stack, broker_url, embedded, out)
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tableside-demo-")))
         async with asyncio.TaskGroup() as tg:
-            sims: list[asyncio.Task[None]] = []
-            urls: dict[str, str] = {}
-            for device in devices:
-                if device.serve is None:
-                    continue
-                where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-                sims.append(tg.create_task(serve_pty(device.serve, where.set_result)))
-                urls[device.name] = await where
-            usb_device = None
-            if reader is not None:
-                vid, pid, serial = READER_USB
-                usb_device = SimulatedUsbDevice(
-                    vid, pid, serial, reader.serve, asyncio.get_running_loop(),
-                    product_name="SIM card reader",
-                )  # fmt: skip
-                reader.usb_hooks.update(
-                    unplug=lambda v: usb_device.unplug(float(v or 1)),
-                    stall=lambda v: usb_device.stall(int(v or 1)),
-                    usb_timeout=lambda v: usb_device.time_out_writes(int(v or 1)),
-                )
-                usb_transport.set_backend(SimulatedUsbBackend(usb_device))
-            table_id = f"demo-{game.value.replace('_', '-')}"
-            config = Config(
-                table=TableConfig(id=table_id, game=game, decks=decks, state_dir=state_dir),
-                broker=BrokerConfig(url=broker_url, mqtt_version=mqtt_version),
-                devices={
-                    d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
-                    for d in devices
-                },
-            )
-            where_list = ", ".join(f"{name} on {url}" for name, url in urls.items())
-            if reader is not None:
-                where_list += (
-                    f", card_reader on {config.devices['card_reader'].url} (simulated USB)"
-                )
-            print(
-                f"-- table {table_id} ({game.value}): {where_list}; shuffler faults: "
-                f"{', '.join(faults) or 'none'}; "
-                + (f"{rounds} shuffles" if rounds else "until Ctrl-C"),
-                file=out,
-            )
-            last_outcome = asyncio.Event()
-            if rounds is not None and "disconnect" in shuffler.faults_at(rounds):
-                last_outcome.set()  # the last shuffle is cut off: it has no outcome to wait for
-
-            def seen(topic: str, msg: dict[str, Any]) -> None:
-                where = parse_topic(config.broker.topic_prefix, topic)
-                if (
-                    where is not None
-                    and (where.kind, where.name) == (TopicKind.DEVICE_EVENT, "shuffler")
-                    and msg.get("event") in ("shuffle_complete", "fault")
-                    and msg["data"].get("shuffle_id") == rounds
-                ):
-                    last_outcome.set()
-
+            sims, urls = await _serve(tg, devices)
+            usb_device = _plug_in(reader) if reader is not None else None
+            config = _config(game, broker_url, mqtt_version, state_dir, devices, urls)
+            table_id = config.table.id
+            print(f"-- table {table_id} ({game.value}): {_where(config, urls)}; shuffler "
+                  f"faults: {', '.join(faults) or 'none'}; "
+                  + (f"{rounds} shuffles" if rounds else "until Ctrl-C"), file=out)  # fmt: skip
+            last_outcome, seen = _last_outcome(config, shuffler, rounds)
             # a persistent session (clean at the start of each demo, then kept across the
             # monitor's reconnects): a broker outage does not cost the monitor what the table
             # published meanwhile
@@ -248,7 +288,7 @@ async def run_demo(
                 table_id,
                 out=out,
                 on_message=seen,
-                endpoint=Endpoint(broker_url, v5=config.broker.mqtt_version == "5"),
+                endpoint=config.broker.endpoint(),
                 client_id=f"tableside-demo-monitor-{table_id}",
                 resume=False,
                 journal_hint=str(state_dir / table_id / "journal.sqlite"),
