@@ -55,27 +55,30 @@ class DaemonCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         d = self.daemon
-        table = d.table
-        journal, publisher = d.journal, d.publisher
-        last_seq = journal.next_seq - 1
-
         info = GaugeMetricFamily(
             "tableside_info", "The table this daemon runs (value 1).", labels=["table", "game",
                                                                             "version"]
         )  # fmt: skip
-        info.add_metric([table, d.runtime.facts.game.value, __version__], 1)
+        info.add_metric([d.table, d.runtime.facts.game.value, __version__], 1)
         yield info
+        yield from self._messages()
+        yield from self._rulings()
+        yield from self._devices()
 
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            family = CounterMetricFamily(name, doc, labels=["table"])
-            family.add_metric([table], value)
-            return family
+    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=["table"])
+        family.add_metric([self.daemon.table], value)
+        return family
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(name, doc, labels=["table"])
-            family.add_metric([table], value)
-            return family
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=["table"])
+        family.add_metric([self.daemon.table], value)
+        return family
 
+    def _messages(self) -> Iterator[Metric]:
+        """The journal and the broker: what was numbered, sent, acknowledged, and the link."""
+        journal, publisher = self.daemon.journal, self.daemon.publisher
+        counter, gauge = self._counter, self._gauge
         yield counter(
             "tableside_messages_journaled",
             "Messages journaled by this process (each has its own seq).",
@@ -91,7 +94,11 @@ class DaemonCollector(Collector):
             "Messages sent again, marked redelivered, after an unacknowledged send.",
             publisher.redelivered,
         )
-        yield gauge("tableside_journal_seq", "The seq of the newest journaled message.", last_seq)
+        yield gauge(
+            "tableside_journal_seq",
+            "The seq of the newest journaled message.",
+            journal.next_seq - 1,
+        )
         yield gauge(
             "tableside_journal_acked_seq",
             "The seq up to which the broker acknowledged everything.",
@@ -113,6 +120,9 @@ class DaemonCollector(Collector):
             publisher.connections,
         )
 
+    def _rulings(self) -> Iterator[Metric]:
+        """Rulings given by clause, what waits for a person, and the requests answered."""
+        d, table = self.daemon, self.daemon.table
         rulings = CounterMetricFamily(
             "tableside_rulings", "Rulings given, by rule and clause.", labels=["table", "rule",
                                                                               "clause"]
@@ -132,7 +142,7 @@ class DaemonCollector(Collector):
         for state in ("open", "escalated", "acknowledged"):
             unresolved.add_metric([table, state], by_state[state])
         yield unresolved
-        yield gauge(
+        yield self._gauge(
             "tableside_rulings_halting",
             "Unresolved rulings that halt dealing.",
             sum(1 for r in d.runtime.state.rulings if r.halts),
@@ -147,6 +157,9 @@ class DaemonCollector(Collector):
             commands.add_metric([table, command, result], n)
         yield commands
 
+    def _devices(self) -> Iterator[Metric]:
+        """Each device's link and its events, and the events whose handling failed."""
+        d, table = self.daemon, self.daemon.table
         connection = GaugeMetricFamily(
             "tableside_device_connection",
             "Each device's link state: 1 for the state it is in, 0 for the others.",
@@ -173,7 +186,7 @@ class DaemonCollector(Collector):
         yield connection
         yield connected
         yield events
-        yield counter(
+        yield self._counter(
             "tableside_handling_errors",
             "Device events whose handling failed (each logged with its traceback).",
             d.handling_errors,
