@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 
 from tableside.daemon import proof
-from tableside.daemon.config import Config
+from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.firmware import FirmwareRecord
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import CheckpointPayload, utc_ms
@@ -72,6 +72,20 @@ def _counts_cards(driver: Driver) -> bool:
 def _bonus_pays(config: Config) -> dict[str, float] | None:
     table = config.pay_tables.get("let_it_ride_bonus")
     return dict(table) if isinstance(table, dict) else None
+
+
+def table_facts(config: Config, drivers: list[Driver]) -> TableFacts:
+    """What the rules know of the table from its configuration: one for the whole table."""
+    shufflers = {d.name: _counts_cards(d) for d in drivers if d.device_class == "shuffler"}
+    return TableFacts(
+        game=config.table.game,
+        shuffler_counts=any(shufflers.values()),
+        not_counting=frozenset(name for name, counts in shufflers.items() if not counts),
+        decks=config.table.decks,
+        progressive=config.progressive.pay_table() if config.progressive else None,
+        bonus_pays=_bonus_pays(config),
+        gaming_day=config.table.gaming_day,
+    )
 
 
 class KeyUnreadable(RuntimeError):
@@ -122,37 +136,9 @@ class TableDaemon:
             config.broker, self.table, config.client_id, self.journal, on_command=self._on_command
         )
         self.topics = self.publisher.topics
-        devices: dict[str, DeviceRuntime] = {}
-        for name, device in config.devices.items():
-            driver_cls = get_driver(device.driver)
-            settings = DriverSettings(
-                url=device.url,
-                baudrate=device.baudrate,
-                heartbeat_timeout=device.heartbeat_timeout_s,
-                arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
-                budget=FrameBudget(
-                    per_s=device.max_frames_per_s, burst=max(1, math.ceil(device.max_frames_per_s))
-                ),
-                options=device.options,
-                settle=self._settle,
-            )
-            driver = driver_cls(name, settings, self._sink(name))
-            facts = TableFacts(
-                game=config.table.game,
-                shuffler_counts=_counts_cards(driver),
-                decks=config.table.decks,
-            )
-            devices[name] = DeviceRuntime(name, device, driver, facts)
-        shufflers = [rt.driver for rt in devices.values()
-                     if rt.driver.device_class == "shuffler"]  # fmt: skip
-        facts = TableFacts(
-            game=config.table.game,
-            shuffler_counts=any(_counts_cards(d) for d in shufflers),
-            decks=config.table.decks,
-            progressive=config.progressive.pay_table() if config.progressive else None,
-            bonus_pays=_bonus_pays(config),
-            gaming_day=config.table.gaming_day,
-        )
+        devices = {name: DeviceRuntime(name, device, self._driver(name, device))
+                   for name, device in config.devices.items()}  # fmt: skip
+        facts = table_facts(config, [rt.driver for rt in devices.values()])
         #: set whenever the rulings' lifecycle moves: the escalation timer looks again
         self._rulings_moved = asyncio.Event()
         self.runtime = TableRuntime(
@@ -175,6 +161,21 @@ class TableDaemon:
         self.ready = asyncio.Event()
         self.handling_errors = 0
         self._tasks: asyncio.TaskGroup | None = None
+
+    def _driver(self, name: str, device: DeviceConfig) -> Driver:
+        """The configured device's driver (not started: ``run`` starts it)."""
+        settings = DriverSettings(
+            url=device.url,
+            baudrate=device.baudrate,
+            heartbeat_timeout=device.heartbeat_timeout_s,
+            arq=ArqPolicy(ack_timeout=device.ack_timeout_s, retries=device.retries),
+            budget=FrameBudget(
+                per_s=device.max_frames_per_s, burst=max(1, math.ceil(device.max_frames_per_s))
+            ),
+            options=device.options,
+            settle=self._settle,
+        )
+        return get_driver(device.driver)(name, settings, self._sink(name))
 
     # -- lifecycle ------------------------------------------------------------------------
 

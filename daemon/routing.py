@@ -198,7 +198,7 @@ class CommandRouter:
         to the driver with their arguments as parsed."""
         if isinstance(args, DealRound):
             stacks = [StackArg.model_validate(s)
-                      for s in dispense_pattern(rt.facts.game, args.positions)]  # fmt: skip
+                      for s in dispense_pattern(self.table.facts.game, args.positions)]  # fmt: skip
             next_round = args.round if args.round is not None else self.table.state.round + 1
             return DEAL.name, Deal(round=next_round, stacks=stacks)
         return name, args

@@ -95,7 +95,6 @@ class DeviceRuntime:
     name: str
     config: DeviceConfig
     driver: Driver
-    facts: TableFacts
     connection: ConnectionState = ConnectionState.DISCONNECTED
     connection_detail: str = ""
     since: str = field(default_factory=utc_ms)
@@ -216,7 +215,7 @@ class TableRuntime:
         source: SourceEvent | None = None  # what a ruling cites: made when one is given
         halts = False
         given = []
-        rules = [ruling.rule for ruling in evaluate(rt.facts, observation)]
+        rules = [ruling.rule for ruling in evaluate(self.facts, observation)]
         if isinstance(event, ShuffleAlert) and not self._alert_open(rt.name):
             rules.append(event.rule())  # a surveillance alert, with the ruling's lifecycle
         for rule in rules:

@@ -106,13 +106,21 @@ class TableFacts:
     """What the engine knows of the table from its configuration."""
 
     game: Game
+    #: some shuffler of the table counts the cards it shuffles
     shuffler_counts: bool = True
+    #: the shufflers (by device name) configured not to count (``counts_cards = false``): the
+    #: rows that need a count do not apply to what they report, whatever another one does
+    not_counting: frozenset[str] = frozenset()
     decks: int | None = None  # Spanish 21: 6 or 8 decks of 48 (551.3(a))
     #: the progressive pay table (555.13), when the table has a progressive system
     progressive: PayTable | None = None
     #: Let It Ride Bonus amounts in dollars (559.14(d)), as the casino's pay table has them
     bonus_pays: Mapping[str, float] | None = None
     gaming_day: GamingDay = field(default_factory=GamingDay)
+
+    def counts(self, device: str) -> bool:
+        """Whether what ``device`` reports comes from a shuffler that counts its cards."""
+        return self.shuffler_counts and device not in self.not_counting
 
     @property
     def full_deck_counts(self) -> frozenset[int]:
@@ -266,7 +274,7 @@ class Rule:
         return (
             facts.game in self.games
             and observation.kind == self.trigger
-            and (facts.shuffler_counts or not self.needs_counting_shuffler)
+            and (not self.needs_counting_shuffler or facts.counts(observation.device))
             and all(w.holds(facts, observation.data) for w in self.when)
         )
 

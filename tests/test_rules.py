@@ -81,6 +81,16 @@ def test_count_rule_needs_a_counting_shuffler() -> None:
     assert evaluate(TableFacts(Game.CARIBBEAN_STUD), complete(51, counted=False)) == []
 
 
+def test_with_two_shufflers_the_count_rule_follows_the_one_that_reported() -> None:
+    """One table's facts: a shuffler configured not to count gets no count ruling, while the
+    counting one beside it still does (each device had its own facts before)."""
+    facts = TableFacts(Game.CARIBBEAN_STUD, not_counting=frozenset({"spare"}))
+    spare = Observation("shuffler.shuffle_complete", "spare", {"card_count": 51, "counted": True})
+    assert evaluate(facts, spare) == []
+    (ruling,) = evaluate(facts, complete(51))
+    assert ruling.rule.citation == COUNT_CLAUSE[Game.CARIBBEAN_STUD]
+
+
 @pytest.mark.parametrize("game", list(FAULT_CLAUSE))
 @pytest.mark.parametrize("name", ["jam", "stopped", "incomplete"])
 def test_shuffle_failure_means_reshuffle(game: Game, name: str) -> None:

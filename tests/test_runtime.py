@@ -118,3 +118,34 @@ async def test_a_lock_out_that_failed_is_an_event_of_its_own(daemon: TableDaemon
     assert topic == "device/acceptors/event"
     assert event["event"] == "table_action_failed"
     assert event["data"] == {"action": "lock_out", "detail": "bus down"}
+
+
+async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
+    tmp_path: Path,
+) -> None:
+    """One TableFacts for the table (the progressive's pay table and the gaming day included,
+    which each device's own facts lacked), and a second shuffler that does not count named in
+    it: its short count gets no count ruling, while the counting one's does."""
+    config = tmp_path / "cs.toml"
+    spare = (
+        '[devices.spare]\ndriver = "tableside.shuffler"\nurl = "/dev/null"\ncounts_cards = false\n'
+    )
+    text = shipped_config(tmp_path) + "\n" + spare
+    config.write_text(text, encoding="utf-8")
+    d = TableDaemon(load_config(config, use_env=False))
+    d.journal.start()
+    try:
+        facts = d.runtime.facts
+        assert facts.not_counting == {"spare"} and facts.shuffler_counts
+        assert facts.progressive is not None and facts.gaming_day is not None
+
+        def short(device: str) -> ShuffleCompleted:
+            return ShuffleCompleted(device=device, shuffle_id=1, card_count=51, counted=True,
+                                    deck="single", back_colour="red")  # fmt: skip
+
+        assert d.runtime.handle(d.runtime.devices["spare"], short("spare")) == []
+        assert d.runtime.rulings == 0
+        d.runtime.handle(d.runtime.devices["shuffler"], short("shuffler"))
+        assert d.runtime.rulings == 1
+    finally:
+        d.journal.close()
