@@ -141,7 +141,8 @@ async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
 
         def short(device: str) -> ShuffleCompleted:
             return ShuffleCompleted(device=device, shuffle_id=1, card_count=51, counted=True,
-                                    deck="single", back_colour="red")  # fmt: skip
+                                    deck="single", back_colour="red", missing_count=1,
+                                    extra_count=0)  # fmt: skip
 
         assert d.runtime.handle(d.runtime.devices["spare"], short("spare")) == []
         assert d.runtime.rulings == 0
