@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -57,7 +57,7 @@ def utc_ms(moment: datetime | None = None) -> str:
     return f"{_second[1]}{milli:03d}Z"
 
 
-_second: list[Any] = [None, ""]
+_second: list[object] = [None, ""]
 
 
 class Envelope(BaseModel):
@@ -126,7 +126,7 @@ class DeviceStatePayload(Envelope):
     )
     fault: str | None = Field(default=None, description="the fault the device reports, if any")
     connects: int = Field(description="links opened since the daemon started")
-    parts: dict[str, dict[str, Any]] = Field(
+    parts: dict[str, dict[str, object]] = Field(
         default_factory=dict,
         description="identities of the device's parts: the acceptor at each seat of a ccTalk "
         "bus (manufacturer, product, serial, software, rom_checksum, address)",
@@ -140,7 +140,7 @@ class DeviceEventPayload(Envelope):
     device: str
     device_class: str
     event: str = Field(description="event kind, e.g. shuffle_complete, fault, connection")
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 class SourceEvent(BaseModel):
@@ -151,7 +151,7 @@ class SourceEvent(BaseModel):
         description="seq of the message this ruling came from: the device event, or for the "
         "table the table state (or command result) that carried the change"
     )
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 class TablePayload(Envelope):
@@ -167,7 +167,7 @@ class TablePayload(Envelope):
     meter_cents: int | None = Field(
         default=None, description="the progressive meter (555.13), when the table has one"
     )
-    state: dict[str, Any] = Field(description="the whole state, as rules/table.py keeps it")
+    state: dict[str, object] = Field(description="the whole state, as rules/table.py keeps it")
     cause: str = Field(description="the event that changed it (a command or a device event)")
 
 
@@ -235,7 +235,7 @@ class CommandRequest(BaseModel):
     device: str = Field(
         max_length=MAX_NAME_CHARS, description="the device that carries it out, e.g. shuffler"
     )
-    args: dict[str, Any] = Field(default_factory=dict, description="the command's arguments")
+    args: dict[str, object] = Field(default_factory=dict, description="the command's arguments")
     request_id: str | None = Field(
         default=None, max_length=MAX_NAME_CHARS, description="yours; the result repeats it"
     )
@@ -302,7 +302,7 @@ class ReplayPayload(BaseModel):
 
 #: models whose messages are serialised from a dict, not through the model (daemon/publisher.py:
 #: ``enqueue``): the daemon gives every field, in order, as the model would dump it (strings
-#: and the device's own data, which the model takes as ``Any``), so building it would check
+#: and the device's own data, which the model takes as ``object``), so building it would check
 #: nothing and copy everything. tests/test_payloads.py checks the bytes are the model's.
 PLAIN: frozenset[type[Envelope]] = frozenset({DeviceEventPayload})
 

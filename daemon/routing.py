@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import json
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -54,7 +53,7 @@ __all__ = ["CommandRouter", "Spawn"]
 log = structlog.get_logger("tableside.daemon")
 
 #: runs a coroutine as a task of the daemon, named; False when the daemon is stopping
-Spawn = Callable[[Coroutine[Any, Any, None], str], bool]
+Spawn = Callable[[Coroutine[object, object, None], str], bool]
 
 Reply = tuple[str, bytes] | None
 

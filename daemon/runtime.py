@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import structlog
 
@@ -103,7 +103,7 @@ class DeviceRuntime:
     fault: str | None = None
     events: int = 0
     #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
-    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    parts: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def apply(self, event: DeviceEvent, ts: str) -> bool:
         """Update from an event; True when the state changed."""

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NoReturn
+from typing import ClassVar, NoReturn
 
 import structlog
 from pydantic import BaseModel, ConfigDict
@@ -138,7 +138,7 @@ class Driver(abc.ABC):
         """Carry out a named command (drivers/commands.py) with its arguments as they were
         parsed; raise ValueError for a bad one, or a driver error."""
 
-    def restore(self, kind: str, data: Mapping[str, Any]) -> None:  # noqa: B027
+    def restore(self, kind: str, data: Mapping[str, object]) -> None:  # noqa: B027
         """Before ``run()``, after a restart: the last event of this kind the device reported
         (from the journal). A driver that holds table state the device cannot tell it (the
         acceptors' lock-out) takes it back here; most need nothing."""

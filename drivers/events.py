@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 __all__ = [
     "ConnectionEvent",
@@ -35,9 +35,9 @@ class DeviceEvent:
     card_fields: ClassVar[frozenset[str]] = frozenset()
     device: str
 
-    def data(self, *, include_cards: bool = False) -> dict[str, Any]:
+    def data(self, *, include_cards: bool = False) -> dict[str, object]:
         """The event's own fields (without ``device``), card identities left out by default."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for f in fields(self):
             if f.name == "device" or (f.name in self.card_fields and not include_cards):
                 continue

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Mapping
-from typing import Any
 
 __all__ = ["first_to_end"]
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+def _retrieve(task: asyncio.Task[object]) -> None:
     # Marks the exception of a task we cancelled while it failed as seen (no asyncio warning);
     # the one that matters is raised by first_to_end itself.
     if not task.cancelled():
         task.exception()
 
 
-async def first_to_end(coros: Mapping[str, Coroutine[Any, Any, Any]]) -> None:
+async def first_to_end(coros: Mapping[str, Coroutine[object, object, object]]) -> None:
     """Run each coroutine as a task named by its key until the first one ends; cancel the rest
     and wait for them. Raises what a task that failed raised (the first in ``coros`` order when
     several ended together), returns if the first to end returned. A cancellation of the caller

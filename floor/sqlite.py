@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tableside.floor.store import (
     _COLUMNS,
@@ -79,10 +79,10 @@ class SqliteStore(Store):
             self._thread.shutdown()
             self._thread = None
 
-    async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    async def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
         return await self._call(lambda conn: conn.execute(sql, params).fetchall())
 
-    async def _execute(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def _execute(self, statements: Sequence[tuple[str, Sequence[object]]]) -> None:
         def run(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
                 for sql, params in statements:
@@ -92,8 +92,8 @@ class SqliteStore(Store):
 
     async def _write(
         self, records: Sequence[Message], others: Sequence[Message]
-    ) -> list[tuple[Message, tuple[Any, Any]]]:
-        def run(conn: sqlite3.Connection) -> list[tuple[Message, tuple[Any, Any]]]:
+    ) -> list[tuple[Message, tuple[object, object]]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[Message, tuple[object, object]]]:
             repeats = []
             with _transaction(conn):
                 for m in records:
@@ -123,7 +123,9 @@ class _transaction:
     def __enter__(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: object
+    ) -> None:
         if kind is None:
             self.conn.execute("COMMIT")
             return

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -144,12 +143,12 @@ def recheck(
             yield replace(r, verdict=verdict, reason=reason)
 
 
-def export_line(r: Message) -> dict[str, Any]:
+def export_line(r: Message) -> dict[str, object]:
     """A stored record as ``tableside journal export`` writes one (daemon/journal.py
     ``export_records``): the payload as journaled (flags a resend set, cleared)."""
     raw = proof.unmarked(r.payload)
     try:
-        body: Any = json.loads(raw)
+        body: object = json.loads(raw)
     except ValueError:
         body = {"raw_hex": raw.hex()}
     return {
@@ -165,7 +164,7 @@ def export_line(r: Message) -> dict[str, Any]:
 
 
 def against_export(
-    stored: Mapping[int, Message], lines: Iterable[tuple[int, dict[str, Any]]]
+    stored: Mapping[int, Message], lines: Iterable[tuple[int, dict[str, object]]]
 ) -> Iterator[str]:
     """Where the store and the table's journal export (line number, record) disagree, within the
     export's range: a record only one of them has, or different in either."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import structlog
 
@@ -79,7 +79,7 @@ class CardReaderSimulator(FramedSimulator):
         await link.send(self.status())
 
     async def cycle(
-        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: object
     ) -> None:
         if "selftest_fail" in faults:
             self._fail_next_self_test = True
@@ -112,7 +112,7 @@ class CardReaderSimulator(FramedSimulator):
         await link.send(p.HoleCardChecked(self.checks, blackjack))
         await self.set_state(link, p.ReaderState.READY)
 
-    async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
+    async def on_request(self, link: FramedLink, kind: str, request: object) -> None:
         # A self-test is not a hole-card check: it takes no cycle number of its own.
         if kind != "self_test":
             await super().on_request(link, kind, request)

@@ -13,7 +13,6 @@ import contextlib
 import os
 import tty
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
@@ -22,7 +21,7 @@ __all__ = ["Connection", "PtyEndpoint", "serve_pty", "serve_socket"]
 
 log = structlog.get_logger("tableside.sim")
 
-Connection = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]
+Connection = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[object, object, None]]
 
 
 async def serve_socket(

@@ -29,7 +29,7 @@ import enum
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 import structlog
 from pydantic import Field, Strict, field_validator
@@ -374,7 +374,7 @@ class CcTalkAcceptorsDriver(Driver):
         #: the bus while it is open but its seats are still being identified
         self._opening: _Bus | None = None
 
-    def restore(self, kind: str, data: Mapping[str, Any]) -> None:
+    def restore(self, kind: str, data: Mapping[str, object]) -> None:
         # Locked out when the daemon stopped: still locked out when the bus comes back.
         if kind == "status" and data.get("state") == "locked_out":
             self.hold_lock_out()

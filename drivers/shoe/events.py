@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
@@ -40,7 +40,7 @@ class CardsLoaded(DeviceEvent):
 class DealStarted(DeviceEvent):
     kind: ClassVar[str] = "deal_started"
     round: int
-    plan: tuple[dict[str, Any], ...]  # [{"target": "seat1", "size": 5}, …]
+    plan: tuple[dict[str, object], ...]  # [{"target": "seat1", "size": 5}, …]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

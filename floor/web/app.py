@@ -30,7 +30,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import structlog
@@ -64,7 +63,7 @@ COOKIE = "tableside_session"
 USERS_POLL_S = 0.5
 
 #: one browser's server-sent-event stream: its updates, then None to end it
-Stream = asyncio.Queue[tuple[str, dict[str, Any]] | None]
+Stream = asyncio.Queue[tuple[str, dict[str, object]] | None]
 
 
 @dataclass(slots=True)
@@ -85,7 +84,7 @@ class RoleLogin:
     password: str | None = None
 
 
-SendCommand = Callable[[str, str, str, dict[str, Any], str], Awaitable[None]]
+SendCommand = Callable[[str, str, str, dict[str, object], str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,7 @@ class _Asked:
     table: str
     role: str
     command: str
-    answer: asyncio.Future[dict[str, Any]]
+    answer: asyncio.Future[dict[str, object]]
 
 
 class Commander:
@@ -112,11 +111,11 @@ class Commander:
     answer_within_s = 5.0
 
     async def ask(
-        self, table: str, role: str, command: str, args: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, table: str, role: str, command: str, args: dict[str, object]
+    ) -> dict[str, object]:
         timeout = self.answer_within_s
         request_id = f"floor-{uuid.uuid4().hex}"
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = _Asked(table, role, command, waiter)
         try:
             await self._send(table, role, command, args, request_id)
@@ -161,7 +160,7 @@ class MqttSender:
         self._lock = asyncio.Lock()
 
     async def __call__(
-        self, table: str, role: str, command: str, args: dict[str, Any], rid: str
+        self, table: str, role: str, command: str, args: dict[str, object], rid: str
     ) -> None:
         body = {"command": command, "device": "table", "args": args, "request_id": rid}
         topic = f"{self._prefix}/{table}/command/{role}"
@@ -214,7 +213,9 @@ class WebApp:
     monotonic: Callable[[], float] = time.monotonic
     #: the users file's version the sessions were last checked against
     _users_version: int = -1
-    _listeners: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
+    _listeners: set[asyncio.Queue[tuple[str, dict[str, object]] | None]] = field(
+        default_factory=set
+    )
 
     # -- feeding the view -----------------------------------------------------------------
 
@@ -270,7 +271,7 @@ class WebApp:
         rulings = [self.view.public(r, now) for r in self.view.open_rulings(table)]
         self._send("table", {"tile": self.view.tile(table, now), "rulings": rulings})
 
-    def _send(self, event: str, data: dict[str, Any]) -> None:
+    def _send(self, event: str, data: dict[str, object]) -> None:
         for queue in list(self._listeners):
             try:
                 queue.put_nowait((event, data))
@@ -459,7 +460,7 @@ class WebApp:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
         await response.prepare(request)
-        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(SSE_QUEUE)
+        queue: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue(SSE_QUEUE)
         self._listeners.add(queue)
         self._follows(session, queue)
         try:
@@ -522,7 +523,7 @@ class WebApp:
         if ruling is None or ruling.table != table:
             raise web.HTTPNotFound(text=f"no ruling {ruling_id!r} at table {table!r}")
         body = await _json_object(request)
-        args: dict[str, Any] = {"ruling": ruling.seq, "by": session.user.name}
+        args: dict[str, object] = {"ruling": ruling.seq, "by": session.user.name}
         if command == RESOLVE:
             action, note = body.get("action"), body.get("note", "")
             if not isinstance(note, str):
@@ -538,7 +539,7 @@ class WebApp:
         return web.json_response(result, status=200 if result.get("ok") else 409)
 
 
-def completeness(state: TableState) -> dict[str, Any]:
+def completeness(state: TableState) -> dict[str, object]:
     """What a table's page shows of the store's view of a table's stream (its tile, the
     first gaps)."""
     progress = state.progress
@@ -603,7 +604,7 @@ def _dumps(data: object) -> str:
     return json.dumps(data, allow_nan=False)
 
 
-def _json(data: dict[str, Any]) -> web.Response:
+def _json(data: dict[str, object]) -> web.Response:
     return web.json_response(data, dumps=_dumps)
 
 
@@ -614,7 +615,7 @@ def _hang_up(stream: Stream) -> None:
     stream.put_nowait(None)
 
 
-async def _sse(response: web.StreamResponse, event: str, data: dict[str, Any]) -> None:
+async def _sse(response: web.StreamResponse, event: str, data: dict[str, object]) -> None:
     await response.write(f"event: {event}\ndata: {_dumps(data)}\n\n".encode())
 
 

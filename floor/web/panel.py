@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -57,10 +56,10 @@ class ShufflerPanel:
     history: collections.deque[tuple[int, dict[str, float]]] = field(
         default_factory=lambda: collections.deque(maxlen=HISTORY)
     )
-    alerts: collections.deque[dict[str, Any]] = field(
+    alerts: collections.deque[dict[str, object]] = field(
         default_factory=lambda: collections.deque(maxlen=KEPT)
     )
-    firmware: collections.deque[dict[str, Any]] = field(
+    firmware: collections.deque[dict[str, object]] = field(
         default_factory=lambda: collections.deque(maxlen=KEPT)
     )
 
@@ -82,7 +81,7 @@ class ShufflerPanel:
             case FirmwareChanged():
                 self.firmware.appendleft({"ts": ts, **event.data()})
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         tried = max(self.started, self.completed + self.faults)
 
         def per_1000(n: int) -> float | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from tableside.daemon.payloads import (
     CommandResult,
@@ -103,7 +102,7 @@ class FloorRuling:
     def halts(self) -> bool:
         return self.moved.halts if self.moved is not None else self.given.halts
 
-    def public(self, now: float, *, unverified: bool) -> dict[str, Any]:
+    def public(self, now: float, *, unverified: bool) -> dict[str, object]:
         g, moved = self.given, self.moved
         opened = _seconds(g.ts)
         resolved = moved is not None and moved.state == "resolved"
@@ -129,8 +128,8 @@ class TableTile:
     highest_seq: int = -1
     last_heard: float | None = None
     #: from the floor's store when it has one: gaps, duplicates, verification
-    completeness: dict[str, Any] = field(default_factory=dict)
-    events: collections.deque[dict[str, Any]] = field(
+    completeness: dict[str, object] = field(default_factory=dict)
+    events: collections.deque[dict[str, object]] = field(
         default_factory=lambda: collections.deque(maxlen=LAST_EVENTS)
     )
     #: each shuffler's panel (floor/web/panel.py)
@@ -252,7 +251,7 @@ class FloorView:
         if body.state == "acknowledged":
             entry.acknowledged_by = body.by
 
-    def set_completeness(self, table: str, state: dict[str, Any]) -> None:
+    def set_completeness(self, table: str, state: dict[str, object]) -> None:
         """What the floor's store knows of a table's stream (gaps, verification)."""
         tile = self.tables.get(table)
         if tile is not None:
@@ -274,10 +273,10 @@ class FloorView:
         ]
         return sorted(found, key=lambda r: (r.given.ts, r.seq))
 
-    def public(self, r: FloorRuling, now: float) -> dict[str, Any]:
+    def public(self, r: FloorRuling, now: float) -> dict[str, object]:
         return r.public(now, unverified=self.unverified(r.table))
 
-    def tile(self, table: str, now: float) -> dict[str, Any]:
+    def tile(self, table: str, now: float) -> dict[str, object]:
         tile = self.tables[table]
         open_ = self.open_rulings(table)
         oldest = self.public(open_[0], now)["age_s"] if open_ else None
@@ -306,7 +305,7 @@ class FloorView:
             "unverified": self.unverified(table),
         }
 
-    def floor(self, now: float) -> dict[str, Any]:
+    def floor(self, now: float) -> dict[str, object]:
         """Everything the floor map and the rulings queue show."""
         self.expire(now)
         return {
@@ -314,7 +313,7 @@ class FloorView:
             "rulings": [self.public(r, now) for r in self.open_rulings()],
         }
 
-    def table_page(self, table: str, now: float) -> dict[str, Any] | None:
+    def table_page(self, table: str, now: float) -> dict[str, object] | None:
         tile = self.tables.get(table)
         if tile is None:
             return None
@@ -332,7 +331,7 @@ class FloorView:
         }
 
 
-def _pace(tile: TableTile) -> dict[str, Any]:
+def _pace(tile: TableTile) -> dict[str, object]:
     """Rounds an hour over what this floor heard (the table's clock), once an hour's share of
     at least one round has passed."""
     if tile.rounds is None:
@@ -343,7 +342,7 @@ def _pace(tile: TableTile) -> dict[str, Any]:
     return {"rounds_per_hour": rate, "rounds": rounds, "over_s": round(span, 1)}
 
 
-def _brief(completeness: dict[str, Any]) -> dict[str, Any]:
+def _brief(completeness: dict[str, object]) -> dict[str, object]:
     """A tile's completeness: the first gaps, not all (the table's page has them all)."""
     gaps = completeness.get("gaps")
     if not isinstance(gaps, list) or len(gaps) <= TILE_GAPS:
