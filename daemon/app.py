@@ -279,7 +279,7 @@ class TableDaemon:
             if self.journal.head[0] not in (self.checkpointed, -1):
                 self.checkpoint()
 
-    def _notify(self, send: Any, *args: Any) -> None:
+    def _notify(self, send: Any, *args: object) -> None:
         try:
             send(*args)
         except NotifyError as exc:  # said, never swallowed; the daemon goes on
@@ -329,7 +329,7 @@ class TableDaemon:
                 log.exception("table_action_failed", device=rt.name, action=action)
             self._sink(rt.name)(TableActionFailed(device=rt.name, action=action, detail=str(exc)))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> bool:
+    def _spawn(self, coro: Coroutine[object, object, None], name: str) -> bool:
         """Run ``coro`` as one of the daemon's tasks; False (and not run) when it is not
         running or is stopping."""
         if self._tasks is None:

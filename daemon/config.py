@@ -303,7 +303,7 @@ class DeviceConfig(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _driver_keys_to_options(cls, data: Any) -> Any:
+    def _driver_keys_to_options(cls, data: object) -> object:
         if not isinstance(data, dict) or "options" in data:
             return data
         common = cls.model_fields.keys()
@@ -312,7 +312,7 @@ class DeviceConfig(_Strict):
 
     @field_validator("options", mode="before")
     @classmethod
-    def _driver_options(cls, options: Any, info: ValidationInfo) -> DriverOptions:
+    def _driver_options(cls, options: object, info: ValidationInfo) -> DriverOptions:
         """The driver's own model checks its keys (the driver's module is imported here, for
         the drivers a config names only); a key it does not take is refused by name. The
         errors are the option's own (``devices.<name>.options.<key>``), so each names its
@@ -569,7 +569,7 @@ def _apply_overrides(
 _WRONG_TYPE = re.compile(r"_type$|^(int|float|bool)_parsing$|^literal_error$|^enum$")
 
 
-def _message(err: Mapping[str, Any]) -> str:
+def _message(err: Mapping[str, object]) -> str:
     # our own checks' words, without pydantic's "Value error, " before them
     message = str(err["msg"]).removeprefix("Value error, ")
     if _WRONG_TYPE.search(str(err["type"])):
@@ -579,7 +579,7 @@ def _message(err: Mapping[str, Any]) -> str:
     return message
 
 
-def _toml_type(value: Any) -> str:
+def _toml_type(value: object) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
              dict: "a table", list: "an array"}  # fmt: skip
     return names.get(type(value), type(value).__name__)

@@ -83,7 +83,7 @@ READER_USB = (0x1209, 0x7AB1, "DEMO0001")
 class _Device:
     name: str
     config: dict[str, Any]
-    serve: Callable[..., Coroutine[Any, Any, None]] | None  # served on a pty; None: on USB
+    serve: Callable[..., Coroutine[object, object, None]] | None  # served on a pty; None: on USB
 
 
 def _plan(game: Game) -> str:
@@ -235,7 +235,7 @@ def _where(config: Config, urls: dict[str, str]) -> str:
 
 def _last_outcome(
     config: Config, shuffler: ShufflerSimulator, rounds: int | None
-) -> tuple[asyncio.Event, Callable[[str, dict[str, Any]], None]]:
+) -> tuple[asyncio.Event, Callable[[str, dict[str, object]], None]]:
     """Set once the monitor has seen the last shuffle's outcome (at once when the last shuffle
     is cut off and has none), and the monitor's callback that sets it."""
     last = asyncio.Event()

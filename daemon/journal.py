@@ -786,7 +786,7 @@ class Journal:
         log.info("journal_pruned", records=deleted, through_seq=limit_seq)
         return deleted
 
-    def _tell_loop(self, callback: Any, arg: Any) -> bool:
+    def _tell_loop(self, callback: Any, arg: object) -> bool:
         loop = self._loop
         if loop is None:
             return False
@@ -940,7 +940,7 @@ class Journal:
 
 def export_records(
     path: Path, first: int | None = None, last: int | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, object]]:
     """Every record as a JSON-able dict (payload decoded when it is JSON), in seq order."""
     conn = _connect(path, readonly=True)
     try:
@@ -952,7 +952,7 @@ def export_records(
         for seq, ts, topic, retain, payload, prev_hash, digest in rows:
             raw = bytes(payload)
             try:
-                body: Any = json.loads(raw)
+                body: object = json.loads(raw)
             except ValueError:
                 body = {"raw_hex": raw.hex()}
             yield {

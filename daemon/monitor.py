@@ -127,7 +127,7 @@ class Monitor:
     table: str
     prefix: str = "tableside"
     out: TextIO | None = None
-    on_message: Callable[[str, dict[str, Any]], None] | None = None
+    on_message: Callable[[str, dict[str, object]], None] | None = None
     #: credentials, TLS and MQTT version (BrokerConfig.endpoint()) when the broker wants them;
     #: None: MQTT v5 at ``url``, no login
     endpoint: Endpoint | None = None
@@ -146,7 +146,7 @@ class Monitor:
     _high: int | None = None
     _reconnected: bool = False
 
-    def _check_seq(self, msg: dict[str, Any], retained: bool) -> str | None:
+    def _check_seq(self, msg: dict[str, object], retained: bool) -> str | None:
         seq = msg.get("seq")
         repeat = msg.get("republished") or msg.get("will") or msg.get("replayed")
         if not isinstance(seq, int) or retained or repeat:

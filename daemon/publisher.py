@@ -141,7 +141,7 @@ class Publisher:
         topic: str,
         kind: type[Envelope],
         ts: str,
-        fields: Mapping[str, Any],
+        fields: Mapping[str, object],
         *,
         retain: bool = False,
         key: str | None = None,

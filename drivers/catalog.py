@@ -74,7 +74,7 @@ _CARDS = ("a card identity: sent only by a table whose config allows it ([table]
           "publish_card_identities); left out otherwise")  # fmt: skip
 
 
-def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, Any]:
+def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, object]:
     """The JSON Schema of the ``data`` of a device-event message (docs/mqtt.md) whose event is
     ``cls``: its fields but ``device`` (the message's own), card identities optional."""
     hints = typing.get_type_hints(cls)

@@ -250,7 +250,7 @@ async def open_threaded(port: BlockingPort) -> tuple[asyncio.StreamReader, async
 async def _open_threaded(
     url: str, baudrate: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    def _open() -> Any:
+    def _open() -> object:
         return serial.serial_for_url(url, baudrate=baudrate, timeout=0.1)
 
     return await open_threaded(_PyserialPort(await asyncio.to_thread(_open)))

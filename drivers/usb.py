@@ -33,7 +33,7 @@ from tableside.drivers.transport import open_threaded
 
 __all__ = ["UsbAddress", "UsbPort", "open_usb", "parse_usb_url", "set_backend"]
 
-_backend: Any = None
+_backend: object = None
 _READ_TIMEOUT_MS = 100
 _WRITE_TIMEOUT_MS = 1000
 _WRITE_TRIES = 3
@@ -41,7 +41,7 @@ _WRITE_TRIES = 3
 _CLOSE_WAIT_S = _WRITE_TRIES * _WRITE_TIMEOUT_MS / 1000 + 1
 
 
-def set_backend(backend: Any) -> None:
+def set_backend(backend: object) -> None:
     """Use this pyusb backend to find devices (None: pyusb's default, libusb)."""
     global _backend
     _backend = backend

@@ -225,7 +225,7 @@ def command(args: argparse.Namespace, run_async: Any) -> int:
             print(f"tableside floor: {exc}", file=sys.stderr)
             return 1
 
-    coro: Coroutine[Any, Any, int] = go()
+    coro: Coroutine[object, object, int] = go()
     if args.floor_command == "run":
         status: int = run_async(coro)
         return status
@@ -326,7 +326,7 @@ def describe(state: TableState) -> str:
     return "\n".join(lines)
 
 
-def _as_json(state: TableState) -> dict[str, Any]:
+def _as_json(state: TableState) -> dict[str, object]:
     p = state.progress
     return {
         "table": state.table, "highest_seq": state.highest_seq, "records": state.records,
@@ -364,7 +364,7 @@ async def _enroll(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():

@@ -85,19 +85,19 @@ class PostgresStore(Store):
                 raise StoreError(f"{self.url}: reconnecting: {exc}") from exc
         return self._conn
 
-    async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    async def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
         import psycopg
 
         async with self._lock:
             conn = await self._connection()
             try:
                 cursor = await conn.execute(_pg(sql), params)
-                rows: list[tuple[Any, ...]] = await cursor.fetchall()
+                rows: list[tuple[object, ...]] = await cursor.fetchall()
             except psycopg.Error as exc:
                 raise StoreError(f"postgresql: {exc}") from exc
         return rows
 
-    async def _execute(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def _execute(self, statements: Sequence[tuple[str, Sequence[object]]]) -> None:
         import psycopg
 
         async with self._lock:
@@ -113,10 +113,10 @@ class PostgresStore(Store):
 
     async def _write(
         self, records: Sequence[Message], others: Sequence[Message]
-    ) -> list[tuple[Message, tuple[Any, Any]]]:
+    ) -> list[tuple[Message, tuple[object, object]]]:
         import psycopg
 
-        repeats: list[tuple[Message, tuple[Any, Any]]] = []
+        repeats: list[tuple[Message, tuple[object, object]]] = []
         async with self._lock:
             conn = await self._connection()
             try:

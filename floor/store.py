@@ -205,7 +205,7 @@ def _clean(text: str | None) -> str | None:
     return text.replace("\x00", "\\x00") if text is not None and "\x00" in text else text
 
 
-def _row(m: Message, record: bool) -> tuple[Any, ...]:
+def _row(m: Message, record: bool) -> tuple[object, ...]:
     return (
         _clean(m.table), _clean(m.topic), m.kind, m.seq, m.seq if record else None, m.payload,
         int(m.retain), int(m.republished), int(m.redelivered), int(m.will), int(m.replayed),
@@ -261,7 +261,7 @@ def _ahead(m: Message) -> Message:
                    reason=f"{why}: held apart, never the record for its seq")  # fmt: skip
 
 
-def _conflict(m: Message, stored: tuple[Any, Any]) -> Message:
+def _conflict(m: Message, stored: tuple[Any, object]) -> Message:
     theirs = bytes(stored[0]).hex()[:16] if stored[0] is not None else "no chain entry"
     ours = m.hash.hex()[:16] if m.hash is not None else "no chain entry"
     return replace(
@@ -290,17 +290,17 @@ class Store(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    async def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Rows of one statement (``?`` placeholders)."""
 
     @abc.abstractmethod
-    async def _execute(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def _execute(self, statements: Sequence[tuple[str, Sequence[object]]]) -> None:
         """Statements in one transaction."""
 
     @abc.abstractmethod
     async def _write(
         self, records: Sequence[Message], others: Sequence[Message]
-    ) -> list[tuple[Message, tuple[Any, Any]]]:
+    ) -> list[tuple[Message, tuple[object, object]]]:
         """Store ``others`` as they are and each of ``records`` (one per (table, seq)) unless
         its (table, seq) is already stored; in one transaction. Returns each record that was
         not stored, with the stored one's (chain hash, payload)."""
@@ -326,7 +326,7 @@ class Store(abc.ABC):
         batch = await self._flag_batch(batch)
         first: dict[tuple[str, int], Message] = {}
         others: list[Message] = []
-        repeats: list[tuple[Message, tuple[Any, Any]]] = []
+        repeats: list[tuple[Message, tuple[object, object]]] = []
         behind: list[Message] = []
         went_back: list[tuple[str, int]] = []
         went_ahead: list[tuple[str, int]] = []
@@ -391,9 +391,9 @@ class Store(abc.ABC):
 
     async def _stored_records(
         self, keys: Sequence[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[Any, Any]]:
+    ) -> dict[tuple[str, int], tuple[object, object]]:
         """The (chain hash, payload) stored for each (table, seq) that is stored."""
-        found: dict[tuple[str, int], tuple[Any, Any]] = {}
+        found: dict[tuple[str, int], tuple[object, object]] = {}
         for table, seq in dict.fromkeys(keys):
             rows = await self._query(
                 "SELECT chain_hash, payload FROM messages WHERE table_id = ? AND record_seq = ?",
@@ -408,7 +408,7 @@ class Store(abc.ABC):
         by_table: dict[str, list[Message]] = {}
         for m in batch:
             by_table.setdefault(m.table, []).append(m)
-        statements: list[tuple[str, Sequence[Any]]] = []
+        statements: list[tuple[str, Sequence[object]]] = []
         g = self._GREATEST
         stored = Counter(t for t, _ in written.stored)  # not a scan of the batch per table
         conflicted = Counter(t for t, _ in written.conflicts)
@@ -445,7 +445,7 @@ class Store(abc.ABC):
 
     def _problem_sql(
         self, table: str, seq: int | None, what: str, at: float | None = None
-    ) -> tuple[str, Sequence[Any]]:
+    ) -> tuple[str, Sequence[object]]:
         return (
             "INSERT INTO floor_problems (table_id, seq, what, at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (table_id, seq, what) DO NOTHING",
@@ -463,7 +463,7 @@ class Store(abc.ABC):
     async def problem(self, table: str, seq: int, what: str) -> None:
         await self._execute([self._ensure(table), self._problem_sql(table, seq, what)])
 
-    def _ensure(self, table: str) -> tuple[str, Sequence[Any]]:
+    def _ensure(self, table: str) -> tuple[str, Sequence[object]]:
         return ("INSERT INTO floor_tables (table_id) VALUES (?) ON CONFLICT (table_id) DO NOTHING",
                 (table,))  # fmt: skip
 

@@ -98,7 +98,7 @@ Hand = Literal["royal_flush", "straight_flush", "four_of_a_kind", "full_house", 
 class _Ranked(Args):
     @field_validator("*", mode="before")
     @classmethod
-    def _upper(cls, value: Any) -> Any:
+    def _upper(cls, value: object) -> object:
         """Card ranks are taken in either case (``k`` is ``K``)."""
         if isinstance(value, str):
             return value.upper()
@@ -251,7 +251,7 @@ class Command:
     #: why these roles, for docs/commands.md
     why: str = ""
     #: arguments that work, for the docs and the tests that send every command
-    example: Mapping[str, Any] = field(default_factory=dict)
+    example: Mapping[str, object] = field(default_factory=dict)
     #: the device command that carries it out, when it is not its own name (``deal_round``
     #: becomes the shoe's ``deal`` with the game's dispense pattern)
     via: str | None = None
@@ -271,7 +271,7 @@ class Command:
         row = TRANSITIONS.get(self.name)
         return None if row is None else frozenset(row)
 
-    def parse(self, raw: Mapping[str, Any]) -> Args:
+    def parse(self, raw: Mapping[str, object]) -> Args:
         """Its arguments, typed; ``Refused`` says what is wrong with them, and where."""
         try:
             return self.args.model_validate(dict(raw))
@@ -296,7 +296,7 @@ def _device(
     roles: frozenset[Role],
     *,
     why: str = "",
-    example: Mapping[str, Any] | None = None,
+    example: Mapping[str, object] | None = None,
     deals: bool = False,
     name: str | None = None,
     args: type[Args] | None = None,
@@ -315,7 +315,7 @@ def _table(
     args: type[A],
     *,
     why: str = "",
-    example: Mapping[str, Any] | None = None,
+    example: Mapping[str, object] | None = None,
     deals: bool = False,
     supervised_in: frozenset[Phase] = frozenset(),
 ) -> Callable[[Handler[A]], Handler[A]]:
@@ -913,7 +913,7 @@ def authorise(name: str, role: str) -> Command:
     return command
 
 
-def admit(name: str, role: str, args: Mapping[str, Any], phase: Phase) -> tuple[Command, Args]:
+def admit(name: str, role: str, args: Mapping[str, object], phase: Phase) -> tuple[Command, Args]:
     """The command and its typed arguments, or ``Refused`` with the reason, checked in this
     order: a known role, a known command, one that role may give, arguments of the right names
     and types, a phase the command is taken in (rules/table.py ``TRANSITIONS``), and in that
@@ -1004,17 +1004,17 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-def request_schema(envelope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def request_schema(envelope: Mapping[str, Any] | None = None) -> dict[str, object]:
     """The JSON Schema of a request on ``<prefix>/<table>/command/<role>``: one branch per
     command, with that command's arguments; ``envelope`` (the request model's own schema) gives
     the limits of ``device`` and ``request_id``."""
     base: Mapping[str, Any] = (envelope or {}).get("properties", {})
     branches = []
-    defs: dict[str, Any] = {}
+    defs: dict[str, object] = {}
     for c in COMMANDS.values():
         args = c.args.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(args.pop("$defs", {}))
-        device: dict[str, Any] = ({"const": "table"} if c.target == "table" else
+        device: dict[str, object] = ({"const": "table"} if c.target == "table" else
                                   {**base.get("device", {"type": "string"}),
                                    "not": {"const": "table"}})  # fmt: skip
         branches.append({

@@ -137,7 +137,7 @@ class TableFacts:
             return frozenset({52 * self.decks} if self.decks else {6 * 52, 8 * 52})
         return frozenset()
 
-    def resolve(self, ref: FactRef, data: Mapping[str, Any]) -> Any:
+    def resolve(self, ref: FactRef, data: Mapping[str, object]) -> Any:
         if ref is FactRef.STACK_SIZE:
             # imported here: the patterns are written in terms of this module's Game
             from tableside.rules.patterns import stack_size
@@ -155,7 +155,7 @@ class Observation:
 
     kind: str
     device: str
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +168,9 @@ class When:
 
     field: str
     op: str
-    value: Any
+    value: object
 
-    def holds(self, facts: TableFacts, data: Mapping[str, Any]) -> bool:
+    def holds(self, facts: TableFacts, data: Mapping[str, object]) -> bool:
         if self.field not in data:
             return False
         actual = data[self.field]

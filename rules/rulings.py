@@ -120,7 +120,7 @@ class RulingRecord:
     def unresolved(self) -> bool:
         return self.state not in _DONE
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["actions"] = list(self.actions)
         return out

@@ -175,7 +175,7 @@ class TableState:
     #: unresolved ones, then the last few resolved; those that halt dealing stop a deal
     rulings: tuple[RulingRecord, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         # shallow (dataclasses.asdict deep-copies every field, the rulings too: 50x slower)
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del out["coup"]  # card values stay on the table
@@ -284,9 +284,9 @@ class Turn:
     state: TableState
     kind: str
     at: float
-    notes: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
+    notes: list[tuple[str, int | None, dict[str, object]]] = field(default_factory=list)
 
-    def observe(self, what: str, *, round: int | None = None, **fields: Any) -> None:
+    def observe(self, what: str, *, round: int | None = None, **fields: object) -> None:
         self.notes.append((what, round, fields))
 
 

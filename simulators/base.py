@@ -122,7 +122,7 @@ class FramedSimulator(abc.ABC):
         self.connections = 0
         self._plan = FaultPlan(self.faults)
         self.rng = random.Random(self.seed)
-        self.requests: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.requests: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._started = time.monotonic()
         self.done = asyncio.Event()
 
@@ -134,7 +134,7 @@ class FramedSimulator(abc.ABC):
 
     @abc.abstractmethod
     async def cycle(
-        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: object
     ) -> None:
         """One unit of work (a shuffle, a deal, …), with the faults scripted for it."""
 
@@ -142,11 +142,11 @@ class FramedSimulator(abc.ABC):
         """A host command other than the queries: queue work (``self.requests``) or refuse."""
         return NakReason.UNKNOWN_TYPE
 
-    async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
+    async def on_request(self, link: FramedLink, kind: str, request: object) -> None:
         """Work queued by ``on_command`` under a kind of its own (not a numbered cycle)."""
         raise ValueError(f"{type(self).__name__}: no such request {kind!r}")
 
-    def default_request(self) -> Any:
+    def default_request(self) -> object:
         """What a timer-driven cycle gets as its request."""
         return None
 

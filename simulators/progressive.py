@@ -304,7 +304,7 @@ class ProgressiveControllerSimulator(FramedSimulator):
         return out
 
     async def cycle(
-        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: object
     ) -> None:
         bus = self.bus
         assert bus is not None, "a progressive controller needs its bus"

@@ -101,7 +101,7 @@ class ShoeSimulator(FramedSimulator):
     def status(self) -> p.ShoeStatus:
         return p.ShoeStatus(self._state, self._fault, self.deck_size, self._remaining)
 
-    def default_request(self) -> Any:
+    def default_request(self) -> object:
         return (self.cycles + 1, self.plan)
 
     def on_command(self, message: Message) -> NakReason | None:

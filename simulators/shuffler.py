@@ -14,7 +14,7 @@ import asyncio
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import structlog
 
@@ -110,7 +110,7 @@ class ShufflerSimulator(FramedSimulator):
         return p.Status(self._state, self._fault, self.completed)
 
     async def cycle(
-        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: object
     ) -> None:
         await self.set_state(link, p.ShufflerState.SHUFFLING)
         await link.send(p.ShuffleStarted(n))

@@ -179,10 +179,10 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
     def __init__(self, *devices: SimulatedUsbDevice) -> None:
         self.devices = list(devices)
 
-    def enumerate_devices(self) -> Any:
+    def enumerate_devices(self) -> object:
         return [d for d in self.devices if d.plugged]
 
-    def get_device_descriptor(self, dev: SimulatedUsbDevice) -> Any:
+    def get_device_descriptor(self, dev: SimulatedUsbDevice) -> object:
         return SimpleNamespace(
             bLength=18, bDescriptorType=1, bcdUSB=0x0200, bDeviceClass=0, bDeviceSubClass=0,
             bDeviceProtocol=0, bMaxPacketSize0=64, idVendor=dev.vendor, idProduct=dev.product,
@@ -190,7 +190,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
             address=self.devices.index(dev) + 2, bus=1, port_number=1, port_numbers=(1,), speed=3,
         )  # fmt: skip
 
-    def get_configuration_descriptor(self, dev: SimulatedUsbDevice, config: int) -> Any:
+    def get_configuration_descriptor(self, dev: SimulatedUsbDevice, config: int) -> object:
         if config != 0:
             raise IndexError(config)
         return SimpleNamespace(
@@ -200,7 +200,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
 
     def get_interface_descriptor(
         self, dev: SimulatedUsbDevice, intf: int, alt: int, config: int
-    ) -> Any:
+    ) -> object:
         if (intf, alt, config) != (0, 0, 0):
             raise IndexError((intf, alt, config))
         return SimpleNamespace(
@@ -211,7 +211,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
 
     def get_endpoint_descriptor(
         self, dev: SimulatedUsbDevice, ep: int, intf: int, alt: int, config: int
-    ) -> Any:
+    ) -> object:
         if (intf, alt, config) != (0, 0, 0) or ep not in (0, 1):
             raise IndexError((ep, intf, alt, config))
         return SimpleNamespace(

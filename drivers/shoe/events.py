@@ -40,7 +40,7 @@ class CardsLoaded(DeviceEvent):
 class DealStarted(DeviceEvent):
     kind: ClassVar[str] = "deal_started"
     round: int
-    plan: tuple[dict[str, object], ...]  # [{"target": "seat1", "size": 5}, …]
+    plan: tuple[dict[str, str | int], ...]  # [{"target": "seat1", "size": 5}, …]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

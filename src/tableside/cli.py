@@ -292,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
 STOP_DEADLINE_S = 10.0
 
 
-def _run_async(coro: Coroutine[Any, Any, int], stop_deadline: float = STOP_DEADLINE_S) -> int:
+def _run_async(coro: Coroutine[object, object, int], stop_deadline: float = STOP_DEADLINE_S) -> int:
     """Run until done, SIGINT or SIGTERM (both stop cleanly: the main task is cancelled). A
     stop still running ``stop_deadline`` seconds later is a bug somewhere (a cancellation
     swallowed): it is logged with the tasks still running, every task is cancelled again, once
@@ -428,7 +428,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
-def _settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+def _settings_from_flags(args: argparse.Namespace) -> dict[str, object]:
     flags = {
         "interval": args.interval, "seed": args.seed, "heartbeat": args.heartbeat,
         "max_cycles": args.cycles, "cards": args.cards, "plan": args.plan,
@@ -650,11 +650,11 @@ def _table_on_broker(args: argparse.Namespace, tool: str) -> tuple[str, str, str
     return table, broker or "mqtt://127.0.0.1:1883", prefix or "tableside", config
 
 
-def _key_values(items: Sequence[str], what: str) -> dict[str, Any]:
+def _key_values(items: Sequence[str], what: str) -> dict[str, object]:
     """``KEY=VALUE`` items, each VALUE a TOML value (a bare word is a string)."""
     import tomllib
 
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key:
