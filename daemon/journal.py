@@ -940,7 +940,7 @@ class Journal:
 
 def export_records(
     path: Path, first: int | None = None, last: int | None = None
-) -> Iterator[dict[str, object]]:
+) -> Iterator[dict[str, Any]]:
     """Every record as a JSON-able dict (payload decoded when it is JSON), in seq order."""
     conn = _connect(path, readonly=True)
     try:

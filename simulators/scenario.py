@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 __all__ = ["load_scenario"]
 
 _IDENTITY_KEYS = frozenset({"vendor", "model", "serial", "firmware_version"})
 
 
-def load_scenario(path: Path) -> dict[str, object]:
+def load_scenario(path: Path) -> dict[str, Any]:
     """Read and check a scenario; raise ValueError naming the file and what is wrong."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
