@@ -1,7 +1,7 @@
 """The journal's commit path as a device sees it: append a record, wait for what the device's ACK
 waits for, then the next (one frame in flight per device, as on the link).
 
-For each journal (this tree's ``daemon/journal.py`` and, with ``--before COMMIT``, the file of
+For each journal (this tree's ``daemon/journal/`` and, with ``--before COMMIT``, the file of
 that commit loaded beside it), in turn, ``--rounds`` times:
 
 * **one device**: ``--records`` records one after the other, each waited for;
@@ -41,18 +41,41 @@ ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b'{"event":"stack_dispensed","data":{' + b'"x":1,' * 55 + b'"end":0}}'  # ~400 bytes
 
 
-def load_before(commit: str) -> ModuleType:
-    """``daemon/journal.py`` as it was at ``commit``, as a module of its own."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{commit}:daemon/journal.py"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    spec = importlib.util.spec_from_loader(f"journal_{commit}", loader=None)
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True,
+                          text=True).stdout  # fmt: skip
+
+
+def _exec(name: str, source: str, where: str) -> ModuleType:
+    spec = importlib.util.spec_from_loader(name, loader=None, is_package="." not in name)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    exec(compile(source, f"{commit}:daemon/journal.py", "exec"), module.__dict__)
+    exec(compile(source, where, "exec"), module.__dict__)
     return module
+
+
+def load_before(commit: str) -> ModuleType:
+    """The journal as it was at ``commit``, as a module of its own: ``daemon/journal.py``, or
+    the ``daemon/journal/`` package (its parts loaded under the module's own name)."""
+    name = f"journal_{commit}"
+    parts = _git("ls-tree", "--name-only", commit, "daemon/journal/").split()
+    if not parts:  # before the split: one file
+        return _exec(
+            name, _git("show", f"{commit}:daemon/journal.py"), f"{commit}:daemon/journal.py"
+        )
+    package = _exec(name, "", f"{commit}:daemon/journal/")  # its parts import from it
+    for part in ["file", "mark", "verify", "writer", "tools", "__init__"]:  # each after its imports
+        path = f"daemon/journal/{part}.py"
+        if path in parts:
+            source = _git("show", f"{commit}:{path}").replace(
+                "tableside.daemon.journal.", f"{name}."
+            )
+            if part == "__init__":
+                exec(compile(source, f"{commit}:{path}", "exec"), package.__dict__)
+            else:
+                setattr(package, part, _exec(f"{name}.{part}", source, f"{commit}:{path}"))
+    return package
 
 
 class Phases:
@@ -159,7 +182,7 @@ async def main() -> None:
     )
     parser.add_argument("--records", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--before", help="also measure daemon/journal.py of this commit")
+    parser.add_argument("--before", help="also measure the journal of this commit")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

@@ -5,7 +5,7 @@ What runs, and where it lives:
 - the drivers (drivers/), one task each, report each device event synchronously to
   ``TableRuntime.handle`` (daemon/runtime.py: the table itself, no I/O), which journals the event
   and all it makes, in order: the device's retained state, the rulings, the table's new state;
-- the publisher (daemon/publisher.py) sends what the journal (daemon/journal.py) has committed,
+- the publisher (daemon/publisher.py) sends what the journal (daemon/journal/) has committed,
   and hands people's requests to ``CommandRouter`` (daemon/routing.py);
 - the daemon carries out what the table does to its devices by itself (the lock-out on "no
   more bets"), escalates rulings nobody acknowledged, signs checkpoints, and pings systemd;

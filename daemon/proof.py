@@ -2,7 +2,7 @@
 docs/floor.md) can check that nothing was altered, inserted, dropped or forged.
 
 The journal chains every record: ``hash = SHA-256(prev_hash ‖ seq ‖ ts ‖ topic ‖ retain ‖
-payload)`` (``record_hash`` in daemon/journal.py). A table connected with MQTT v5 sends each
+payload)`` (``record_hash`` in daemon/journal/file.py). A table connected with MQTT v5 sends each
 journaled message with three user properties, its record's chain entry:
 
 * ``chain-prev``: the previous record's hash (64 hex digits),

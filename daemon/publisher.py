@@ -1,7 +1,7 @@
 """The MQTT side: one connection at a time to the broker, its own reconnect loop, the journal
 drained in order, retained state re-published after every reconnect, and a last will.
 
-Every message is journaled first (daemon/journal.py) and sent only once the journal has
+Every message is journaled first (daemon/journal/) and sent only once the journal has
 committed it. The publisher sends the journal's records in seq order, QoS 1, up to ``window``
 in flight, and marks them acknowledged in the journal as the broker's PUBACKs come back (the
 broker acknowledges in order on one connection). After a dropped connection or a restart it

@@ -144,7 +144,7 @@ def recheck(
 
 
 def export_line(r: Message) -> dict[str, object]:
-    """A stored record as ``tableside journal export`` writes one (daemon/journal.py
+    """A stored record as ``tableside journal export`` writes one (daemon/journal/
     ``export_records``): the payload as journaled (flags a resend set, cleared)."""
     raw = proof.unmarked(r.payload)
     try:

@@ -1,278 +1,39 @@
-"""The durable journal: every message the table sends is written here before it is sent.
-
-One SQLite file per table, ``<state_dir>/<table>/journal.sqlite``, in WAL mode with
-``synchronous=FULL``: a committed record survives a crash of the daemon and a loss of power.
-
-Appending never blocks the event loop. The loop numbers a record (its ``seq``), chains its hash
-to the previous record and hands it to a dedicated writer thread, which commits whatever has
-queued up in one transaction (group commit: one fsync for a burst of events, not one each —
-docs/journal.md has the measured rates that decided this). A device's frame is acknowledged
-once its record is committed (``committed_seq``, ``wait_committed``); the publisher sends only
-records that are also in the mark file (``durable_seq``), so the broker never has a message the
-journal could forget, and ``seq`` continues from the journal after any restart without a gap.
-Nothing else runs in the commit's path: checkpoints are a thread of their own (SQLite's
-automatic one is off), the mark is written after the devices are told (docs/journal.md, "What
-the commit path holds").
-
-Tamper evidence: each record's hash covers the previous record's hash, its seq, time, topic,
-retain flag and payload. ``verify()`` recomputes the chain and finds an edited, inserted or
-removed record. Retention deletes only records the broker has acknowledged; the hash of the last
-deleted record is kept as the anchor the remaining chain starts from.
-
-Derived, not chained: ``latest`` keeps the newest payload per key (each retained topic, each
-device's last event of each kind) so a restarted daemon restores the table without reading the
-whole journal, and ``meta.acked`` is the highest seq the broker acknowledged (written lazily:
-after a crash the records since the last write are sent again, marked ``redelivered``).
-
-Lost records are found: the mark file beside the journal (``journal.sqlite.mark``, outside
-SQLite) holds the last committed seq and its hash, written and synced after each commit and
-before the publisher may send it. A journal that ends before its mark (its ``-wal`` file deleted
-or not copied along, or an older copy put back) is refused, so no seq is used twice.
-
-Time: record times and retention come from the run's clock (daemon/clock.py), never straight
-from the wall clock, so a stepped wall clock neither deletes more nor makes time go back.
-"""
+"""The live journal (``Journal``): records numbered and chained on the event loop, committed by
+its writer thread in groups, the mark written by its own thread, checkpoints by a third;
+retention; reads for the publisher (docs/journal.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import contextlib
-import hashlib
 import itertools
 import json
-import os
 import queue
 import sqlite3
-import struct
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from tableside.daemon.clock import LabClock, RunClock
-
-__all__ = [
-    "FORMAT",
-    "Journal",
-    "JournalCorrupt",
-    "JournalError",
-    "Mark",
-    "Problem",
-    "Record",
-    "Recovered",
-    "backup",
-    "export_records",
-    "record_hash",
-    "recover",
-    "verify_file",
-]
+from tableside.daemon.journal.file import (
+    GENESIS,
+    JournalCorrupt,
+    JournalError,
+    Record,
+    connect_db,
+    read_meta,
+    record_hash,
+    seq_range,
+)
+from tableside.daemon.journal.mark import Mark, create_journal, mark_problems, read_mark
+from tableside.daemon.journal.verify import verify_chain
 
 log = structlog.get_logger("tableside.journal")
-
-FORMAT = "1"
-_GENESIS = b"\x00" * 32
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    seq INTEGER PRIMARY KEY,
-    ts REAL NOT NULL,
-    topic TEXT NOT NULL,
-    retain INTEGER NOT NULL,
-    payload BLOB NOT NULL,
-    prev_hash BLOB NOT NULL,
-    hash BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS latest (
-    key TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    payload BLOB NOT NULL
-);
-"""
-
-
-class JournalError(RuntimeError):
-    """The journal cannot be written (disk full, I/O error): nothing more can be sent."""
-
-
-class JournalCorrupt(JournalError):
-    """The journal on disk fails its checks; the daemon will not start on it."""
-
-
-def record_hash(
-    prev: bytes, seq: int, ts: float, topic: str, retain: bool, payload: bytes
-) -> bytes:
-    topic_bytes = topic.encode()
-    head = struct.pack(">qd?I", seq, ts, retain, len(topic_bytes))
-    return hashlib.sha256(prev + head + topic_bytes + payload).digest()
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    seq: int
-    ts: float
-    topic: str
-    retain: bool
-    payload: bytes
-    prev_hash: bytes
-    hash: bytes
-    #: where ``latest`` keeps it (not part of the hash: ``latest`` is derived)
-    key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    seq: int
-    what: str
-
-    def __str__(self) -> str:
-        return f"seq {self.seq}: {self.what}"
-
-
-class Mark:
-    """The last committed seq and its hash, kept outside the SQLite file so that records lost
-    from it can be told (``<journal>.mark``).
-
-    Two 64-byte slots, written in turn and each with its CRC-32: a write torn by a power cut
-    spoils at most the slot being written, and the other still holds the previous mark. At most
-    one ``fdatasync`` per group commit, on the journal's mark thread."""
-
-    _SLOT = struct.Struct(">4sq32sI")  # magic, seq, hash, CRC-32 of what precedes it
-    _MAGIC = b"TSJM"
-    _SIZE = 64
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-        self._slot = 0
-
-    @staticmethod
-    def beside(journal: Path) -> Path:
-        return journal.with_name(journal.name + ".mark")
-
-    @classmethod
-    def _pack(cls, seq: int, digest: bytes) -> bytes:
-        body = cls._SLOT.pack(cls._MAGIC, seq, digest, 0)[:-4]
-        return (body + struct.pack(">I", zlib.crc32(body))).ljust(cls._SIZE, b"\x00")
-
-    def read(self) -> tuple[int, bytes]:
-        """The newest good slot: (seq, hash). FileNotFoundError when there is no mark file,
-        ValueError when neither slot is readable."""
-        raw = self.path.read_bytes()
-        found: list[tuple[int, bytes, int]] = []
-        for slot in (0, 1):
-            chunk = raw[slot * self._SIZE : slot * self._SIZE + self._SLOT.size]
-            if len(chunk) < self._SLOT.size:
-                continue
-            magic, seq, digest, crc = self._SLOT.unpack(chunk)
-            if magic == self._MAGIC and zlib.crc32(chunk[:-4]) == crc:
-                found.append((seq, digest, slot))
-        if not found:
-            raise ValueError(f"{self.path}: no readable mark ({len(raw)} bytes)")
-        seq, digest, slot = max(found)
-        self._slot = 1 - slot  # the next write goes over the older slot
-        return seq, digest
-
-    def create(self, seq: int, digest: bytes) -> None:
-        """A new mark file, in full or not at all (written aside, synced, renamed)."""
-        self.close()
-        aside = self.path.with_name(self.path.name + ".new")
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
-        try:
-            os.write(fd, self._pack(seq, digest) * 2)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(aside, self.path)
-        _sync_dir(self.path.parent)
-        self._slot = 0
-
-    def write(self, seq: int, digest: bytes) -> None:
-        """Record ``seq`` as committed; durable when this returns."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR)
-        os.pwrite(self._fd, self._pack(seq, digest), self._slot * self._SIZE)
-        os.fdatasync(self._fd)
-        self._slot = 1 - self._slot
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _read_mark(path: Path) -> tuple[int, bytes] | OSError | ValueError:
-    """The mark beside a journal, or why it cannot be read. Read *before* the journal is: a
-    live journal's writer may have committed more since, never less."""
-    try:
-        return Mark(Mark.beside(path)).read()
-    except (OSError, ValueError) as exc:
-        return exc
-
-
-def _mark_problems(
-    path: Path,
-    conn: sqlite3.Connection,
-    summary: dict[str, Any],
-    found: tuple[int, bytes] | OSError | ValueError,
-    *,
-    live: bool,
-) -> list[Problem]:
-    """Does the journal reach its mark (``found``), with the same hash there? A mark file beside
-    it is always checked; a missing one is a problem for a journal that keeps a mark, and for a
-    backup copy about to be used as the live journal (``live``). A journal from before the mark
-    existed has none and is adopted by ``Journal.open``."""
-    meta = _meta(conn)
-    mark = Mark(Mark.beside(path))
-    if isinstance(found, FileNotFoundError):
-        kept = meta.get("mark")
-        if kept == "1":
-            return [Problem(-1, f"its mark file {mark.path} is missing: whether committed "
-                                "records were lost cannot be told")]  # fmt: skip
-        if kept == "copy" and live:
-            return [Problem(-1, "it is a backup copy (`tableside journal backup`) with no mark "
-                                "file: the table may have numbered records after it")]  # fmt: skip
-        return []
-    if isinstance(found, (OSError, ValueError)):
-        return [Problem(-1, f"its mark file is unreadable: {found}")]
-    seq, digest = found
-    last, anchor_seq = summary["last_seq"], int(meta["anchor_seq"])
-    if seq > last:
-        return [Problem(last + 1, f"lost: records {last + 1}..{seq} were committed (its mark "
-                        f"file says so) but the journal ends at {last}: its -wal file was "
-                        "deleted or not copied along, or an older copy was put back")]  # fmt: skip
-    if seq == anchor_seq:
-        there: bytes | None = bytes.fromhex(meta["anchor_hash"])
-    elif seq > anchor_seq:
-        row = conn.execute("SELECT hash FROM records WHERE seq = ?", (seq,)).fetchone()
-        there = bytes(row[0]) if row is not None else None
-    else:
-        return []  # retention has deleted past the mark: nothing to compare
-    if there != digest:
-        return [Problem(seq, "not the journal its mark file saw: this record has another hash "
-                        "(a journal from elsewhere put in its place?)")]  # fmt: skip
-    return []
-
-
-def _seq_range(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
-    """The lowest and highest seq: two lookups (min and max in one query scan the table)."""
-    lo = conn.execute("SELECT min(seq) FROM records").fetchone()[0]
-    hi = conn.execute("SELECT max(seq) FROM records").fetchone()[0]
-    return lo, hi
 
 
 def _last_before(conn: sqlite3.Connection, cutoff: float, through: int) -> int:
@@ -282,7 +43,7 @@ def _last_before(conn: sqlite3.Connection, cutoff: float, through: int) -> int:
     the journal holds: docs/journal.md, Time), so a binary search by seq finds it in some
     twenty lookups. A scan of ``ts`` took 30-44 ms for 200,000 records, on the writer thread
     every minute, and grows with the journal."""
-    lo, hi = _seq_range(conn)
+    lo, hi = seq_range(conn)
     if lo is None or hi is None:
         return -1
     hi = min(hi, through)
@@ -296,85 +57,6 @@ def _last_before(conn: sqlite3.Connection, cutoff: float, through: int) -> int:
         else:
             found, lo = mid, mid + 1
     return found
-
-
-def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    return conn
-
-
-def _meta(conn: sqlite3.Connection) -> dict[str, str]:
-    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
-
-def verify_file(path: Path, *, table: str | None = None) -> tuple[dict[str, Any], list[Problem]]:
-    """Check a journal: SQLite's own integrity check, then the whole hash chain.
-
-    Returns a summary (first/last seq, records, acked) and the problems found, first first."""
-    if not path.is_file():
-        raise FileNotFoundError(f"no journal at {path}")
-    found = _read_mark(path)
-    conn = _connect(path, readonly=True)
-    try:
-        summary, problems = _verify(conn, table)
-        if not problems:
-            problems = _mark_problems(path, conn, summary, found, live=False)
-        return summary, problems
-    except sqlite3.DatabaseError as exc:
-        return {"path": str(path)}, [Problem(-1, f"not a readable journal: {exc}")]
-    finally:
-        conn.close()
-
-
-def _verify(conn: sqlite3.Connection, table: str | None) -> tuple[dict[str, Any], list[Problem]]:
-    problems: list[Problem] = []
-    check = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
-    if check != ["ok"]:
-        problems.append(Problem(-1, "sqlite: " + "; ".join(check[:5])))
-        return {}, problems
-    meta = _meta(conn)
-    if meta.get("format") != FORMAT:
-        problems.append(Problem(-1, f"unknown journal format {meta.get('format')!r}"))
-        return meta, problems
-    if table is not None and meta.get("table") != table:
-        problems.append(Problem(-1, f"journal of table {meta.get('table')!r}, not {table!r}"))
-    expected_seq = int(meta["anchor_seq"]) + 1
-    prev = bytes.fromhex(meta["anchor_hash"])
-    count = 0
-    last = expected_seq - 1
-    newest_ts = float(meta.get("clock_floor", "0"))
-    for seq, ts, topic, retain, payload, prev_hash, digest in conn.execute(
-        "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records ORDER BY seq"
-    ):
-        count += 1
-        if seq != expected_seq:
-            what = "missing" if seq > expected_seq else "unexpected"
-            problems.append(Problem(expected_seq, f"{what}: next record is seq {seq}"))
-        if bytes(prev_hash) != prev:
-            problems.append(Problem(seq, "chain broken: previous hash does not match"))
-        computed = record_hash(bytes(prev_hash), seq, ts, topic, bool(retain), bytes(payload))
-        if computed != bytes(digest):
-            problems.append(Problem(seq, "edited: content does not match its hash"))
-        prev, expected_seq, last = bytes(digest), seq + 1, seq
-        newest_ts = max(newest_ts, ts)
-        if len(problems) >= 100:
-            break
-    summary = {
-        "table": meta.get("table"),
-        "first_seq": int(meta["anchor_seq"]) + 1,
-        "last_seq": last,
-        "records": count,
-        "acked": int(meta.get("acked", "-1")),
-        "last_hash": prev.hex(),
-        "newest_ts": newest_ts,
-    }
-    return summary, problems
 
 
 class Journal:
@@ -436,7 +118,7 @@ class Journal:
         self.durable_seq = -1
         self.acked = -1
         self._acked_written = -1
-        self._last_hash = _GENESIS
+        self._last_hash = GENESIS
         self._last_ts = 0.0
         #: the writer's progress (committed, durable) for the loop, and whether the loop has
         #: been told to look: one wake-up of the loop covers whatever the writer did meanwhile
@@ -468,14 +150,14 @@ class Journal:
             raise self._corrupt(f"the journal is missing but its mark file {self.mark.path} "
                                 "says records were committed", lost=True)  # fmt: skip
         try:
-            conn = _connect(self.path)
+            conn = connect_db(self.path)
             if new:
                 self._initialise(conn)
-            summary, problems = _verify(conn, self.table)
+            summary, problems = verify_chain(conn, self.table)
             if not problems:
-                problems = _mark_problems(self.path, conn, summary, _read_mark(self.path),
+                problems = mark_problems(self.path, conn, summary, read_mark(self.path),
                                           live=True)  # fmt: skip
-            if not problems and _meta(conn).get("mark") is None:
+            if not problems and read_meta(conn).get("mark") is None:
                 self._adopt(conn, summary)
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(f"not a readable journal ({exc})") from exc
@@ -492,7 +174,7 @@ class Journal:
         self._last_ts = summary["newest_ts"]
         self._progress = (self.committed_seq, self.durable_seq)
         self.clock = RunClock(not_before=summary["newest_ts"], test=self.test_clock)
-        recovered_after = _meta(conn).get("recovered_after")
+        recovered_after = read_meta(conn).get("recovered_after")
         self.fresh_from_recovery = recovered_after == str(summary["last_seq"])
         log.info("journal_opened", path=str(self.path), next_seq=self.next_seq,
                  unsent=self.durable_seq - self.acked, records=summary["records"])  # fmt: skip
@@ -505,7 +187,7 @@ class Journal:
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
             state = json.loads(legacy.read_text(encoding="utf-8"))
             start = int(state["last"] if state.get("clean") else state["reserved"]) + 1
-        _create(conn, self.path, self.table, start - 1, _GENESIS)
+        create_journal(conn, self.path, self.table, start - 1, GENESIS)
 
     def _adopt(self, conn: sqlite3.Connection, summary: dict[str, Any]) -> None:
         """A journal from before the mark file: it gets one, from what it holds now."""
@@ -546,7 +228,7 @@ class Journal:
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._checkpoint_stop = False
         self._checkpoint_thread = threading.Thread(
-            target=self._checkpoint_loop, args=(_connect(self.path),), name="journal-checkpoint",
+            target=self._checkpoint_loop, args=(connect_db(self.path),), name="journal-checkpoint",
             daemon=True,
         )  # fmt: skip
         self._thread = threading.Thread(target=self._write_loop, name="journal-writer", daemon=True)
@@ -746,7 +428,7 @@ class Journal:
             return self._prune_locked(conn)
 
     def _prune_locked(self, conn: sqlite3.Connection) -> int:
-        acked = int(_meta(conn)["acked"])
+        acked = int(read_meta(conn)["acked"])
         limit_seq = -1
         if self.retain_days is not None:
             # the run's clock: a wall clock stepped forward must not make records older
@@ -759,7 +441,7 @@ class Journal:
             used = (pages - free) * page_size
             budget = self.max_mb * 1_000_000 * 0.9
             if used > budget:
-                lo, hi = _seq_range(conn)
+                lo, hi = seq_range(conn)
                 if lo is not None and hi is not None:
                     count = hi - lo + 1  # seqs have no gaps (verify says so)
                     excess = int(count * (1 - budget / used)) + 1
@@ -918,7 +600,7 @@ class Journal:
 
     def _read_disk(self, first: int, last: int) -> list[Record]:
         if self._reader is None:
-            self._reader = _connect(self.path, readonly=True)
+            self._reader = connect_db(self.path, readonly=True)
         rows = self._reader.execute(
             "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
             "WHERE seq BETWEEN ? AND ? ORDER BY seq",
@@ -933,179 +615,6 @@ class Journal:
         if conn is None:
             raise JournalError("journal not open")
         return {k: bytes(p) for k, p in conn.execute("SELECT key, payload FROM latest")}
-
-
-# -- export and recovery (the CLI's `tableside journal …`) ----------------------------------
-
-
-def export_records(
-    path: Path, first: int | None = None, last: int | None = None
-) -> Iterator[dict[str, Any]]:
-    """Every record as a JSON-able dict (payload decoded when it is JSON), in seq order."""
-    conn = _connect(path, readonly=True)
-    try:
-        rows = conn.execute(
-            "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
-            "WHERE seq >= ? AND seq <= ? ORDER BY seq",
-            (first if first is not None else -1, last if last is not None else 2**62),
-        )
-        for seq, ts, topic, retain, payload, prev_hash, digest in rows:
-            raw = bytes(payload)
-            try:
-                body: object = json.loads(raw)
-            except ValueError:
-                body = {"raw_hex": raw.hex()}
-            yield {
-                "seq": seq,
-                "journal_ts": ts,
-                "topic": topic,
-                "retain": bool(retain),
-                "payload": body,
-                "prev_hash": bytes(prev_hash).hex(),
-                "hash": bytes(digest).hex(),
-            }
-    finally:
-        conn.close()
-
-
-def _create(
-    conn: sqlite3.Connection,
-    path: Path,
-    table: str,
-    anchor_seq: int,
-    anchor_hash: bytes,
-    latest: Sequence[tuple[str, int, bytes]] = (),
-    **extra: str,
-) -> None:
-    """A new journal whose numbering starts after ``anchor_seq``, with its mark file."""
-    meta = {
-        "format": FORMAT,
-        "table": table,
-        "anchor_seq": str(anchor_seq),
-        "anchor_hash": anchor_hash.hex(),
-        "acked": str(anchor_seq),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "mark": "1",
-        **extra,
-    }
-    Mark(Mark.beside(path)).create(anchor_seq, anchor_hash)
-    conn.executescript(_SCHEMA)
-    conn.execute("BEGIN")
-    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
-    conn.executemany("INSERT OR REPLACE INTO latest VALUES (?, ?, ?)", latest)
-    conn.execute("COMMIT")
-    # in the main file at once: a journal whose -wal is lost still says it keeps a mark
-    conn.execute("PRAGMA wal_checkpoint(FULL)")
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """What ``recover`` did."""
-
-    #: where the old journal went (None: there was none, only its mark)
-    aside: Path | None
-    #: the new journal's numbering carries on after this seq
-    after_seq: int
-    #: the table's state carried over (retained topics, device events): how many
-    restated: int
-
-
-def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovered:
-    """Set a journal that fails its checks aside (nothing is deleted) and start a new one whose
-    numbering carries on after the highest seq the old one holds, acknowledged or its mark file
-    says was committed, anchored to the newest record whose hash still checks. The new journal
-    keeps the old one's ``latest`` (the table, each device, each retained topic), so the daemon
-    restates the table as it was, not a new table."""
-    highest, anchor, newest_ts = -1, _GENESIS, 0.0
-    latest: list[tuple[str, int, bytes]] = []
-    keeps_mark = False
-    if path.exists():
-        with contextlib.suppress(sqlite3.Error):
-            conn = _connect(path, readonly=True)
-            try:
-                row = conn.execute("SELECT max(seq), max(ts) FROM records").fetchone()
-                highest = row[0] if row and row[0] is not None else -1
-                newest_ts = row[1] if row and row[1] is not None else 0.0
-                with contextlib.suppress(sqlite3.Error, KeyError, ValueError):
-                    meta = _meta(conn)
-                    keeps_mark = meta.get("mark") == "1"
-                    highest = max(highest, int(meta["acked"]), int(meta["anchor_seq"]))
-                for seq, ts, topic, retain, payload, prev, digest in conn.execute(
-                    "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
-                    "ORDER BY seq DESC LIMIT 100"
-                ):
-                    if record_hash(bytes(prev), seq, ts, topic, bool(retain), bytes(payload)) == (
-                        bytes(digest)
-                    ):
-                        anchor = bytes(digest)
-                        break
-                with contextlib.suppress(sqlite3.Error):
-                    latest = [(k, s, bytes(p)) for k, s, p in
-                              conn.execute("SELECT key, seq, payload FROM latest")]  # fmt: skip
-            finally:
-                conn.close()
-    mark = Mark(Mark.beside(path))
-    try:
-        highest = max(highest, mark.read()[0])
-    except (OSError, ValueError) as exc:
-        if after_seq is None and (keeps_mark or not path.exists()):
-            raise JournalError(
-                f"{path}: its mark file cannot be read ({exc}), so how far its numbering went "
-                "cannot be told; give the last seq the table used (--after-seq, from a "
-                "subscriber's record) so no number is used twice"
-            ) from exc
-    if after_seq is not None:
-        highest = max(highest, after_seq)
-    elif highest < 0:
-        raise JournalError(
-            f"{path}: cannot read how far its numbering went; give the last seq the table used "
-            "(--after-seq, from a subscriber's record) so no number is used twice"
-        )
-    aside: Path | None = None
-    if path.exists():
-        aside = path.with_name(
-            f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        )
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(str(path) + suffix)
-            if part.exists():
-                os.replace(part, Path(str(aside) + suffix))
-    conn = _connect(path)
-    try:
-        _create(conn, path, table, highest, anchor, latest, previous=str(aside or "(none)"),
-                recovered_after=str(highest), clock_floor=repr(float(newest_ts)))  # fmt: skip
-    finally:
-        conn.close()
-    return Recovered(aside, highest, len(latest))
-
-
-def backup(path: Path, dest: Path) -> dict[str, Any]:
-    """A consistent copy of a journal, live or not, by SQLite's backup API (a plain file copy
-    of a live journal can miss its -wal file). The copy is checked; returns its summary. The
-    mark file is not copied: it belongs to the live journal (docs/journal.md)."""
-    if dest.exists():
-        raise JournalError(f"{dest} exists: a backup never overwrites a file")
-    source = _connect(path, readonly=True)
-    try:
-        target = sqlite3.connect(dest)
-        try:
-            source.backup(target)
-            # a copy: put back as the live journal without its mark, it is refused (it may be
-            # older than what the table numbered since)
-            target.execute("UPDATE meta SET value = 'copy' WHERE key = 'mark'")
-            target.commit()
-        finally:
-            target.close()
-    finally:
-        source.close()
-    conn = _connect(dest, readonly=True)
-    try:
-        summary, problems = _verify(conn, None)
-    finally:
-        conn.close()
-    if problems:
-        raise JournalError(f"the copy {dest} fails its checks: {problems[0]}")
-    return summary
 
 
 def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:
