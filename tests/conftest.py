@@ -29,6 +29,15 @@ SYSTEMD = Path(__file__).parents[1] / "systemd"
 ROOT = Path(__file__).parents[1]
 
 
+def source_copy(directory: Path) -> Path:
+    """The repository's files copied to ``directory/tree``, links kept, for building a wheel:
+    a build/ left in the work tree would lend the wheel modules deleted since."""
+    tree = directory / "tree"
+    left_out = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache")
+    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(*left_out))
+    return tree
+
+
 def shipped_config(state_dir: Path) -> str:
     """config/caribbean-stud.toml as shipped, its state kept in ``state_dir``."""
     return (

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tableside.cli import main
 from tableside.daemon.integrity import verify_install
+from tests.conftest import source_copy
 
 ROOT = Path(__file__).parents[1]
 
@@ -25,7 +26,7 @@ def test_a_wheel_install_is_checked_against_its_record(tmp_path: Path) -> None:
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-         str(ROOT)],
+         str(source_copy(tmp_path))],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -4,20 +4,18 @@ and setuptools finds the packages (pyproject.toml), so nothing new can silently 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+from tests.conftest import source_copy
+
 ROOT = Path(__file__).parents[1]
 
 
 def test_the_wheel_holds_every_module(tmp_path: Path) -> None:
-    # built from a copy: a build/ left in the work tree would lend the wheel stale modules
-    tree = tmp_path / "tree"
-    left_out = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache")
-    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(*left_out))
+    tree = source_copy(tmp_path)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "--wheel-dir", str(tmp_path), str(tree)],
