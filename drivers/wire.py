@@ -6,6 +6,8 @@ Integers are big-endian and unsigned. A string is one length byte then that many
 
 from __future__ import annotations
 
+from typing import SupportsIndex
+
 __all__ = ["MAX_STRING", "MalformedPayload", "PayloadReader", "PayloadWriter"]
 
 MAX_STRING = 64
@@ -21,8 +23,9 @@ class PayloadWriter:
     def __init__(self) -> None:
         self._out = bytearray()
 
-    def u8(self, value: int) -> PayloadWriter:
-        self._out += value.to_bytes(1, "big")
+    def u8(self, value: SupportsIndex) -> PayloadWriter:
+        """A byte: an int, or a protocol's code (drivers/common.py ``WireEnum``)."""
+        self._out.append(value)
         return self
 
     def u16(self, value: int) -> PayloadWriter:

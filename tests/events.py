@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import typing
 from typing import Any
 
 from tableside.drivers.catalog import event_type
@@ -11,15 +13,20 @@ from tableside.rules.commands import COMMANDS
 from tableside.rules.table import DeviceReport, EscalateRulings, Halt, RulingsOpened, TableEvent
 
 
-def _blank(annotation: str) -> Any:
-    """A neutral value for a field the test leaves out (None where the type allows it)."""
-    if "None" in annotation:
+def _blank(hint: Any) -> Any:
+    """A neutral value for a field the test leaves out (None where the type allows it; an
+    enum's first member, a Literal's first word)."""
+    args = typing.get_args(hint)
+    if type(None) in args:
         return None
-    for prefix, value in (("tuple", ()), ("int", 0), ("float", 0.0), ("bool", False),
-                          ("str", "")):  # fmt: skip
-        if annotation.startswith(prefix):
+    if typing.get_origin(hint) is typing.Literal:
+        return args[0]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return next(iter(hint))
+    for kind, value in ((tuple, ()), (bool, False), (int, 0), (float, 0.0), (str, "")):
+        if hint is kind or typing.get_origin(hint) is kind:
             return value
-    raise TypeError(f"no blank value for {annotation}")
+    raise TypeError(f"no blank value for {hint}")
 
 
 def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
@@ -28,8 +35,9 @@ def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
     cls = event_type(name)
     if cls is None:
         raise LookupError(f"no device event {name!r} in drivers/catalog.py")
+    hints = typing.get_type_hints(cls)
     given = {
-        f.name: fields[f.name] if f.name in fields else _blank(str(f.type))
+        f.name: fields[f.name] if f.name in fields else _blank(hints[f.name])
         for f in dataclasses.fields(cls)
         if f.name != "device" and (f.name in fields or f.default is dataclasses.MISSING)
     }

@@ -13,7 +13,9 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.drivers.progressive.events import ButtonPressed
+from tableside.drivers.progressive.protocol import Button
 from tableside.drivers.shuffler.events import ShufflerFault
+from tableside.drivers.shuffler.protocol import FaultCode
 from tests.conftest import shipped_config
 
 
@@ -45,7 +47,7 @@ async def test_no_more_bets_before_a_stop_holds_after_it(
     before.journal.start()
     rt = before.runtime.devices["progressive"]
     for button in ("no_more_bets", "bets_open", last):
-        before.runtime.handle(rt, ButtonPressed(device="progressive", button=button))
+        before.runtime.handle(rt, ButtonPressed(device="progressive", button=Button(button)))
     await _stop(before)
     after = _daemon(config)
     try:
@@ -61,7 +63,7 @@ async def test_no_more_bets_before_a_stop_holds_after_it(
 async def test_the_table_and_each_device_come_back_as_last_journaled(config: Path) -> None:
     before = _daemon(config)
     before.journal.start()
-    jam = ShufflerFault(device="shuffler", shuffle_id=3, fault="jam", detail="cards stuck")
+    jam = ShufflerFault(device="shuffler", shuffle_id=3, fault=FaultCode.JAM, detail="cards stuck")
     before.runtime.handle(before.runtime.devices["shuffler"], jam)
     (ruling,) = before.runtime.state.rulings
     await _stop(before)

@@ -15,7 +15,9 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.daemon.runtime import DeviceAction, TableActionFailed
 from tableside.drivers.progressive.events import ButtonPressed
+from tableside.drivers.progressive.protocol import Button
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
+from tableside.drivers.shuffler.protocol import Deck, FaultCode
 from tableside.rules.commands import NoArgs, PayBonus
 from tests.conftest import shipped_config
 
@@ -47,7 +49,9 @@ async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
     daemon: TableDaemon,
 ) -> None:
     first = daemon.journal.next_seq
-    fault = ShufflerFault(device="shuffler", shuffle_id=3, fault="jam", detail="cards stuck")
+    fault = ShufflerFault(
+        device="shuffler", shuffle_id=3, fault=FaultCode.JAM, detail="cards stuck"
+    )
     assert daemon.runtime.handle(daemon.runtime.devices["shuffler"], fault) == []
     records = await journaled(daemon, first)
     assert [topic for topic, _ in records] == [
@@ -71,7 +75,7 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
 ) -> None:
     first = daemon.journal.next_seq
     short = ShuffleCompleted(device="shuffler", shuffle_id=1, card_count=51, counted=True,
-                             deck="single", back_colour="red", missing_count=1, extra_count=0,
+                             deck=Deck.SINGLE, back_colour="red", missing_count=1, extra_count=0,
                              missing_cards=("AS",))  # fmt: skip
     daemon.runtime.handle(daemon.runtime.devices["shuffler"], short)
     records = await journaled(daemon, first)
@@ -84,7 +88,7 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
 
 async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon) -> None:
     first = daemon.journal.next_seq
-    press = ButtonPressed(device="progressive", button="no_more_bets")
+    press = ButtonPressed(device="progressive", button=Button.NO_MORE_BETS)
     assert daemon.runtime.handle(daemon.runtime.devices["progressive"], press) == [
         DeviceAction("acceptors", "lock_out")
     ]
@@ -141,7 +145,7 @@ async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
 
         def short(device: str) -> ShuffleCompleted:
             return ShuffleCompleted(device=device, shuffle_id=1, card_count=51, counted=True,
-                                    deck="single", back_colour="red", missing_count=1,
+                                    deck=Deck.SINGLE, back_colour="red", missing_count=1,
                                     extra_count=0)  # fmt: skip
 
         assert d.runtime.handle(d.runtime.devices["spare"], short("spare")) == []

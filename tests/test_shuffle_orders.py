@@ -11,6 +11,7 @@ from tableside.drivers.framing import Frame, NakReason
 from tableside.drivers.shuffler import protocol as p
 from tableside.drivers.shuffler.driver import ShufflerDriver, ShufflerOptions
 from tableside.drivers.shuffler.events import ShuffleOrdered
+from tableside.drivers.shuffler.protocol import Deck
 from tableside.drivers.wire import MalformedPayload
 
 
@@ -48,7 +49,7 @@ def test_with_recognition_on_the_order_becomes_a_typed_event() -> None:
     assert driver.translate(message) == ShuffleOrdered(
         device="shuffler",
         shuffle_id=7,
-        deck="B",
+        deck=Deck.B,
         output_count=2,
         input_count=2,
         output_cards=("AS", "KC"),

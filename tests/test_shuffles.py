@@ -7,10 +7,11 @@ import random
 
 from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity
 from tableside.drivers.shuffler.events import ShuffleOrdered
+from tableside.drivers.shuffler.protocol import Deck
 from tableside.shuffle.deck import new_deck, spell
 
 
-def _order(shuffle_id: int, deck: str = "single", seed: int = 0) -> ShuffleOrdered:
+def _order(shuffle_id: int, deck: Deck = Deck.SINGLE, seed: int = 0) -> ShuffleOrdered:
     cards = list(new_deck())
     random.Random(seed).shuffle(cards)
     return ShuffleOrdered(device="shuffler", shuffle_id=shuffle_id, deck=deck, output_count=52,
@@ -19,7 +20,7 @@ def _order(shuffle_id: int, deck: str = "single", seed: int = 0) -> ShuffleOrder
 
 def test_an_order_is_released_by_the_next_shuffle_of_its_own_deck_only() -> None:
     held = ShuffleIntegrity()
-    a1, b2 = _order(1, "A"), _order(2, "B")
+    a1, b2 = _order(1, Deck.A), _order(2, Deck.B)
     held.seal(a1)
     assert held.release("shuffler", "A", 1) is None  # its own completion: still to be dealt
     held.seal(b2)
@@ -43,7 +44,7 @@ def test_a_tested_order_gives_statistics_and_a_sorted_deck_an_alert() -> None:
     statistics, alert = held.observe(_order(1))
     assert alert is None and statistics.shuffles == 1 and statistics.with_input == 0
     assert {t["test"] for t in statistics.tests} >= {"colour changes", "card positions"}
-    ordered = ShuffleOrdered(device="shuffler", shuffle_id=2, deck="single", output_count=52,
+    ordered = ShuffleOrdered(device="shuffler", shuffle_id=2, deck=Deck.SINGLE, output_count=52,
                              input_count=0, output_cards=tuple(spell(new_deck())))  # fmt: skip
     statistics, alert = held.observe(ordered)
     assert alert is not None and alert.test == "sorted output" and statistics.alerts == 1
@@ -55,7 +56,7 @@ def test_a_tested_order_gives_statistics_and_a_sorted_deck_an_alert() -> None:
 
 def test_an_order_that_is_no_deck_is_skipped_not_tested() -> None:
     held = ShuffleIntegrity()
-    twice = ShuffleOrdered(device="shuffler", shuffle_id=1, deck="single", output_count=2,
+    twice = ShuffleOrdered(device="shuffler", shuffle_id=1, deck=Deck.SINGLE, output_count=2,
                            input_count=0, output_cards=("AS", "AS"))  # fmt: skip
     statistics, alert = held.observe(twice)
     assert alert is None and statistics.skipped == 1 and statistics.shuffles == 0

@@ -42,8 +42,8 @@ class CardReaderDriver(FramedDriver):
                 configured = self.options.reveals_hole_card
                 return ev.ReaderStatus(
                     device=d,
-                    state=message.state.name.lower(),
-                    fault=None if message.fault is None else message.fault.name.lower(),
+                    state=message.state,
+                    fault=message.fault,
                     reveals_hole_card=message.reveals_hole_card
                     if configured is None
                     else configured,
@@ -59,7 +59,5 @@ class CardReaderDriver(FramedDriver):
                     device=d, check_id=message.check_id, blackjack=message.blackjack
                 )
             case p.ReaderFault():
-                return ev.ReaderFault(
-                    device=d, fault=message.code.name.lower(), detail=message.detail
-                )
+                return ev.ReaderFault(device=d, fault=message.code, detail=message.detail)
         return None  # a message of the protocol this driver does not report

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
+from tableside.drivers.card_reader.protocol import ReaderFaultCode, ReaderState
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 
 __all__ = ["HoleCardChecked", "ReaderFault", "ReaderStatus", "SelfTestResult"]
@@ -13,10 +14,10 @@ __all__ = ["HoleCardChecked", "ReaderFault", "ReaderStatus", "SelfTestResult"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReaderStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
-    state: str  # ready | reading | fault | self_test
-    fault: str | None
+    state: ReaderState
+    fault: ReaderFaultCode | None
     reveals_hole_card: bool  # as configured, else as the reader reports (551.16(l))
-    reveals_source: str  # "config" | "device"
+    reveals_source: Literal["config", "device"]
     checks: int
 
 
@@ -38,5 +39,5 @@ class HoleCardChecked(DeviceEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReaderFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
-    fault: str  # malfunction | tamper | door_open
+    fault: ReaderFaultCode
     detail: str

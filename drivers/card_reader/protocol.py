@@ -8,7 +8,6 @@ docs/protocols/card-reader.md.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -18,6 +17,7 @@ from tableside.drivers.common import (
     Identity,
     QueryIdentity,
     QueryStatus,
+    WireEnum,
     decode_enum,
     decode_optional_enum,
     optional_code,
@@ -40,17 +40,17 @@ __all__ = [
 ]
 
 
-class ReaderState(enum.IntEnum):
-    READY = 0
-    READING = 1
-    FAULT = 2
-    SELF_TEST = 3
+class ReaderState(WireEnum):
+    READY = "ready", 0
+    READING = "reading", 1
+    FAULT = "fault", 2
+    SELF_TEST = "self_test", 3
 
 
-class ReaderFaultCode(enum.IntEnum):
-    MALFUNCTION = 1  # 551.16(m): no more dealing until repaired or replaced
-    TAMPER = 2
-    DOOR_OPEN = 3
+class ReaderFaultCode(WireEnum):
+    MALFUNCTION = "malfunction", 1  # 551.16(m): no more dealing until repaired or replaced
+    TAMPER = "tamper", 2
+    DOOR_OPEN = "door_open", 3
 
 
 @dataclass(frozen=True, slots=True)

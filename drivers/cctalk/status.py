@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from tableside.drivers.events import DeviceEvent, StatusReport
 
@@ -13,7 +13,7 @@ __all__ = ["AcceptorBusStatus"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcceptorBusStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
-    state: str  # accepting | locked_out
+    state: Literal["accepting", "locked_out"]
     fault: str | None  # lockout_unconfirmed, acceptor_offline when any seat does not answer
     seats_online: tuple[int, ...]
     seats_offline: tuple[int, ...]

@@ -54,7 +54,7 @@ class ProgressiveControllerDriver(FramedDriver):
                     meter_cents=message.meter_cents,
                 )
             case p.ButtonPressed():
-                return ButtonPressed(device=d, button=message.button.name.lower())
+                return ButtonPressed(device=d, button=message.button)
             case p.LightsState():
                 commanded = self._commanded
                 if commanded is not None and commanded != message.lights:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from tableside.drivers.events import DeviceEvent, StatusReport
+from tableside.drivers.progressive.protocol import Button
 
 __all__ = [
     "ButtonPressed",
@@ -20,8 +21,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
-    state: str  # betting_open | locked_out
-    fault: str | None  # door_open
+    state: Literal["betting_open", "locked_out"]
+    fault: Literal["door_open"] | None
     lights: tuple[int, ...]
     key_reset: bool
     meter_cents: int
@@ -30,7 +31,7 @@ class ControllerStatus(DeviceEvent, StatusReport):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ButtonPressed(DeviceEvent):
     kind: ClassVar[str] = "button"
-    button: str  # no_more_bets | bets_open
+    button: Button
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

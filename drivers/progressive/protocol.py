@@ -9,11 +9,17 @@ docs/protocols/progressive-controller.md.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from tableside.drivers.common import Heartbeat, Identity, QueryIdentity, QueryStatus, decode_enum
+from tableside.drivers.common import (
+    Heartbeat,
+    Identity,
+    QueryIdentity,
+    QueryStatus,
+    WireEnum,
+    decode_enum,
+)
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
@@ -45,9 +51,9 @@ def _mask(value: int, what: str) -> int:
     return value
 
 
-class Button(enum.IntEnum):
-    NO_MORE_BETS = 1  # the lock-out
-    BETS_OPEN = 2
+class Button(WireEnum):
+    NO_MORE_BETS = "no_more_bets", 1  # the lock-out
+    BETS_OPEN = "bets_open", 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,8 @@ class ShoeDriver(FramedDriver):
             case p.ShoeStatus():
                 return ev.ShoeStatus(
                     device=d,
-                    state=message.state.name.lower(),
-                    fault=None if message.fault is None else message.fault.name.lower(),
+                    state=message.state,
+                    fault=message.fault,
                     cards_loaded=message.cards_loaded,
                     cards_remaining=message.cards_remaining,
                 )
@@ -91,7 +91,7 @@ class ShoeDriver(FramedDriver):
                 return ev.ShoeFault(
                     device=d,
                     round=message.round,
-                    fault=message.code.name.lower(),
+                    fault=message.code,
                     index=message.index,
                     detail=message.detail,
                 )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
+from tableside.drivers.shoe.protocol import ShoeFaultCode, ShoeState
 
 __all__ = [
     "CardDrawn",
@@ -24,8 +25,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShoeStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
-    state: str  # idle | dealing | fault | empty
-    fault: str | None
+    state: ShoeState
+    fault: ShoeFaultCode | None
     cards_loaded: int
     cards_remaining: int
 
@@ -90,7 +91,7 @@ class FirstCardBurned(DeviceEvent):
 class ShoeFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
     round: int
-    fault: str  # jam | stopped | short_deal | door_open
+    fault: ShoeFaultCode
     index: int
     detail: str
 

@@ -6,7 +6,6 @@ messages (Identity, Heartbeat, QueryStatus, QueryIdentity): tableside.drivers.co
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -15,6 +14,7 @@ from tableside.drivers.common import (
     Identity,
     QueryIdentity,
     QueryStatus,
+    WireEnum,
     check_cards,
     decode_enum,
     decode_optional_enum,
@@ -65,20 +65,20 @@ def _check_target(target: int, what: str) -> int:
     return target
 
 
-class ShoeState(enum.IntEnum):
-    IDLE = 0
-    DEALING = 1
-    FAULT = 2
-    EMPTY = 3
+class ShoeState(WireEnum):
+    IDLE = "idle", 0
+    DEALING = "dealing", 1
+    FAULT = "fault", 2
+    EMPTY = "empty", 3
 
 
-class ShoeFaultCode(enum.IntEnum):
+class ShoeFaultCode(WireEnum):
     """555.14(f): jams, stops dealing, or fails to deal all cards during a round."""
 
-    JAM = 1
-    STOPPED = 2
-    SHORT_DEAL = 3  # the shoe could not deal every card the round needs
-    DOOR_OPEN = 4
+    JAM = "jam", 1
+    STOPPED = "stopped", 2
+    SHORT_DEAL = "short_deal", 3  # the shoe could not deal every card the round needs
+    DOOR_OPEN = "door_open", 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,6 @@ class ShufflerOptions(DriverOptions):
     recognises_cards: bool = False
 
 
-_DECK_NAMES = {p.Deck.SINGLE: "single", p.Deck.A: "A", p.Deck.B: "B"}
-
-
 class ShufflerDriver(FramedDriver):
     device_class: ClassVar[str] = "shuffler"
     protocol: ClassVar[MessageSet] = p.PROTOCOL
@@ -53,8 +50,8 @@ class ShufflerDriver(FramedDriver):
             case p.Status():
                 return ShufflerStatus(
                     device=d,
-                    state=message.state.name.lower(),
-                    fault=None if message.fault is None else message.fault.name.lower(),
+                    state=message.state,
+                    fault=message.fault,
                     shuffles=message.shuffles,
                 )
             case p.ShuffleStarted():
@@ -65,7 +62,7 @@ class ShufflerDriver(FramedDriver):
                     shuffle_id=message.shuffle_id,
                     card_count=message.card_count,
                     counted=message.counted,
-                    deck=_DECK_NAMES[message.deck],
+                    deck=message.deck,
                     back_colour=message.back_colour,
                     missing_count=len(message.missing),
                     extra_count=len(message.extra),
@@ -78,7 +75,7 @@ class ShufflerDriver(FramedDriver):
                 return ShufflerFault(
                     device=d,
                     shuffle_id=message.shuffle_id,
-                    fault=message.code.name.lower(),
+                    fault=message.code,
                     detail=message.detail,
                 )
         return None  # a message of the protocol this driver does not report
@@ -99,7 +96,7 @@ class ShufflerDriver(FramedDriver):
         return ShuffleOrdered(
             device=self.name,
             shuffle_id=message.shuffle_id,
-            deck=_DECK_NAMES[message.deck],
+            deck=message.deck,
             output_count=len(message.output),
             input_count=len(message.input),
             output_cards=tuple(card_name(c) for c in message.output),

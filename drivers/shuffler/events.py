@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
+from tableside.drivers.shuffler.protocol import Deck, FaultCode, ShufflerState
 
 __all__ = [
     "ShuffleCompleted",
@@ -19,8 +20,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShufflerStatus(DeviceEvent, StatusReport):
     kind: ClassVar[str] = "status"
-    state: str  # idle | shuffling | fault | door_open
-    fault: str | None
+    state: ShufflerState
+    fault: FaultCode | None
     shuffles: int
 
 
@@ -37,7 +38,7 @@ class ShuffleCompleted(DeviceEvent):
     shuffle_id: int
     card_count: int
     counted: bool
-    deck: str  # single | A | B
+    deck: Deck
     back_colour: str
     missing_count: int
     extra_count: int
@@ -53,7 +54,7 @@ class ShuffleOrdered(DeviceEvent):
     kind: ClassVar[str] = "shuffle_order"
     card_fields: ClassVar[frozenset[str]] = frozenset({"output_cards", "input_cards"})
     shuffle_id: int
-    deck: str  # single | A | B
+    deck: Deck
     output_count: int
     input_count: int
     output_cards: tuple[str, ...] = ()
@@ -64,5 +65,5 @@ class ShuffleOrdered(DeviceEvent):
 class ShufflerFault(DeviceEvent, FaultReport):
     kind: ClassVar[str] = "fault"
     shuffle_id: int
-    fault: str  # jam | stopped | incomplete | door_open
+    fault: FaultCode
     detail: str

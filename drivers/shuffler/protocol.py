@@ -6,7 +6,6 @@ Type bytes: 0x20 to 0x3F device → host, 0x40 to 0x5F host → device.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -16,6 +15,7 @@ from tableside.drivers.common import (
     Identity,
     QueryIdentity,
     QueryStatus,
+    WireEnum,
     check_cards,
     decode_enum,
     decode_optional_enum,
@@ -42,28 +42,28 @@ __all__ = [
 ]
 
 
-class ShufflerState(enum.IntEnum):
-    IDLE = 0
-    SHUFFLING = 1
-    FAULT = 2
-    DOOR_OPEN = 3
+class ShufflerState(WireEnum):
+    IDLE = "idle", 0
+    SHUFFLING = "shuffling", 1
+    FAULT = "fault", 2
+    DOOR_OPEN = "door_open", 3
 
 
-class FaultCode(enum.IntEnum):
+class FaultCode(WireEnum):
     """Why a shuffle did not finish (555.14(e): jams, stops, fails to complete a cycle)."""
 
-    JAM = 1
-    STOPPED = 2
-    INCOMPLETE = 3
-    DOOR_OPEN = 4
+    JAM = "jam", 1
+    STOPPED = "stopped", 2
+    INCOMPLETE = "incomplete", 3
+    DOOR_OPEN = "door_open", 4
 
 
-class Deck(enum.IntEnum):
+class Deck(WireEnum):
     """Which deck of a two-deck shuffler (555.3(b): backs of different colours, alternated)."""
 
-    SINGLE = 0
-    A = 1
-    B = 2
+    SINGLE = "single", 0
+    A = "A", 1
+    B = "B", 2
 
 
 @dataclass(frozen=True, slots=True)
