@@ -172,7 +172,7 @@ class Monitor:
             self._high = seq
         return note
 
-    def _connected(self) -> None:
+    def _on_connection(self) -> None:
         """A connection is made: a gap before the next fresh message spans a reconnect."""
         self._reconnected = self.connections > 0
         self.connections += 1
@@ -181,7 +181,7 @@ class Monitor:
         if self.out is not None:
             print(line, file=self.out, flush=True)
 
-    def _client(self) -> Client:
+    def _session(self) -> Client:
         """This connection's client: with a client id, the session kept across the monitor's
         reconnects (clean only on the first connection when not resuming)."""
         endpoint = self.endpoint or Endpoint(self.url)
@@ -195,9 +195,9 @@ class Monitor:
         backoff = Backoff(initial=0.2, maximum=5.0)
         while True:
             try:
-                async with self._client() as c:
+                async with self._session() as c:
                     backoff.reset()
-                    self._connected()
+                    self._on_connection()
                     await c.subscribe(f"{self.prefix}/{self.table}/#")
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)
