@@ -66,10 +66,10 @@ def test_a_gap_across_the_monitors_own_reconnect_is_its_own() -> None:
         "mqtt://127.0.0.1:1", "t", out=out, journal_hint="--config /etc/tableside/t.toml"
     )
     event = "tableside/t/device/shuffler/event"
-    monitor._connected()
+    monitor._on_connection()
     monitor._handle(event, msg(1, event="x", data={}), retained=False)
     monitor._handle(event, msg(3, event="x", data={}), retained=False)  # connected: the table's
-    monitor._connected()  # the monitor was away
+    monitor._on_connection()  # the monitor was away
     monitor._handle("tableside/t/status", msg(2, status="online"), retained=True)  # replay
     monitor._handle(event, msg(9, event="x", data={}), retained=False)
     monitor._handle(event, msg(11, event="x", data={}), retained=False)
