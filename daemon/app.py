@@ -30,7 +30,6 @@ import structlog
 
 from tableside.daemon import proof
 from tableside.daemon.config import Config, DeviceConfig
-from tableside.daemon.firmware import FirmwareRecord
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import CheckpointPayload, utc_ms
 from tableside.daemon.publisher import Publisher
@@ -131,7 +130,6 @@ class TableDaemon:
         self.public_key = proof.public_key_hex(self.key)
         #: the seq of the newest checkpoint journaled (-1: none this run)
         self.checkpointed = -1
-        self.firmware = FirmwareRecord(state_dir / "firmware.json")
         self.publisher = Publisher(
             config.broker, self.table, config.client_id, self.journal, on_command=self._on_command
         )
@@ -147,7 +145,6 @@ class TableDaemon:
             devices,
             self.publisher,
             self.journal.clock,
-            self.firmware,
             publish_card_identities=config.table.publish_card_identities,
             on_rulings_moved=self._rulings_moved.set,
         )

@@ -93,7 +93,7 @@ class TableConfig(_Strict):
     game: Annotated[Game, Strict(False)]
     #: Spanish 21 only: 6 or 8 decks of 48 cards (58 Pa. Code § 551.3(a))
     decks: Literal[6, 8] | None = None
-    #: where the table keeps its journal (<state_dir>/<id>/journal.sqlite) and firmware record
+    #: where the table keeps its journal (<state_dir>/<id>/journal.sqlite) and its key
     state_dir: _Path = Path("/var/lib/tableside")
     #: card identities stay on the table unless this is true (regulators forbid sending them)
     publish_card_identities: bool = False

@@ -1,21 +1,22 @@
-"""Which firmware each device ran last, kept across restarts, so a change is noticed.
+"""Which firmware each device ran last, so that a change is noticed, across restarts too.
 
 A device (or an acceptor on a ccTalk bus) that reports another firmware hash or ROM checksum
-than it did before is published as a ``firmware_changed`` event: regulators expect approved
-software only, and a silent swap must not go unnoticed.
+than the table last saw is published as a ``firmware_changed`` event: regulators expect approved
+software only, and a silent swap must not go unnoticed. What the table last saw is the device's
+identity in its retained state (``device/<name>/state``: ``identity``, and ``parts`` for each
+seat's acceptor), which the journal keeps and a restart restores (daemon/restore.py): no
+second store beside the journal.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.cctalk.events import AcceptorIdentity
+from tableside.drivers.events import DeviceEvent, IdentityEvent
 
-__all__ = ["FirmwareChanged", "FirmwareRecord"]
+__all__ = ["FirmwareChanged", "firmware_change"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,35 +27,24 @@ class FirmwareChanged(DeviceEvent):
     current: str
 
 
-class FirmwareRecord:
-    """``<state_dir>/<table>/firmware.json``: device (and part) → last firmware hash seen."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            loaded = {}
-        except (OSError, ValueError) as exc:
-            raise RuntimeError(
-                f"{path}: firmware record unreadable ({exc}); fix or remove it"
-            ) from exc
-        self._seen: dict[str, str] = {str(k): str(v) for k, v in dict(loaded).items()}
-
-    def check(self, device: str, part: str, current: str) -> FirmwareChanged | None:
-        """Remember ``current``; return the event when it differs from what was seen before."""
-        key = f"{device}/{part}" if part else device
-        previous = self._seen.get(key)
-        if previous == current:
+def firmware_change(
+    device: str,
+    identity_firmware: str | None,
+    parts: dict[str, dict[str, object]],
+    event: DeviceEvent,
+) -> FirmwareChanged | None:
+    """``event`` (an identity) against what the table knew of ``device`` before it: its
+    firmware hash, and its parts' ROM checksums; None when nothing was known (first sight) or
+    nothing changed."""
+    match event:
+        case IdentityEvent():
+            part, previous, current = "", identity_firmware, event.firmware_sha256
+        case AcceptorIdentity():
+            part, current = f"seat{event.seat}", event.rom_checksum
+            known = parts.get(part, {}).get("rom_checksum")
+            previous = known if isinstance(known, str) else None
+        case _:
             return None
-        self._seen[key] = current
-        self._save()
-        if previous is None:
-            return None  # first sight of this device: nothing to compare with
-        return FirmwareChanged(device=device, part=part, previous=previous, current=current)
-
-    def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._seen, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.path)
+    if previous is None or previous == current:
+        return None
+    return FirmwareChanged(device=device, part=part, previous=previous, current=current)

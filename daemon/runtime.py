@@ -1,7 +1,7 @@
 """The table itself: a device's event or a person's word in, the records it makes out.
 
-No I/O and no tasks of its own (the firmware record it is given writes its file when a
-device's firmware changes; tests/test_layers.py checks it imports nothing that does I/O). What
+No I/O and no tasks of its own (tests/test_layers.py checks it imports nothing that does I/O;
+what it knows across restarts, a device's firmware included, is what the journal kept). What
 it makes goes to the outbox, ``Publisher.enqueue``, which only journals it (the seq is the
 journal's; the publisher's own task sends it), in the order made: the device's event, its
 retained state when it changed, the rulings the rules give, the table's new state, the
@@ -21,7 +21,7 @@ import structlog
 
 from tableside.daemon.clock import RunClock
 from tableside.daemon.config import DeviceConfig
-from tableside.daemon.firmware import FirmwareChanged, FirmwareRecord
+from tableside.daemon.firmware import firmware_change
 from tableside.daemon.payloads import (
     DeviceEventPayload,
     DeviceIdentity,
@@ -147,7 +147,6 @@ class TableRuntime:
         devices: dict[str, DeviceRuntime],
         outbox: Publisher,
         clock: RunClock,
-        firmware: FirmwareRecord,
         *,
         publish_card_identities: bool = False,
         on_rulings_moved: Callable[[], None] = lambda: None,
@@ -157,7 +156,6 @@ class TableRuntime:
         self.devices = devices
         self.outbox = outbox
         self.clock = clock
-        self.firmware = firmware
         self.publish_card_identities = publish_card_identities
         #: called whenever the rulings' lifecycle moves (the escalation timer looks again)
         self.on_rulings_moved = on_rulings_moved
@@ -198,9 +196,11 @@ class TableRuntime:
                   "event": event.kind, "data": data}  # fmt: skip
         seq = self.outbox.enqueue(topic, DeviceEventPayload, ts, fields,
                                   key=f"{topic}#{event.kind}", now=now).seq  # fmt: skip
+        # against what the table knew before this event (restored from the journal)
+        known = rt.identity.firmware_sha256 if rt.identity is not None else None
+        changed = firmware_change(rt.name, known, rt.parts, event)
         if rt.apply(event, ts):
             self.publish_device(rt, ts, now)
-        changed = self._firmware_change(rt, event)
         if changed is not None:
             log.warning("firmware_changed", device=rt.name, part=changed.part,
                         previous=changed.previous, current=changed.current)  # fmt: skip
@@ -258,14 +258,6 @@ class TableRuntime:
             log.warning("shuffle_alert", device=rt.name, test=alert.test, p_value=alert.p_value,
                         shuffles=alert.shuffles)  # fmt: skip
             self._handle(rt, alert, actions)
-
-    def _firmware_change(self, rt: DeviceRuntime, event: DeviceEvent) -> FirmwareChanged | None:
-        match event:
-            case IdentityEvent():
-                return self.firmware.check(rt.name, "", event.firmware_sha256)
-            case AcceptorIdentity():
-                return self.firmware.check(rt.name, f"seat{event.seat}", event.rom_checksum)
-        return None
 
     def button_actions(self, button: str) -> list[DeviceAction]:
         """ "No more bets" locks every acceptor out; "bets open" releases them."""

@@ -14,6 +14,8 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.daemon.runtime import DeviceAction, TableActionFailed
+from tableside.drivers.cctalk.events import AcceptorIdentity
+from tableside.drivers.events import IdentityEvent
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.progressive.protocol import Button
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
@@ -154,3 +156,47 @@ async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
         assert d.runtime.rulings == 1
     finally:
         d.journal.close()
+
+
+async def test_a_firmware_swap_is_known_after_a_restart_from_the_journal_alone(
+    tmp_path: Path,
+) -> None:
+    """What the table last saw of each device's firmware (and each seat's acceptor's ROM) is
+    the identity in its retained state, which the journal keeps: a restarted table notices a
+    swap with no file of its own beside the journal."""
+    config = tmp_path / "cs.toml"
+    config.write_text(shipped_config(tmp_path), encoding="utf-8")
+
+    def identity(firmware: str) -> IdentityEvent:
+        return IdentityEvent(device="shuffler", vendor="SIM", model="S-1", serial="1",
+                             firmware_version="1", firmware_sha256=firmware)  # fmt: skip
+
+    def acceptor(rom: str) -> AcceptorIdentity:
+        return AcceptorIdentity(device="acceptors", seat=3, address=5, manufacturer="SIM",
+                                product="A", serial="9", software="1",
+                                rom_checksum=rom)  # fmt: skip
+
+    first = TableDaemon(load_config(config, use_env=False))
+    first.journal.start()
+    first.runtime.handle(first.runtime.devices["shuffler"], identity("aa" * 32))
+    first.runtime.handle(first.runtime.devices["acceptors"], acceptor("0001"))
+    await first.journal.wait_durable(first.journal.head[0])
+    first.journal.close()
+    assert sorted(p.name for p in (tmp_path / "cs-01").iterdir() if "journal" not in p.name) == [
+        "table-key.pem"]  # fmt: skip
+
+    again = TableDaemon(load_config(config, use_env=False))
+    again.journal.start()
+    try:
+        begin = again.journal.next_seq
+        again.runtime.handle(again.runtime.devices["shuffler"], identity("aa" * 32))  # the same
+        again.runtime.handle(again.runtime.devices["shuffler"], identity("bb" * 32))
+        again.runtime.handle(again.runtime.devices["acceptors"], acceptor("0002"))
+        changes = [p["data"] for t, p in await journaled(again, begin)
+                   if t.endswith("/event") and p["event"] == "firmware_changed"]  # fmt: skip
+        assert changes == [
+            {"part": "", "previous": "aa" * 32, "current": "bb" * 32},
+            {"part": "seat3", "previous": "0001", "current": "0002"},
+        ]
+    finally:
+        again.journal.close()
