@@ -134,9 +134,12 @@ class TableDaemon:
             config.broker, self.table, config.client_id, self.journal, on_command=self._on_command
         )
         self.topics = self.publisher.topics
-        devices = {name: DeviceRuntime(name, device, self._driver(name, device))
-                   for name, device in config.devices.items()}  # fmt: skip
-        facts = table_facts(config, [rt.driver for rt in devices.values()])
+        #: the live drivers; the runtime knows each device by its class and commands only
+        self.drivers = {name: self._driver(name, device) for name, device in config.devices.items()}
+        devices = {name: DeviceRuntime(name, config.devices[name], d.device_class,
+                                       frozenset(d.commands))
+                   for name, d in self.drivers.items()}  # fmt: skip
+        facts = table_facts(config, list(self.drivers.values()))
         #: set whenever the rulings' lifecycle moves: the escalation timer looks again
         self._rulings_moved = asyncio.Event()
         self.runtime = TableRuntime(
@@ -148,10 +151,9 @@ class TableDaemon:
             publish_card_identities=config.table.publish_card_identities,
             on_rulings_moved=self._rulings_moved.set,
         )
-        self.router = CommandRouter(
-            self.runtime, self.publisher, self.journal, spawn=self._spawn, carry_out=self._carry_out
-        )
-        self.restored = restore(self.runtime, self.journal, self.publisher)
+        self.router = CommandRouter(self.runtime, self.drivers, self.publisher, self.journal,
+                                    spawn=self._spawn, carry_out=self._carry_out)  # fmt: skip
+        self.restored = restore(self.runtime, self.drivers, self.journal, self.publisher)
         if facts.progressive is not None and self.runtime.state.meter_millicents is None:
             initial = facts.progressive.initial_cents * 1000
             self.runtime.state = dataclasses.replace(self.runtime.state, meter_millicents=initial)
@@ -205,8 +207,8 @@ class TableDaemon:
                     self.runtime.publish_device(rt, utc_ms())
                 self.runtime.publish_table("start", utc_ms())
                 drivers = [
-                    tg.create_task(rt.driver.run(), name=f"device.{name}")
-                    for name, rt in self.runtime.devices.items()
+                    tg.create_task(driver.run(), name=f"device.{name}")
+                    for name, driver in self.drivers.items()
                 ]
                 tg.create_task(self._escalations(), name="rulings.escalate")
                 if self.notifier.watchdog_interval:
@@ -318,7 +320,7 @@ class TableDaemon:
 
     async def _table_action(self, rt: DeviceRuntime, action: str) -> None:
         try:
-            await rt.driver.command(action, NoArgs())
+            await self.drivers[rt.name].command(action, NoArgs())
         except Exception as exc:  # e.g. the bus is down: applied when it is back; said now
             if isinstance(exc, TablesideDriverError):
                 log.warning("table_action_failed", device=rt.name, action=action, why=str(exc))

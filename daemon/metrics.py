@@ -176,7 +176,7 @@ class DaemonCollector(Collector):
             labels=["table", "device", "device_class"],
         )
         for name, rt in sorted(d.runtime.devices.items()):
-            cls = rt.driver.device_class
+            cls = rt.device_class
             for state in ConnectionState:
                 connection.add_metric([table, name, cls, state.value], int(rt.connection is state))
             connected.add_metric(

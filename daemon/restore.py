@@ -4,6 +4,8 @@ again, what each device last reported, the table's phase and rulings, and a lock
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 from pydantic import ValidationError
 
@@ -11,6 +13,7 @@ from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import DeviceEventPayload, DeviceStatePayload, TablePayload
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import TableRuntime
+from tableside.drivers.base import Driver
 from tableside.rules.table import TableState
 
 __all__ = ["restore"]
@@ -18,7 +21,9 @@ __all__ = ["restore"]
 log = structlog.get_logger("tableside.daemon")
 
 
-def restore(table: TableRuntime, journal: Journal, publisher: Publisher) -> dict[str, int]:
+def restore(
+    table: TableRuntime, drivers: Mapping[str, Driver], journal: Journal, publisher: Publisher
+) -> dict[str, int]:
     """Put back into ``table`` and ``publisher`` what ``journal`` kept; returns what was
     restored, for the log. What another version wrote and this one cannot read is said and
     skipped."""
@@ -50,7 +55,7 @@ def restore(table: TableRuntime, journal: Journal, publisher: Publisher) -> dict
             for key, payload in latest.items():
                 if key.startswith(prefix):
                     event = DeviceEventPayload.model_validate_json(payload)
-                    rt.driver.restore(event.event, event.data)
+                    drivers[name].restore(event.event, event.data)
                     if event.event == "button":
                         last_button = str(event.data.get("button"))
         except ValidationError as exc:  # written by another version: said, and skipped
@@ -63,9 +68,9 @@ def restore(table: TableRuntime, journal: Journal, publisher: Publisher) -> dict
         log.warning("table_held_after_recovery", table=publisher.table,
                     after_seq=journal.next_seq - 1)  # fmt: skip
     if last_button == "no_more_bets" or journal.fresh_from_recovery:
-        for rt in table.devices.values():
-            rt.driver.hold_lock_out()  # (a driver with no lock-out has none to hold)
-    counts["locked_out"] = sum(rt.driver.holds_lock_out for rt in table.devices.values())
+        for driver in drivers.values():
+            driver.hold_lock_out()  # (a driver with no lock-out has none to hold)
+    counts["locked_out"] = sum(driver.holds_lock_out for driver in drivers.values())
     if latest:
         log.info("table_restored", table=publisher.table, next_seq=journal.next_seq,
                  unsent=publisher.pending, **counts)  # fmt: skip

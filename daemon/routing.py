@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 
 import structlog
 from pydantic import ValidationError
@@ -28,6 +28,7 @@ from tableside.daemon.payloads import (
 )
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
+from tableside.drivers.base import Driver
 from tableside.drivers.commands import DEAL, Deal, StackArg
 from tableside.drivers.errors import TablesideDriverError
 from tableside.mqtt.connection import MqttError
@@ -64,6 +65,7 @@ class CommandRouter:
     def __init__(
         self,
         table: TableRuntime,
+        drivers: Mapping[str, Driver],
         publisher: Publisher,
         journal: Journal,
         *,
@@ -71,6 +73,8 @@ class CommandRouter:
         carry_out: Callable[[list[DeviceAction]], None],
     ) -> None:
         self.table = table
+        #: what carries a device command out (the runtime holds no live driver)
+        self.drivers = drivers
         self.publisher = publisher
         self.journal = journal
         self.spawn = spawn
@@ -121,10 +125,10 @@ class CommandRouter:
             known = ", ".join(sorted(devices))
             raise Refused(f"no device {device!r} at table {self.publisher.table} "
                           f"(devices: {known})")  # fmt: skip
-        cls = runtime.driver.device_class
-        has = command.device_command in runtime.driver.commands
+        cls = runtime.device_class
+        has = command.device_command in runtime.commands
         if command.target not in ("device", cls) or not has:
-            takes = ", ".join(sorted(runtime.driver.commands))
+            takes = ", ".join(sorted(runtime.commands))
             raise Refused(f"{device}: a {cls} has no command {command.name!r} (it takes: {takes})")
         return runtime
 
@@ -182,7 +186,7 @@ class CommandRouter:
     ) -> None:
         try:
             name, typed = self._expand(runtime, request.command, args)
-            await runtime.driver.command(name, typed)
+            await self.drivers[runtime.name].command(name, typed)
         except (TablesideDriverError, ValueError) as exc:
             self.result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group

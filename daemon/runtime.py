@@ -33,7 +33,6 @@ from tableside.daemon.payloads import (
     utc_ms,
 )
 from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
-from tableside.drivers.base import Driver
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
     ConnectionEvent,
@@ -94,7 +93,9 @@ class DeviceRuntime:
 
     name: str
     config: DeviceConfig
-    driver: Driver
+    device_class: str
+    #: the device commands its driver takes (rules/commands.py names them)
+    commands: frozenset[str]
     connection: ConnectionState = ConnectionState.DISCONNECTED
     connection_detail: str = ""
     since: str = field(default_factory=utc_ms)
@@ -102,6 +103,8 @@ class DeviceRuntime:
     device_state: str | None = None
     fault: str | None = None
     events: int = 0
+    #: times its link came up, this run
+    connects: int = 0
     #: identities of a device's parts (the acceptor at each seat of a ccTalk bus)
     parts: dict[str, dict[str, object]] = field(default_factory=dict)
 
@@ -111,6 +114,7 @@ class DeviceRuntime:
         match event:
             case ConnectionEvent():
                 self.connection, self.connection_detail, self.since = event.state, event.detail, ts
+                self.connects += event.state is ConnectionState.CONNECTED
                 return True
             case IdentityEvent():
                 identity = DeviceIdentity(
@@ -159,9 +163,7 @@ class TableRuntime:
         self.publish_card_identities = publish_card_identities
         #: called whenever the rulings' lifecycle moves (the escalation timer looks again)
         self.on_rulings_moved = on_rulings_moved
-        self.state = TableState(
-            devices=frozenset(rt.driver.device_class for rt in devices.values())
-        )
+        self.state = TableState(devices=frozenset(rt.device_class for rt in devices.values()))
         self.rulings = 0
         #: recognising shufflers' orders, sealed until their deck is out of play, and tested
         self.shuffles = ShuffleIntegrity()
@@ -192,7 +194,7 @@ class TableRuntime:
         else:
             data = {k: v for k, v in full.items() if k not in event.card_fields}
         topic = self.topics.device_event(rt.name)
-        fields = {"device": rt.name, "device_class": rt.driver.device_class,
+        fields = {"device": rt.name, "device_class": rt.device_class,
                   "event": event.kind, "data": data}  # fmt: skip
         seq = self.outbox.enqueue(topic, DeviceEventPayload, ts, fields,
                                   key=f"{topic}#{event.kind}", now=now).seq  # fmt: skip
@@ -208,7 +210,7 @@ class TableRuntime:
         if isinstance(event, ButtonPressed):
             actions += self.button_actions(event.button)
         observation = Observation(
-            kind=f"{rt.driver.device_class}.{event.kind}",
+            kind=f"{rt.device_class}.{event.kind}",
             device=rt.name,
             data=full,
         )
@@ -231,7 +233,7 @@ class TableRuntime:
         # halts dealing stops the table.
         self.step(DeviceReport(observation.kind, now, event), ts)
         if halts:
-            self.step(Halt(rt.driver.device_class, now), ts)
+            self.step(Halt(rt.device_class, now), ts)
         if isinstance(event, ShuffleCompleted):
             self._test_shuffle(rt, event, actions)
 
@@ -265,7 +267,7 @@ class TableRuntime:
         if action is None:
             return []
         return [DeviceAction(name, action) for name, rt in self.devices.items()
-                if action in rt.driver.commands]  # fmt: skip
+                if action in rt.commands]  # fmt: skip
 
     # -- a person's word ---------------------------------------------------------------------
 
@@ -313,7 +315,7 @@ class TableRuntime:
         """A device's retained state."""
         fields = {
             "device": rt.name,
-            "device_class": rt.driver.device_class,
+            "device_class": rt.device_class,
             "driver": rt.config.driver,
             "connection": rt.connection,
             "connection_detail": rt.connection_detail,
@@ -321,7 +323,7 @@ class TableRuntime:
             "identity": rt.identity,
             "device_state": rt.device_state,
             "fault": rt.fault,
-            "connects": rt.driver.connects,
+            "connects": rt.connects,
             "parts": rt.parts,
         }
         self.outbox.enqueue(self.topics.device_state(rt.name), DeviceStatePayload, ts, fields,

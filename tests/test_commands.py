@@ -96,7 +96,7 @@ async def test_every_declared_command_through_the_daemon(
         opened = await _ask(table, mosquitto.port, "floorperson", opening)
         assert opened["ok"], opened
         devices = {
-            rt.driver.device_class: name for name, rt in table.daemon.runtime.devices.items()
+            rt.device_class: name for name, rt in table.daemon.runtime.devices.items()
         }
         for n, command in enumerate(COMMANDS.values()):
             if command.name == "open_table":

@@ -119,3 +119,9 @@ def test_a_daemon_without_metrics_does_not_import_prometheus() -> None:
     """prometheus_client (and the http.server, wsgiref and urllib it brings) is imported by a
     table that serves ``[metrics]``, when it starts serving: not by every daemon at start."""
     assert imported_at_start("prometheus_client") == []
+
+
+def test_the_runtime_holds_no_live_driver() -> None:
+    """The table runtime knows each device by its class and commands; the daemon holds the
+    drivers that carry commands out (daemon/app.py, routing.py, restore.py)."""
+    assert "tableside.drivers.base" not in imports(ROOT / "daemon" / "runtime.py")

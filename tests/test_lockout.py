@@ -59,7 +59,7 @@ class Table:
 
     @property
     def lockout_in_effect(self) -> bool:
-        driver = self.daemon.runtime.devices["acceptors"].driver
+        driver = self.daemon.drivers["acceptors"]
         assert isinstance(driver, CcTalkAcceptorsDriver)
         return driver.lockout.effective
 

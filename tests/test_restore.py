@@ -51,10 +51,10 @@ async def test_no_more_bets_before_a_stop_holds_after_it(
     await _stop(before)
     after = _daemon(config)
     try:
-        acceptors = after.runtime.devices["acceptors"].driver
+        acceptors = after.drivers["acceptors"]
         assert acceptors.holds_lock_out is held
         assert after.restored["locked_out"] == int(held)
-        assert not after.runtime.devices["shuffler"].driver.holds_lock_out  # none to hold
+        assert not after.drivers["shuffler"].holds_lock_out  # none to hold
         assert after.runtime.state.phase.value == phase
     finally:
         after.journal.close()
@@ -82,6 +82,6 @@ async def test_a_fresh_journal_restores_nothing(config: Path) -> None:
     fresh = _daemon(config)
     try:
         assert fresh.restored == {"retained": 0, "devices": 0, "locked_out": 0, "table_state": 0}
-        assert not fresh.runtime.devices["acceptors"].driver.holds_lock_out
+        assert not fresh.drivers["acceptors"].holds_lock_out
     finally:
         fresh.journal.close()

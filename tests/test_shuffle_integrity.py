@@ -172,4 +172,4 @@ async def test_recognition_off_at_the_table_refuses_the_orders_and_the_shuffler_
         events = {m.payload["event"] for m in table.subscriber.messages
                   if m.topic.endswith("/device/shuffler/event")}  # fmt: skip
         assert not events & {"shuffle_order", "shuffle_statistics", "shuffle_alert"}
-        assert table.daemon.runtime.devices["shuffler"].driver.connects == 1
+        assert table.daemon.runtime.devices["shuffler"].connects == 1
