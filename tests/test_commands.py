@@ -95,9 +95,7 @@ async def test_every_declared_command_through_the_daemon(
         opening = {"command": "open_table", "device": "table", "request_id": "open"}
         opened = await _ask(table, mosquitto.port, "floorperson", opening)
         assert opened["ok"], opened
-        devices = {
-            rt.device_class: name for name, rt in table.daemon.runtime.devices.items()
-        }
+        devices = {rt.device_class: name for name, rt in table.daemon.runtime.devices.items()}
         for n, command in enumerate(COMMANDS.values()):
             if command.name == "open_table":
                 continue
