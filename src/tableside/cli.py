@@ -944,7 +944,7 @@ def _cmd_command(args: argparse.Namespace) -> int:
     where = _table_on_broker(args, "command")
     if where is None:
         return 2
-    table, broker, prefix, _ = where
+    table, broker, prefix, config = where
     try:
         values = _command_args(args.name, args.args)
     except ValueError as exc:
@@ -955,7 +955,9 @@ def _cmd_command(args: argparse.Namespace) -> int:
     body = {"command": args.name, "device": args.device, "args": values,
             "request_id": request_id}  # fmt: skip
     password = args.password or os.environ.get("TABLESIDE_PASSWORD")
-    endpoint = Endpoint(broker, args.username, password, ca_file=args.ca_file)
+    # the table's MQTT version when its config is named (a 3.1.1 broker takes no v5 CONNECT)
+    v5 = config is None or config.broker.mqtt_version == "5"
+    endpoint = Endpoint(broker, args.username, password, ca_file=args.ca_file, v5=v5)
 
     async def go() -> int:
         async with Client(endpoint) as client:
