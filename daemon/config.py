@@ -192,15 +192,11 @@ class BrokerConfig(_Strict):
 
     @property
     def tls(self) -> bool:
-        return urlsplit(self.url).scheme == "mqtts"
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.url).hostname or "127.0.0.1"
+        return Endpoint(self.url).tls
 
     @property
     def port(self) -> int:
-        return urlsplit(self.url).port or (8883 if self.tls else 1883)
+        return Endpoint(self.url).port
 
     def endpoint(self) -> Endpoint:
         """Where the broker is and how to speak to it (mqtt/connection.py)."""

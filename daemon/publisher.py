@@ -356,7 +356,7 @@ class _Drain:
                                          v5=self.v5))  # fmt: skip
         publisher._attempted = window.attempted
         if packets:
-            conn.send(b"".join(packets))
+            conn.write(b"".join(packets))
 
     def on_puback(self, ack: codec.PubAck) -> None:
         """(the connection's callback, once per PUBACK of one of ours)"""
@@ -372,6 +372,14 @@ class _Drain:
             self.pumping = True
             self.loop.call_soon(self.pump)
 
+    def _due_in_memory(self) -> list[Record] | None:
+        """The durable records next in line, as many as the window has room for ([] when none
+        are due); None when memory no longer holds them (the task reads them from disk)."""
+        room, cursor = self.window.room, self.window.cursor
+        if room <= 0 or self.journal.durable_seq < cursor:
+            return []
+        return self.journal.read_cached(cursor, room)
+
     def pump(self) -> None:
         """(a callback) What memory holds, sent while there is room; the task woken for the
         rest."""
@@ -380,13 +388,11 @@ class _Drain:
             self.wake.set()
             return
         try:
-            room, cursor = self.window.room, self.window.cursor
-            if room > 0 and self.journal.durable_seq >= cursor:
-                batch = self.journal.read_cached(cursor, room)
-                if batch is None:
-                    self.wake.set()
-                else:
-                    self.send(batch)
+            batch = self._due_in_memory()
+            if batch is None:
+                self.wake.set()
+            elif batch:
+                self.send(batch)
         except Exception as exc:  # raised by the task, not lost in a callback
             self.failed.append(exc)
             self.wake.set()
@@ -411,15 +417,14 @@ class _Drain:
                 if self.failed:
                     raise self.failed[0]
                 self._overdue()
-                room, cursor = window.room, window.cursor
-                if room > 0 and journal.durable_seq >= cursor:
-                    batch = journal.read_cached(cursor, room)
-                    if batch is None:
-                        self.reading = True
-                        try:
-                            batch = await journal.read_from(cursor, room)
-                        finally:
-                            self.reading = False
+                batch = self._due_in_memory()
+                if batch is None:
+                    self.reading = True
+                    try:
+                        batch = await journal.read_from(window.cursor, window.room)
+                    finally:
+                        self.reading = False
+                if batch:
                     self.send(batch)
                     continue  # and look again: more may have come meanwhile
                 await self.wake.wait()

@@ -8,7 +8,7 @@ the connection or refuses before its CONNACK fails the attempt at once, and the 
 is bounded. Then:
 
 - ``publish`` sends one QoS 1 message and returns once its PUBACK comes (or raises);
-- ``send`` writes a PUBLISH built elsewhere with a packet id from ``claim_id``; its PUBACK goes
+- ``write`` takes a PUBLISH built elsewhere with a packet id from ``claim_id``; its PUBACK goes
   to ``on_puback`` (the table's in-flight window, mqtt/window.py, works so);
 - every message received in one socket read goes to ``on_messages`` in one call; it is
   acknowledged at once (``auto_ack``) or when the owner calls ``ack`` (the floor, once stored);
@@ -96,7 +96,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, on_messages: Messages | None, *, auto_ack: bool, v5: bool) -> None:
         self.on_messages = on_messages
-        #: the PUBACK of a message sent with ``send`` (a packet id from ``claim_id``)
+        #: the PUBACK of a message written with a packet id from ``claim_id``
         self.on_puback: Callable[[codec.PubAck], None] | None = None
         self.auto_ack = auto_ack
         self.v5 = v5
@@ -186,15 +186,11 @@ class Connection(asyncio.Protocol):
         self.transport.write(data)
 
     def claim_id(self) -> int:
-        """A packet id for a PUBLISH sent with ``send``; free again when its PUBACK comes."""
+        """A packet id for a PUBLISH built elsewhere and written with ``write``; its PUBACK goes
+        to ``on_puback``, and the id is free again."""
         pid = self._free_id()
         self._claimed.add(pid)
         return pid
-
-    def send(self, data: bytes) -> None:
-        """A QoS 1 PUBLISH (codec.publish with a ``claim_id`` packet id): its PUBACK goes to
-        ``on_puback``."""
-        self.write(data)
 
     def _free_id(self) -> int:
         for _ in range(0xFFFF):
