@@ -213,9 +213,7 @@ class WebApp:
     monotonic: Callable[[], float] = time.monotonic
     #: the users file's version the sessions were last checked against
     _users_version: int = -1
-    _listeners: set[asyncio.Queue[tuple[str, dict[str, object]] | None]] = field(
-        default_factory=set
-    )
+    _listeners: set[Stream] = field(default_factory=set)
 
     # -- feeding the view -----------------------------------------------------------------
 
@@ -460,7 +458,7 @@ class WebApp:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
         await response.prepare(request)
-        queue: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue(SSE_QUEUE)
+        queue: Stream = asyncio.Queue(SSE_QUEUE)
         self._listeners.add(queue)
         self._follows(session, queue)
         try:
