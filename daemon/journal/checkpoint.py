@@ -1,0 +1,103 @@
+"""The checkpoint thread: SQLite's WAL copied into the main file off the commit path (SQLite's
+automatic checkpoint, inside the commit that crosses 1000 pages, is off). docs/journal.md,
+"What the commit path holds"."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import structlog
+
+from tableside.daemon.journal.file import connect_db
+
+log = structlog.get_logger("tableside.journal")
+
+
+class Checkpointer:
+    """PASSIVE checkpoints on a connection of their own, asked for by the writer thread: after a
+    megabyte when it finds nothing queued, after eight whatever, after half a second idle. The
+    writer then copies the tail committed meanwhile (``copy_tail``), so that its next commit
+    finds the WAL all copied and starts it over: the WAL is reused, not grown."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.idle_bytes = 1 << 20
+        self.busy_bytes = 8 << 20
+        #: checkpoints run (by this thread)
+        self.checkpoints = 0
+        self._due = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        #: this thread copied what it found; the writer copies the tail committed since
+        self._tail_due = False
+        self._wal_bytes = 0  # about how much the writer committed since it asked for one
+
+    def start(self) -> None:
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, args=(connect_db(self.path),),
+                                        name="journal-checkpoint", daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop = True
+        self._due.set()
+        self._thread.join()
+        self._thread = None
+
+    # -- called by the writer thread -------------------------------------------------------
+
+    def copy_tail(self, conn: sqlite3.Connection, db_lock: threading.Lock) -> None:
+        """After a checkpoint caught up: the few pages committed during it, on the writer's own
+        connection, so that its next commit starts the WAL over."""
+        if self._tail_due:
+            self._tail_due = False
+            with db_lock:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def committed(self, wal_grew: int, *, queue_empty: bool) -> None:
+        """A commit grew the WAL by about ``wal_grew`` bytes: idle (nothing queued) with a
+        megabyte in it, or busy with eight, it is copied meanwhile."""
+        self._wal_bytes += wal_grew
+        if self._wal_bytes >= self.busy_bytes or (self._wal_bytes >= self.idle_bytes
+                                                  and queue_empty):  # fmt: skip
+            self._request()
+
+    def quiet(self) -> None:
+        """Half a second with nothing to commit: what the WAL holds goes into the main file."""
+        if self._wal_bytes:
+            self._request()
+
+    def _request(self) -> None:
+        self._wal_bytes = 0
+        self._due.set()
+
+    # -- the checkpoint thread -------------------------------------------------------------
+
+    def _run(self, conn: sqlite3.Connection) -> None:
+        """A PASSIVE checkpoint never takes the write lock: commits go on meanwhile."""
+        try:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            while True:
+                self._due.wait()
+                self._due.clear()
+                if self._stop:
+                    return
+                self._checkpoint(conn)
+        finally:
+            conn.close()
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        try:
+            # Again while the writer committed meanwhile (each pass has less to copy): the WAL
+            # starts over only at a commit that finds it all copied, and it is reused, not
+            # grown (an fsync of a file that grows costs more).
+            _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+            self.checkpoints += 1
+            if copied >= frames:
+                self._tail_due = True
+        except sqlite3.Error as exc:  # not a loss: the pages stay in the WAL
+            log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))

@@ -1,0 +1,178 @@
+"""The writer thread: whatever has queued up, from every device at once, committed in one
+transaction (group commit, ``synchronous=FULL``); then the devices may be acknowledged and the
+mark thread marks it. Idle, it writes ``meta.acked`` and asks for a checkpoint; every
+``every_s`` it runs the journal's housekeeping (retention). docs/journal.md, "Why group
+commit" and "What the commit path holds"."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import structlog
+
+from tableside.daemon.journal.checkpoint import Checkpointer
+from tableside.daemon.journal.file import JournalError, Record
+from tableside.daemon.journal.marker import MarkThread
+from tableside.daemon.journal.progress import Progress
+
+log = structlog.get_logger("tableside.journal")
+
+#: the transaction: (connection, batch, the batch's newest record per ``latest`` key)
+Transaction = Callable[[sqlite3.Connection, list[Record], dict[str, Record]], None]
+
+
+class Committer:
+    """The writer thread, and the acknowledged mark it writes (``acked``, set on the loop)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        batch: int,
+        every_s: float,
+        progress: Progress,
+        marks: MarkThread,
+        checkpointer: Checkpointer,
+        housekeeping: Callable[[], None],
+        transaction: Transaction | None = None,
+    ) -> None:
+        self.path = path
+        self.queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
+        #: the writer thread and a prune() called from outside never share a transaction
+        self.db_lock = threading.Lock()
+        #: the highest seq the broker acknowledged (the loop sets it)
+        self.acked = -1
+        self.commits = 0
+        self._acked_written = -1
+        self._batch = batch
+        self._every_s = every_s
+        self._progress = progress
+        self._marks = marks
+        self._checkpointer = checkpointer
+        #: ``write_batch`` unless the journal passes it in wrapped (bench/commit.py times it)
+        self._transaction = transaction or self.write_batch
+        self._housekeeping = housekeeping
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def reset(self, acked: int) -> None:
+        """At opening: ``meta.acked`` as the journal holds it."""
+        self.acked = self._acked_written = acked
+
+    def start(self, conn: sqlite3.Connection) -> None:
+        self._thread = threading.Thread(target=self._run, args=(conn,), name="journal-writer",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Once what is queued is committed."""
+        if self._thread is not None:
+            self.queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def write_batch(
+        self, conn: sqlite3.Connection, batch: list[Record], latest: dict[str, Record]
+    ) -> None:
+        """The records, their ``latest`` rows and ``meta.acked``, in one transaction."""
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(
+                "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(r.seq, r.ts, r.topic, r.retain, r.payload, r.prev_hash, r.hash) for r in batch],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO latest VALUES (?, ?, ?)",
+                [(k, r.seq, r.payload) for k, r in latest.items()],
+            )
+            if self.acked != self._acked_written:
+                acked = self.acked
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
+                self._acked_written = acked
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def write_acked(self, conn: sqlite3.Connection, *, sync: bool = True) -> None:
+        """``meta.acked`` on its own. Without ``sync`` it costs no fsync (the writer, idle, does
+        this): the next commit's fsync makes it durable, and until then a crash only sends the
+        records since again, marked ``redelivered`` (it is written lazily anyway)."""
+        acked = self.acked
+        if not sync:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
+        finally:
+            if not sync:
+                conn.execute("PRAGMA synchronous=FULL")
+        self._acked_written = acked
+
+    def _run(self, conn: sqlite3.Connection) -> None:
+        last_tick = time.monotonic()
+        stopping = False
+        while not stopping:
+            batch, stopping = self._take()
+            try:
+                self._checkpointer.copy_tail(conn, self.db_lock)
+                if batch:
+                    self._commit(conn, batch)
+                else:
+                    self._idle(conn)
+                if time.monotonic() - last_tick > self._every_s:
+                    last_tick = time.monotonic()
+                    self._housekeeping()
+            except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
+                log.critical("journal_write_failed", path=str(self.path), error=str(exc))
+                self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
+                return
+
+    def _take(self) -> tuple[list[Record], bool]:
+        """What has queued up (waiting up to half a second for the first), and whether the
+        journal is closing (everything queued before that is in the batch)."""
+        items: list[Record | None] = []
+        with contextlib.suppress(queue.Empty):
+            items.append(self.queue.get(timeout=0.5))
+        items.extend(_drain(self.queue, self._batch))
+        batch = [item for item in items if item is not None]
+        return batch, len(batch) < len(items)
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[Record]) -> None:
+        latest = {r.key: r for r in batch if r.key is not None}
+        with self.db_lock:
+            self._transaction(conn, batch, latest)
+        self.commits += 1
+        last = batch[-1]
+        # Committed: the devices may be acknowledged now, while the mark thread writes and
+        # syncs the mark; only then may the publisher send (a seq the broker has seen is always
+        # in the mark). A device's next frame arrives meanwhile, and its commit runs beside the
+        # mark's sync; the mark thread then writes the newest commit only.
+        self._progress.tell(committed=last.seq)
+        self._marks.due(last.seq, last.hash)
+        # about what the WAL grew by: the records, their hashes, ``latest``, page headers
+        grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
+        self._checkpointer.committed(grew, queue_empty=self.queue.empty())
+
+    def _idle(self, conn: sqlite3.Connection) -> None:
+        if self.acked != self._acked_written:
+            with self.db_lock:
+                self.write_acked(conn, sync=False)
+        self._checkpointer.quiet()  # half a second quiet: the WAL goes into the main file
+
+
+def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:
+    for _ in range(limit):
+        try:
+            yield q.get_nowait()
+        except queue.Empty:
+            return
