@@ -287,7 +287,7 @@ class SimulatedTable:
                 device="table",
                 event=observation.kind.removeprefix("table."),
                 seq=seq,
-                data=dict(observation.data),
+                data=observation.seen.data(),
             )
             self._rulings(observation, source)
 
@@ -306,11 +306,12 @@ class SimulatedTable:
                 data=data,
             ),
         )
-        observation = Observation(kind=f"{device}.{kind}", device=device, data=data)
+        event_cls = event_type(f"{device}.{kind}")
+        assert event_cls is not None, kind
+        reported = event_cls(device=device, **data)
+        observation = Observation(f"{device}.{kind}", device, reported)
         self._rulings(observation, SourceEvent(device=device, event=kind, seq=seq, data=data))
-        event_cls = event_type(observation.kind)
-        assert event_cls is not None, observation.kind
-        self._step(DeviceReport(observation.kind, time.time(), event_cls(device=device, **data)))
+        self._step(DeviceReport(observation.kind, time.time(), reported))
 
     def command(self, role: str, command: str, args: dict[str, Any] | None = None) -> None:
         """A person's command to the table (as TableDaemon._table_command)."""

@@ -186,13 +186,9 @@ class TableRuntime:
         # messages' ``ts``, the run's clock for the journal, the rules and the table.
         ts, now = utc_ms(), self.clock.now()
         rt.events += 1
-        # Computed once: every field for the rules; without card identities for the wire,
-        # unless the table may publish them.
-        full = event.data(include_cards=True)
-        if self.publish_card_identities or not event.card_fields:
-            data = full
-        else:
-            data = {k: v for k, v in full.items() if k not in event.card_fields}
+        # The rules read the typed event, card identities included; the wire has them only
+        # when the table may publish them.
+        data = event.data(include_cards=self.publish_card_identities)
         topic = self.topics.device_event(rt.name)
         fields = {"device": rt.name, "device_class": rt.device_class,
                   "event": event.kind, "data": data}  # fmt: skip
@@ -209,11 +205,7 @@ class TableRuntime:
             self._handle(rt, changed, actions)
         if isinstance(event, ButtonPressed):
             actions += self.button_actions(event.button)
-        observation = Observation(
-            kind=f"{rt.device_class}.{event.kind}",
-            device=rt.name,
-            data=full,
-        )
+        observation = Observation(f"{rt.device_class}.{event.kind}", rt.name, event)
         source: SourceEvent | None = None  # what a ruling cites: made when one is given
         halts = False
         given = []
@@ -300,7 +292,7 @@ class TableRuntime:
         given = []
         for observation in seen:
             source = SourceEvent(device="table", event=observation.kind.removeprefix("table."),
-                                 seq=seq, data=dict(observation.data))  # fmt: skip
+                                 seq=seq, data=observation.seen.data())  # fmt: skip
             for ruling in evaluate(self.facts, observation):
                 given.append(self._ruling(ruling.rule, observation, source, ts, now))
         self._open_rulings(given, ts, now)

@@ -7,6 +7,7 @@ tests/test_rules.py)."""
 from __future__ import annotations
 
 from tableside.rules.model import Action, FieldRef, Game, Rule, When
+from tableside.rules.seen import Coup, DrawnInError, RoundStarts, ShoeBurn
 
 __all__ = ["BACCARAT_RULES"]
 
@@ -75,7 +76,7 @@ _BANKER = (
     "not take a third card) in accordance with the following requirements:"
 )
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
-_NO_NATURAL = When("natural", "==", False)
+_NO_NATURAL = When(Coup, lambda e: e.natural, "==", False)
 
 
 def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
@@ -91,7 +92,8 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
     return [
         row(burn, "burn", "table.first_card", (), (Action.BURN_CARD,), _BURN,
             "A new shoe: burn the first card and as many more as its value."),
-        row(burn, "burn-count", "table.shoe_burn", (When("burned", "!=", FieldRef("burn")),),
+        row(burn, "burn-count", "table.shoe_burn",
+            (When(ShoeBurn, lambda e: e.burned, "!=", FieldRef(ShoeBurn, lambda e: e.burn)),),
             (Action.ALERT,), _BURN,
             "The shoe burned another number of cards than the first card's value asks."),
         row(burn, "no-burn", "table.no_burn", (), (Action.ALERT,), _BURN,
@@ -99,15 +101,17 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
         row(f"{ch}.10(e)", "cover-card", "table.cover_card", (), (Action.LAST_HAND,), _COVER,
             "The cover card came out: finish this hand, announce 'last hand', play one more, "
             "then new decks."),
-        row(f"{ch}.10(e)", "past-last-hand", "table.round", (When("past_last_hand", "==", True),),
+        row(f"{ch}.10(e)", "past-last-hand", "table.round",
+            (When(RoundStarts, lambda e: e.past_last_hand, "==", True),),
             (Action.ALERT, Action.REPLACE_CARDS), _COVER,
             "A hand is dealt after the last hand: the cards should have been replaced."),
         row(f"{error}(a)", "drawn-in-error", "table.drawn_in_error",
-            (When("disclosed", "==", False),), (Action.NEXT_CARD,),
+            (When(DrawnInError, lambda e: e.disclosed, "==", False),), (Action.NEXT_CARD,),
             _UNDISCLOSED.format(comma="" if midi else ","),
             "A card drawn in error, not disclosed: it is the first card of the next hand."),
         row(f"{error}(c)", "drawn-in-error-disclosed", "table.drawn_in_error",
-            (When("disclosed", "==", True),), (Action.DISCARD_CARD, Action.BURN_CARD),
+            (When(DrawnInError, lambda e: e.disclosed, "==", True),),
+            (Action.DISCARD_CARD, Action.BURN_CARD),
             _DISCLOSED.format(who="dealer" if midi else "dealer calling the game"),
             "A card drawn in error and disclosed: discard it and burn one more, unseen."),
         row(f"{error}(d)", "face-up", "table.card_face_up_in_shoe", (),
@@ -117,33 +121,40 @@ def _chapter(game: Game, ch: str, error: str, burn: str) -> list[Rule]:
         row(f"{error}(e)", "too-few-cards", "table.too_few_cards", (),
             (*_VOID, Action.REPLACE_CARDS), _TOO_FEW,
             "Too few cards to finish the round: the round is void, wagers returned, new cards."),
-        row(f"{error}(a)", "card-after-the-coup", "table.coup", (When("extra_cards", ">=", 1),),
+        row(f"{error}(a)", "card-after-the-coup", "table.coup",
+            (When(Coup, lambda e: e.extra_cards, ">=", 1),),
             (Action.NEXT_CARD,), _UNDISCLOSED.format(comma="" if midi else ","),
             "A card drawn after both hands had their cards: drawn in error, it is the first "
             "card of the next hand."),
         row(f"{ch}.11(a)", "natural", "table.coup",
-            (When("natural", "==", True), When("player_drew", "==", True)), (Action.ALERT,),
+            (When(Coup, lambda e: e.natural, "==", True),
+             When(Coup, lambda e: e.player_drew, "==", True)), (Action.ALERT,),
             natural, "A third card was dealt to a hand after a Natural."),
         row(f"{ch}.11(a)", "natural-banker", "table.coup",
-            (When("natural", "==", True), When("banker_drew", "==", True)), (Action.ALERT,),
+            (When(Coup, lambda e: e.natural, "==", True),
+             When(Coup, lambda e: e.banker_drew, "==", True)), (Action.ALERT,),
             natural, "A third card was dealt to the Banker's Hand after a Natural."),
         row(f"{error}(b)", "player-third-to-banker", "table.coup",
-            (_NO_NATURAL, When("player_third_goes_to", "==", "banker")), (Action.ALERT,),
+            (_NO_NATURAL, When(Coup, lambda e: e.player_third_goes_to, "==", "banker")),
+            (Action.ALERT,),
             _PLAYER_THIRD[ch],
             "The Player's Hand got a third card the rules do not allow; the Banker's Hand must "
             "draw, so that card is the Banker's third card."),
         row(f"{error}(b)", "player-third-to-next-hand", "table.coup",
-            (_NO_NATURAL, When("player_third_goes_to", "==", "next_hand")), (Action.NEXT_CARD,),
+            (_NO_NATURAL, When(Coup, lambda e: e.player_third_goes_to, "==", "next_hand")),
+            (Action.NEXT_CARD,),
             _PLAYER_THIRD[ch],
             "The Player's Hand got a third card the rules do not allow; the Banker's Hand stays, "
             "so that card is the first card of the next hand."),
         row(f"{ch}.11(b)(1)", "player-must-draw", "table.coup",
-            (_NO_NATURAL, When("player_drew", "==", False),
-             When("player_should_draw", "==", True)), (Action.ALERT,),
+            (_NO_NATURAL, When(Coup, lambda e: e.player_drew, "==", False),
+             When(Coup, lambda e: e.player_should_draw, "==", True)), (Action.ALERT,),
             _PLAYER_DRAWS.format(hand="Hand" if midi else "hand"),
             "The Player's Hand stayed below 6: it must draw."),
         row(f"{ch}.11(c)", "banker-draw", "table.coup",
-            (_NO_NATURAL, When("banker_drew", "!=", FieldRef("banker_should_draw"))),
+            (_NO_NATURAL,
+             When(Coup, lambda c: c.banker_drew, "!=",
+                  FieldRef(Coup, lambda c: c.banker_should_draw))),
             (Action.ALERT,), _BANKER,
             "The Banker's Hand drew or stayed against Table 1."),
     ]  # fmt: skip

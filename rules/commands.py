@@ -32,6 +32,7 @@ from pydantic import (
 import tableside.drivers.commands as device
 from tableside.drivers.cards import Rank
 from tableside.drivers.commands import Args, NoArgs, Seat
+from tableside.rules import seen
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
 from tableside.rules.paytables import MINIMUMS
@@ -334,6 +335,10 @@ def _table(
     return declare
 
 
+#: cards shuffled by hand while a shuffler is on the table
+_MANUAL_SHUFFLE = seen.OtherMethod(method="manual_shuffle", device_class="shuffler")
+
+
 def _same(turn: Turn, args: Args) -> TableState:
     """The table's phase moves (TRANSITIONS) and nothing else."""
     return turn.state
@@ -348,8 +353,8 @@ def _observed(turn: Turn, args: Args) -> TableState:
 def _gated(turn: Turn, args: Args) -> TableState:
     """Spanish 21: the rows judge it against the up card and the reader (551.8(e) …)."""
     state = turn.state
-    turn.observe(turn.kind, up_card=state.up_card, gate=gate(state),
-                 hole_card_checked=state.hole_card_checked)  # fmt: skip
+    turn.observe(turn.kind, seen.Gated(up_card=state.up_card, gate=gate(state),
+                                       hole_card_checked=state.hole_card_checked))  # fmt: skip
     return state
 
 
@@ -457,7 +462,7 @@ def _shuffled(turn: Turn, args: NoArgs) -> TableState:
         # A hand shuffle reported while the shuffler is on the table: another method before
         # the device was removed (555.14(g) and its like: the game's rows say whether it is a
         # ruling), the same as a declared manual shuffle; not the round's shuffle.
-        turn.observe("other_method", method="manual_shuffle", device_class="shuffler")
+        turn.observe("other_method", _MANUAL_SHUFFLE)
         return turn.state
     return shuffled(turn, None)
 
@@ -472,9 +477,9 @@ def _shuffled(turn: Turn, args: NoArgs) -> TableState:
 )
 def _stub_count(turn: Turn, args: StubCount) -> TableState:
     state = turn.state
-    turn.observe("stub_count", count=args.count, misdealt=args.misdealt,
-                 full=args.count in turn.facts.full_deck_counts,
-                 dealing=state.dealing.value)  # fmt: skip
+    turn.observe("stub_count", seen.StubCount(count=args.count, misdealt=args.misdealt,
+                                              full=args.count in turn.facts.full_deck_counts,
+                                              dealing=state.dealing.value))  # fmt: skip
     return dataclasses.replace(state, rounds_since_stub_count=0)
 
 
@@ -505,9 +510,9 @@ def _declare_method(turn: Turn, args: DeclareMethod) -> TableState:
     shuffling = args.shuffling or state.shuffling
     # 555.14(g): another method while the device is still on the table
     if shuffling is ShufflingMethod.MANUAL and "shuffler" in state.devices:
-        turn.observe("other_method", method="manual_shuffle", device_class="shuffler")
+        turn.observe("other_method", _MANUAL_SHUFFLE)
     if dealt is not DealingMethod.AUTOMATED_SHOE and "shoe" in state.devices:
-        turn.observe("other_method", method=dealt.value, device_class="shoe")
+        turn.observe("other_method", seen.OtherMethod(method=dealt.value, device_class="shoe"))
     return dataclasses.replace(state, dealing=dealt, shuffling=shuffling)
 
 
@@ -526,7 +531,7 @@ def _device_removed(turn: Turn, args: DeviceOnTable) -> TableState:
     example={"device_class": "shuffler"},
 )
 def _device_installed(turn: Turn, args: DeviceOnTable) -> TableState:
-    turn.observe("device_installed", device_class=args.device_class)
+    turn.observe("device_installed", seen.DeviceInstalled(device_class=args.device_class))
     return dataclasses.replace(turn.state, devices=turn.state.devices | {args.device_class})
 
 
@@ -621,9 +626,9 @@ def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
     new = state
     for paid in sharing:
         new = new.with_claim(dataclasses.replace(paid, paid_cents=share))
-        turn.observe("progressive_paid", seat=paid.seat, hand=paid.hand, cents=share,
-                     meter_cents_before=before_cents // 1000,
-                     shared_by=len(sharing))  # fmt: skip
+        turn.observe("progressive_paid", seen.ProgressivePaid(
+            seat=paid.seat, hand=paid.hand, cents=share, meter_cents_before=before_cents // 1000,
+            shared_by=len(sharing)))  # fmt: skip
     return dataclasses.replace(new, meter_millicents=after)
 
 
@@ -645,7 +650,9 @@ def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
     if args.hand not in table:
         raise ValueError(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
                          "a lesser hand loses the wager")  # fmt: skip
-    turn.observe("bonus_paid", seat=args.seat, hand=args.hand, dollars=table[args.hand])
+    turn.observe(
+        "bonus_paid", seen.BonusPaid(seat=args.seat, hand=args.hand, dollars=table[args.hand])
+    )
     return turn.state
 
 
@@ -659,10 +666,10 @@ def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
 )
 def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
     state = turn.state
-    turn.observe("chips_collected", count=args.count, accepted=state.wagers_accepted,
-                 events_unaccounted=state.events_unaccounted,
-                 resets_unaccounted=state.resets_unaccounted,
-                 game=turn.facts.game.value)  # fmt: skip
+    turn.observe("chips_collected", seen.ChipsCollected(
+        count=args.count, accepted=state.wagers_accepted,
+        events_unaccounted=state.events_unaccounted, resets_unaccounted=state.resets_unaccounted,
+        game=turn.facts.game.value))  # fmt: skip
     return state
 
 
@@ -712,7 +719,7 @@ def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
     example={"card": "hole"},
 )
 def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
-    turn.observe("card_exposed", card=args.card, phase=turn.state.phase.value)
+    turn.observe("card_exposed", seen.CardExposed(card=args.card, phase=turn.state.phase.value))
     return turn.state
 
 
@@ -730,7 +737,7 @@ def _misdeal(turn: Turn, args: Misdeal) -> TableState:
     if expected is None:
         raise ValueError(f"misdeal: args expected (the cards {args.target} should get): the "
                          "game has no rule for it")  # fmt: skip
-    turn.observe("misdeal", target=args.target, count=args.count, expected=expected)
+    turn.observe("misdeal", seen.Misdeal(target=args.target, count=args.count, expected=expected))
     return turn.state
 
 
@@ -749,7 +756,7 @@ def _up_card(turn: Turn, args: UpCard) -> TableState:
     if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
         # the shoe, torn up (551.16(b)); the up card is still to come.
-        turn.observe("ten_found", found=state.tens_found + 1, up_card=True)
+        turn.observe("ten_found", seen.Found(found=state.tens_found + 1, up_card=True))
         return dataclasses.replace(state, tens_found=state.tens_found + 1)
     return dataclasses.replace(state, up_card=args.rank)
 
@@ -767,7 +774,7 @@ def _found(turn: Turn, args: NoArgs) -> TableState:
     """A card face up, or a ten, found in the shoe this round: counted, and judged."""
     name = "face_up_found" if turn.kind == "card_face_up" else "tens_found"
     found = getattr(turn.state, name) + 1
-    turn.observe(turn.kind, found=found)
+    turn.observe(turn.kind, seen.Found(found=found))
     return dataclasses.replace(turn.state, **{name: found})
 
 
@@ -799,7 +806,7 @@ def _first_card(turn: Turn, args: UpCard) -> TableState:
             f"first_card: {dealt} coups were dealt from this shoe; the first card is burned "
             "before a new shoe's first coup (543.5(g), 545.5(f))"
         )
-    turn.observe("first_card", burn=burn(args.rank, first=True))
+    turn.observe("first_card", seen.Burn(burn=burn(args.rank, first=True)))
     return dataclasses.replace(turn.state, burn_due=False)
 
 
@@ -824,7 +831,10 @@ def _cover_card(turn: Turn, args: NoArgs) -> TableState:
     example={"disclosed": False},
 )
 def _drawn_in_error(turn: Turn, args: DrawnInError) -> TableState:
-    turn.observe("drawn_in_error", disclosed=args.disclosed, burn=1 if args.disclosed else 0)
+    turn.observe(
+        "drawn_in_error",
+        seen.DrawnInError(disclosed=args.disclosed, burn=1 if args.disclosed else 0),
+    )
     return turn.state
 
 
@@ -837,7 +847,7 @@ def _drawn_in_error(turn: Turn, args: DrawnInError) -> TableState:
     example={"rank": "4"},
 )
 def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
-    turn.observe("card_face_up_in_shoe", burn=burn(args.rank, first=False))
+    turn.observe("card_face_up_in_shoe", seen.Burn(burn=burn(args.rank, first=False)))
     return turn.state
 
 
@@ -852,7 +862,7 @@ def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
 )
 def _coup(turn: Turn, args: Coup) -> TableState:
     new = coup_begins(turn, turn.state)
-    turn.observe("coup", **coup(args.player, args.banker, args.extra))
+    turn.observe("coup", coup(args.player, args.banker, args.extra))
     return new
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from tableside.rules.model import FactRef, FieldRef, Observation, Rule, Ruling, TableFacts
 from tableside.rules.rows import RULES
+from tableside.rules.seen import SEEN_BY_KIND
 
 __all__ = ["evaluate", "index_by_trigger", "row_problems"]
 
@@ -34,25 +35,25 @@ def evaluate(
 
 
 def row_problems(rules: Iterable[Rule] = RULES) -> list[str]:
-    """Each row triggered by a device event (``shoe.stack_dispensed``) against that event's
-    type (drivers/catalog.py): the trigger is an event a device reports, and every field the
-    row reads is one of its fields. A field renamed in a driver's event, or misspelt in a row,
-    is named here (tests/test_rules.py asserts there is none)."""
+    """Each row against the type of what its trigger names: a device's event
+    (``shoe.stack_dispensed``, drivers/catalog.py) or the table's own (``table.round``,
+    rules/seen.py). The trigger is something the table sees, and every field the row reads is
+    of that type (the type checker checks the names; this, that a row reads its own trigger's
+    type, which would otherwise never hold). tests/test_rules.py asserts there is none."""
     from tableside.drivers.catalog import event_type  # the check's, not the engine's
 
     problems = []
     for rule in rules:
-        if rule.trigger.startswith("table."):
-            continue  # the table's own observations (rules/table.py)
-        cls = event_type(rule.trigger)
+        kind = rule.trigger.removeprefix("table.")
+        cls = SEEN_BY_KIND.get(kind) if kind != rule.trigger else event_type(rule.trigger)
         if cls is None:
-            problems.append(f"{rule.id}: no device reports {rule.trigger!r}")
+            problems.append(f"{rule.id}: nothing the table sees is {rule.trigger!r}")
             continue
-        names = {f.name for f in dataclasses.fields(cls)}
-        read = [w.field for w in rule.when]
-        read += [w.value.field for w in rule.when if isinstance(w.value, FieldRef)]
-        if rule.affects == "target" or any(w.value is FactRef.STACK_SIZE for w in rule.when):
-            read.append("target")
-        problems += [f"{rule.id}: {cls.__name__} ({rule.trigger}) has no field {name!r}"
-                     for name in read if name not in names]  # fmt: skip
+        reads: list[type] = [w.of for w in rule.when]
+        reads += [w.value.of for w in rule.when if isinstance(w.value, FieldRef)]
+        problems += [f"{rule.id}: reads {of.__name__}, not {cls.__name__} ({rule.trigger})"
+                     for of in reads if not issubclass(cls, of)]  # fmt: skip
+        targeted = rule.affects == "target" or any(w.value is FactRef.STACK_SIZE for w in rule.when)
+        if targeted and "target" not in {f.name for f in dataclasses.fields(cls)}:
+            problems.append(f"{rule.id}: {cls.__name__} ({rule.trigger}) has no target")
     return problems

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tableside.drivers.events import DeviceEvent
+from tableside.rules.seen import TableSeen
 
 if TYPE_CHECKING:
     from tableside.rules.progressive import PayTable
@@ -19,6 +24,7 @@ __all__ = [
     "Game",
     "GamingDay",
     "Observation",
+    "Op",
     "Rule",
     "Ruling",
     "TableFacts",
@@ -71,11 +77,45 @@ class FactRef(enum.StrEnum):
     STACK_SIZE = "stack_size"
 
 
-@dataclass(frozen=True, slots=True)
-class FieldRef:
-    """A value taken from another field of the same observation."""
+_S = TypeVar("_S")
 
+
+class _Reader:
+    """What a row's field reader is handed once, to learn the field it reads."""
+
+    __slots__ = ("read",)
+
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        self.read.append(name)
+        return None
+
+
+def _field_read(of: type[_S], read: Callable[[_S], object]) -> str:
+    """The name of the one field of ``of`` that ``read`` reads (``lambda e: e.counted``): the
+    type checker checks ``read`` against ``of``; this checks it here too, as the row loads."""
+    reader = _Reader()
+    read(cast(_S, reader))
+    names = {f.name for f in dataclasses.fields(cast(Any, of))}
+    if len(reader.read) != 1 or reader.read[0] not in names:
+        raise TypeError(f"a row reads one field of {of.__name__} ({', '.join(sorted(names))}), "
+                        f"not {reader.read}")  # fmt: skip
+    return reader.read[0]
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class FieldRef:
+    """A value taken from another field of the same observation:
+    ``FieldRef(Coup, lambda c: c.banker_should_draw)``."""
+
+    of: type
     field: str
+
+    def __init__(self, of: type[_S], read: Callable[[_S], object]) -> None:
+        object.__setattr__(self, "of", of)
+        object.__setattr__(self, "field", _field_read(of, read))
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,49 +177,73 @@ class TableFacts:
             return frozenset({52 * self.decks} if self.decks else {6 * 52, 8 * 52})
         return frozenset()
 
-    def resolve(self, ref: FactRef, data: Mapping[str, object]) -> Any:
+    def resolve(self, ref: FactRef, seen: Seen) -> Any:
         if ref is FactRef.STACK_SIZE:
             # imported here: the patterns are written in terms of this module's Game
             from tableside.rules.patterns import stack_size
 
-            return stack_size(self.game, str(data.get("target", "")))
+            return stack_size(self.game, str(getattr(seen, "target", "")))
         return getattr(self, ref.value)
+
+
+#: what the rows judge: a device's event as its driver typed it, or the table's own
+Seen = DeviceEvent | TableSeen
 
 
 @dataclass(frozen=True, slots=True)
 class Observation:
     """Something the table saw, for the rows to judge: a device's event (``kind``
-    ``<device class>.<event kind>``, ``data`` its typed event's fields, card identities
-    included; drivers/catalog.py names the type and ``engine.row_problems`` checks the rows'
-    field names against it) or the table's own (``table.<what>``, from rules/table.py)."""
+    ``<device class>.<event kind>``, ``seen`` the typed event, card identities included;
+    drivers/catalog.py names its type) or the table's own (``table.<kind>``, ``seen`` one of
+    rules/seen.py's shapes, made by rules/table.py)."""
 
     kind: str
     device: str
-    data: Mapping[str, object] = field(default_factory=dict)
+    seen: Seen
 
 
-@dataclass(frozen=True, slots=True)
+Op = Literal["==", "!=", "in", "not in", "startswith", ">="]
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class When:
-    """One condition on an observation field: ``field op value``.
+    """One condition on a field of what was seen:
+    ``When(ShuffleCompleted, lambda e: e.counted, "==", True)``.
 
-    ``op`` is one of ``==``, ``!=``, ``in``, ``not in``, ``startswith``, ``>=``; ``value`` may be a
-    FactRef (from the table's config) or a FieldRef (another field of the observation).
+    The field is read through its type, so the type checker checks its name; the condition
+    holds only for what is of that type. ``value`` may be a FactRef (from the table's config)
+    or a FieldRef (another field of the same observation).
     """
 
+    of: type
     field: str
-    op: str
+    op: Op
     value: object
 
-    def holds(self, facts: TableFacts, data: Mapping[str, object]) -> bool:
-        if self.field not in data:
+    def __init__(self, of: type[_S], read: Callable[[_S], object], op: Op, value: object) -> None:
+        object.__setattr__(self, "of", of)
+        object.__setattr__(self, "field", _field_read(of, read))
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "value", value)
+
+    def on(self, other: type[_S]) -> When:
+        """The same condition on ``other``'s field of the same name (a hand the dealer reports
+        judged as a shoe's stack is)."""
+        value = self.value
+        if isinstance(value, FieldRef):
+            value = FieldRef(other, operator.attrgetter(value.field))
+        return When(other, operator.attrgetter(self.field), self.op, value)
+
+    def holds(self, facts: TableFacts, seen: Seen) -> bool:
+        if not isinstance(seen, self.of):
             return False
-        actual = data[self.field]
+        actual = getattr(seen, self.field)
         if isinstance(self.value, FactRef):
-            expected = facts.resolve(self.value, data)
+            expected = facts.resolve(self.value, seen)
         elif isinstance(self.value, FieldRef):
-            if data.get(self.value.field) is None:
+            expected = getattr(seen, self.value.field, None)
+            if expected is None:
                 return False  # nothing to compare with
-            expected = data[self.value.field]
         else:
             expected = self.value
         match self.op:
@@ -208,7 +272,7 @@ class Until:
 
     def met(self, facts: TableFacts, observation: Observation) -> bool:
         return observation.kind == self.trigger and all(
-            w.holds(facts, observation.data) for w in self.when
+            w.holds(facts, observation.seen) for w in self.when
         )
 
 
@@ -267,7 +331,7 @@ class Rule:
 
     def affected(self, observation: Observation) -> list[str]:
         if self.affects == "target":
-            return [str(observation.data.get("target"))]
+            return [str(getattr(observation.seen, "target", None))]
         return [] if self.affects == "none" else [self.affects]
 
     def applies(self, facts: TableFacts, observation: Observation) -> bool:
@@ -275,7 +339,7 @@ class Rule:
             facts.game in self.games
             and observation.kind == self.trigger
             and (not self.needs_counting_shuffler or facts.counts(observation.device))
-            and all(w.holds(facts, observation.data) for w in self.when)
+            and all(w.holds(facts, observation.seen) for w in self.when)
         )
 
 

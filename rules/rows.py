@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from tableside.drivers.card_reader.events import ReaderFault
+from tableside.drivers.shoe.events import CardFaceUp, ShoeFault, StackDispensed
+from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
+from tableside.rules.seen import Misdeal
 from tableside.rules.table_rows import READER_REPAIRED, TABLE_RULES
 
 __all__ = ["REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
@@ -33,10 +37,10 @@ _S21_DECK_WORDS = (
 )
 
 _WRONG_COUNT = (
-    When("counted", "==", True),
-    When("card_count", "not in", FactRef.FULL_DECK_COUNTS),
+    When(ShuffleCompleted, lambda e: e.counted, "==", True),
+    When(ShuffleCompleted, lambda e: e.card_count, "not in", FactRef.FULL_DECK_COUNTS),
 )
-_SHUFFLE_FAILED = (When("fault", "in", ("jam", "stopped", "incomplete")),)
+_SHUFFLE_FAILED = (When(ShufflerFault, lambda e: e.fault, "in", ("jam", "stopped", "incomplete")),)
 
 
 def _count_rule(game: Game, section: str) -> Rule:
@@ -74,7 +78,10 @@ SHUFFLER_RULES: tuple[Rule, ...] = (
         id="551.3(a).shuffler-count",
         games=frozenset({_S21}),
         trigger="shuffler.shuffle_complete",
-        when=(*_WRONG_COUNT, When("card_count", "not in", FactRef.TENS_LEFT_IN_COUNTS)),
+        when=(
+            *_WRONG_COUNT,
+            When(ShuffleCompleted, lambda e: e.card_count, "not in", FactRef.TENS_LEFT_IN_COUNTS),
+        ),
         actions=(Action.REMOVE_DECK,),
         citation="58 Pa. Code § 551.3(a)",
         words=_S21_DECK_WORDS,
@@ -89,8 +96,8 @@ SHUFFLER_RULES: tuple[Rule, ...] = (
         games=frozenset({_S21}),
         trigger="shuffler.shuffle_complete",
         when=(
-            When("counted", "==", True),
-            When("card_count", "in", FactRef.TENS_LEFT_IN_COUNTS),
+            When(ShuffleCompleted, lambda e: e.counted, "==", True),
+            When(ShuffleCompleted, lambda e: e.card_count, "in", FactRef.TENS_LEFT_IN_COUNTS),
         ),
         actions=(Action.REMOVE_DECK,),
         citation="58 Pa. Code § 551.3(a)",
@@ -163,7 +170,7 @@ _WORDS["559.15(e)"] = _WORDS["557.13(f)"]
 
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
 # The game's count, never only the shoe's own plan: a shoe set for another game is misdealing.
-_MISCOUNT = (When("count", "!=", FactRef.STACK_SIZE),)
+_MISCOUNT = (When(StackDispensed, lambda e: e.count, "!=", FactRef.STACK_SIZE),)
 
 
 def _row(
@@ -191,7 +198,7 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             game,
             "shoe-fault",
             "shoe.fault",
-            (When("fault", "in", ("jam", "stopped", "short_deal")),),
+            (When(ShoeFault, lambda e: e.fault, "in", ("jam", "stopped", "short_deal")),),
             _VOID,
             "The shoe jammed, stopped or could not deal every card: the round is void, wagers "
             "go back, and the cards come out of the shoe to be reshuffled with those dealt.",
@@ -201,7 +208,7 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             game,
             "face-up-one",
             "shoe.card_face_up",
-            (When("total", "==", 1),),
+            (When(CardFaceUp, lambda e: e.total, "==", 1),),
             (Action.DISCARD_CARD,),
             "A card was found face up: it is not used; discard it.",
         ),
@@ -210,7 +217,7 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             game,
             "face-up-more",
             "shoe.card_face_up",
-            (When("total", "not in", (0, 1)),),
+            (When(CardFaceUp, lambda e: e.total, "not in", (0, 1)),),
             _VOID,
             "More than one card was found face up in the deal: all hands void, reshuffle.",
         ),
@@ -222,15 +229,18 @@ SHOE_RULES: tuple[Rule, ...] = (
     # 555.14(d): a player's wrong count voids that hand; the dealer with four of five gets one
     # more card; any other misdeal to the dealer voids the round.
     _row("555.14(d)", _CS, "player-misdeal", "shoe.stack_dispensed",
-         (*_MISCOUNT, When("target", "startswith", "seat")), (Action.VOID_HAND,),
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "startswith", "seat")),
+         (Action.VOID_HAND,),
          "A player's stack has the wrong number of cards: that player's hand is void.",
          affects="target"),
     _row("555.14(d)", _CS, "dealer-four-cards", "shoe.stack_dispensed",
-         (*_MISCOUNT, When("target", "==", "dealer"), When("count", "==", 4)),
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", "dealer"),
+          When(StackDispensed, lambda e: e.count, "==", 4)),
          (Action.DEAL_ADDITIONAL_CARD,),
          "The dealer's stack has four cards: deal the dealer one more card.", affects="dealer"),
     _row("555.14(d)", _CS, "dealer-misdeal", "shoe.stack_dispensed",
-         (*_MISCOUNT, When("target", "==", "dealer"), When("count", "!=", 4)), _VOID,
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", "dealer"),
+          When(StackDispensed, lambda e: e.count, "!=", 4)), _VOID,
          "The dealer's stack has the wrong number of cards: all hands void, reshuffle."),
     _row("557.13(c)", _FCP, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
          "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
@@ -239,7 +249,8 @@ SHOE_RULES: tuple[Rule, ...] = (
     # -- card reader device ------------------------------------------------------------------
     dataclasses.replace(
         _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
-             (When("fault", "==", "malfunction"),), (Action.HALT_DEALING, Action.ALERT),
+             (When(ReaderFault, lambda e: e.fault, "==", "malfunction"),),
+             (Action.HALT_DEALING, Action.ALERT),
              "The card reader malfunctioned: no more dealing at this table until it is "
              "repaired or replaced."),
         until=READER_REPAIRED,
@@ -249,13 +260,13 @@ SHOE_RULES: tuple[Rule, ...] = (
 #: the same misdeal rules when the dealer reports the stack (dealt by hand or a manual shoe)
 # The dealer reports a hand, not a stack: the table gives its expected size (a Four Card Poker
 # dealer's hand is six cards, a Let It Ride community two, after the discards).
-_HAND_MISCOUNT = When("count", "!=", FieldRef("expected"))
+_HAND_MISCOUNT = When(Misdeal, lambda e: e.count, "!=", FieldRef(Misdeal, lambda e: e.expected))
 REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
     dataclasses.replace(
         rule,
         id=f"{rule.id}-reported",
         trigger="table.misdeal",
-        when=tuple(_HAND_MISCOUNT if w in _MISCOUNT else w for w in rule.when),
+        when=tuple(_HAND_MISCOUNT if w in _MISCOUNT else w.on(Misdeal) for w in rule.when),
     )
     for rule in SHOE_RULES
     if rule.trigger == "shoe.stack_dispensed"

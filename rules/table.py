@@ -56,6 +56,16 @@ from tableside.rules.model import Game, Observation, TableFacts
 from tableside.rules.patterns import plan_misfit
 from tableside.rules.progressive import PAYING_HANDS
 from tableside.rules.rulings import RulingRecord, end_halts, escalate, halt_ends, open_rulings
+from tableside.rules.seen import (
+    Coup,
+    DealPlanRefused,
+    DeckInBoth,
+    Noted,
+    RoundStarts,
+    ShoeBurn,
+    TableSeen,
+)
+from tableside.rules.seen import HoleCardChecked as HoleCardSeen
 
 __all__ = [
     "TRANSITIONS",
@@ -274,20 +284,26 @@ TableEvent = DeviceReport | Said | RulingsOpened | Halt | EscalateRulings
 _TABLE_EVENTS = (DeviceReport, Said, RulingsOpened, Halt, EscalateRulings)
 
 
+#: a ``table.<kind>`` with no fields of its own
+_NOTED = Noted()
+
+
 @dataclass(slots=True)
 class Turn:
     """One event being taken: the table as it was, and what the rows must judge of it
-    (``observe("round", shuffled=False, …)``; stamped with the round the event leaves the
-    table in, unless ``round`` is given)."""
+    (``observe("round", RoundStarts(shuffled=False, …))``, rules/seen.py; stamped with the
+    round the event leaves the table in, unless ``round`` is given)."""
 
     facts: TableFacts
     state: TableState
     kind: str
     at: float
-    notes: list[tuple[str, int | None, dict[str, object]]] = field(default_factory=list)
+    notes: list[tuple[str, int | None, TableSeen]] = field(default_factory=list)
 
-    def observe(self, what: str, *, round: int | None = None, **fields: object) -> None:
-        self.notes.append((what, round, fields))
+    def observe(self, what: str, seen: TableSeen = _NOTED, *, round: int | None = None) -> None:
+        if what not in seen.kinds:
+            raise TypeError(f"table.{what} is not seen as {type(seen).__name__} (rules/seen.py)")
+        self.notes.append((what, round, seen))
 
 
 _OPEN = frozenset(Phase) - {Phase.CLOSED}
@@ -370,8 +386,8 @@ def step(
         case EscalateRulings(after_s=after):
             new = dataclasses.replace(state, rulings=escalate(state.rulings, after, event.at))
     seen = [Observation(f"table.{what}", "table",
-                        {"round": new.round if round_ is None else round_, **fields})
-            for what, round_, fields in turn.notes]  # fmt: skip
+                        dataclasses.replace(noted, round=new.round if round_ is None else round_))
+            for what, round_, noted in turn.notes]  # fmt: skip
     return _halts_end(facts, new, event, seen), seen
 
 
@@ -431,7 +447,7 @@ def _deal_started(turn: Turn, event: DealStarted) -> TableState:
     new = round_begins(turn)
     misfit = plan_misfit(turn.facts.game, event.plan)
     if misfit is not None:
-        turn.observe("deal_plan", reason=misfit)
+        turn.observe("deal_plan", DealPlanRefused(reason=misfit))
     return new
 
 
@@ -485,15 +501,15 @@ def _reader_status(turn: Turn, event: ReaderStatus) -> TableState:
 @_on(HoleCardChecked)
 def _hole_card_checked(turn: Turn, event: HoleCardChecked) -> TableState:
     state = turn.state
-    turn.observe("hole_card_checked", up_card=state.up_card, gate=gate(state),
-                 reveals=state.reader_reveals)  # fmt: skip
+    turn.observe("hole_card_checked", HoleCardSeen(up_card=state.up_card, gate=gate(state),
+                                                   reveals=state.reader_reveals))  # fmt: skip
     return dataclasses.replace(state, hole_card_checked=True)
 
 
 @_on(FirstCardBurned)
 def _first_card_burned(turn: Turn, event: FirstCardBurned) -> TableState:
     # the shoe's own report: the first card's value against the cards it burned
-    turn.observe("shoe_burn", burn=burn(event.card[:-1], first=True), burned=event.burned)
+    turn.observe("shoe_burn", ShoeBurn(burn=burn(event.card[:-1], first=True), burned=event.burned))
     return dataclasses.replace(turn.state, burn_due=False)
 
 
@@ -525,7 +541,7 @@ def _halts_end(
         return state
     observed = list(seen)
     if isinstance(event, DeviceReport):
-        observed.append(Observation(event.kind, "", event.event.data(include_cards=True)))
+        observed.append(Observation(event.kind, "", event.event))
     rulings, halted_by = state.rulings, state.halted_by
     for observation in observed:
         rulings = end_halts(rulings, facts, observation, event.at)
@@ -570,7 +586,7 @@ def open_betting(state: TableState) -> TableState:
 def round_begins(turn: Turn) -> TableState:
     """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``): the rows
     judge it (``table.round``) from the table before it."""
-    turn.observe("round", **_round_facts(turn.facts, turn.state, turn.at))
+    turn.observe("round", _round_facts(turn.facts, turn.state, turn.at))
     return _round_begins(turn.state)
 
 
@@ -589,25 +605,25 @@ def _round_begins(state: TableState) -> TableState:
     )
 
 
-def _round_facts(facts: TableFacts, state: TableState, at: float) -> dict[str, Any]:
+def _round_facts(facts: TableFacts, state: TableState, at: float) -> RoundStarts:
     """What the ``table.round`` rows judge as a round starts, from the table before it."""
     two_decks = state.deck_ready is not None and state.deck_last_dealt is not None
-    return {
-        "shuffled": state.shuffled_since_last_round,
-        "deck_age_h": state.deck_age_h(at),
-        "dealing": state.dealing.value,
-        "by_hand": state.dealing is DealingMethod.HAND,
-        "from_shoe": state.dealing in _SHOES,
-        "shuffler_on_table": "shuffler" in state.devices,
-        "counting_shuffler": facts.shuffler_counts and "shuffler" in state.devices,
-        "stub_count_overdue": state.rounds_since_stub_count >= 5,
-        "same_deck": two_decks and state.deck_ready == state.deck_last_dealt,
-        "halted_by": state.halted_by,
-        "reader_inspected_today": state.reader_inspected_on == facts.gaming_day.of(at),
-        "game": facts.game.value,
-        "past_last_hand": state.cover_card_round is not None
+    return RoundStarts(
+        shuffled=state.shuffled_since_last_round,
+        deck_age_h=state.deck_age_h(at),
+        dealing=state.dealing.value,
+        by_hand=state.dealing is DealingMethod.HAND,
+        from_shoe=state.dealing in _SHOES,
+        shuffler_on_table="shuffler" in state.devices,
+        counting_shuffler=facts.shuffler_counts and "shuffler" in state.devices,
+        stub_count_overdue=state.rounds_since_stub_count >= 5,
+        same_deck=two_decks and state.deck_ready == state.deck_last_dealt,
+        halted_by=state.halted_by,
+        reader_inspected_today=state.reader_inspected_on == facts.gaming_day.of(at),
+        game=facts.game.value,
+        past_last_hand=state.cover_card_round is not None
         and state.round + 1 > state.cover_card_round + 1,
-    }
+    )
 
 
 def shuffled(turn: Turn, deck: str | None) -> TableState:
@@ -616,8 +632,8 @@ def shuffled(turn: Turn, deck: str | None) -> TableState:
     state = turn.state
     two = deck in ("A", "B")
     in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
-    if two and in_play and deck == state.deck_last_dealt:
-        turn.observe("deck_in_both", deck=deck)
+    if deck is not None and two and in_play and deck == state.deck_last_dealt:
+        turn.observe("deck_in_both", DeckInBoth(deck=deck))
     return dataclasses.replace(
         state, shuffled_since_last_round=True, deck_ready=deck if two else state.deck_ready
     )
@@ -674,7 +690,7 @@ def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
         return state  # an unreadable card: the dealer reports the coup instead
     if drawn.round != state.coup_round:
         if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
-            turn.observe("coup", round=state.round, **coup(**_split(state.coup)))
+            turn.observe("coup", coup(**_split(state.coup)), round=state.round)
         state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
                                     round=state.round + 1, phase=Phase.DEALING)  # fmt: skip
     new = dataclasses.replace(state, coup=(*state.coup, rank))
@@ -683,7 +699,7 @@ def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
     due = _due(new.coup)
     # complete: judged once; a card after that is one too many: judged again, with it
     if due is not None and len(new.coup) >= due and len(new.coup) > new.coup_judged:
-        turn.observe("coup", **coup(**_split(new.coup)))
+        turn.observe("coup", coup(**_split(new.coup)))
         return dataclasses.replace(new, coup_judged=len(new.coup))
     return new
 
@@ -727,7 +743,7 @@ def burn(rank: str, *, first: bool) -> int:
     return baccarat_value(_RANKS.index(rank) + 1)
 
 
-def coup(player: Sequence[str], banker: Sequence[str], extra: Sequence[str]) -> dict[str, Any]:
+def coup(player: Sequence[str], banker: Sequence[str], extra: Sequence[str]) -> Coup:
     """A coup as dealt (from a shoe that reads cards, or the dealer: two or three ranks a hand)
     against 543.11 and its Table 1: who drew, and who should have."""
     p_ranks = [_RANKS.index(r) + 1 for r in player]
@@ -751,14 +767,14 @@ def coup(player: Sequence[str], banker: Sequence[str], extra: Sequence[str]) -> 
     else:
         third = baccarat_value(p_ranks[2]) if len(p_ranks) == 3 else None
         banker_should, goes = banker_draws(p, b, third), None
-    return {
-        "extra_cards": extra_cards,
-        "natural": natural,
-        "player_drew": len(p_ranks) == 3,
-        "player_should_draw": player_should,
-        "player_third_goes_to": goes,
-        "banker_drew": banker_drew,
-        "banker_should_draw": banker_should,
-        "player_points": baccarat_point(p_ranks[:2] if in_error else p_ranks),
-        "banker_points": baccarat_point(b_ranks),
-    }
+    return Coup(
+        extra_cards=extra_cards,
+        natural=natural,
+        player_drew=len(p_ranks) == 3,
+        player_should_draw=player_should,
+        player_third_goes_to=goes,
+        banker_drew=banker_drew,
+        banker_should_draw=banker_should,
+        player_points=baccarat_point(p_ranks[:2] if in_error else p_ranks),
+        banker_points=baccarat_point(b_ranks),
+    )

@@ -8,7 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 
+from tableside.drivers.card_reader.events import SelfTestResult
 from tableside.rules.model import Action, FieldRef, Game, Rule, Until, When
+from tableside.rules.seen import (
+    CardExposed,
+    ChipsCollected,
+    DeviceInstalled,
+    DrawnInError,
+    Found,
+    Gated,
+    HoleCardChecked,
+    OtherMethod,
+    RoundStarts,
+    StubCount,
+)
 
 __all__ = ["TABLE_RULES"]
 
@@ -373,8 +386,11 @@ _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
 #: 551.16(m) "until the card reader device is repaired or replaced": it passes its self-test
 #: (repaired), or a reader is installed in its place (replaced)
 READER_REPAIRED = (
-    Until("card_reader.self_test", (When("passed", "==", True),)),
-    Until("table.device_installed", (When("device_class", "==", "card_reader"),)),
+    Until("card_reader.self_test", (When(SelfTestResult, lambda e: e.passed, "==", True),)),
+    Until(
+        "table.device_installed",
+        (When(DeviceInstalled, lambda e: e.device_class, "==", "card_reader"),),
+    ),
 )
 #: 551.2(e): the floorperson's inspection of the card reader for the gaming day
 READER_INSPECTED = (Until("table.reader_inspected"),)
@@ -391,24 +407,27 @@ def _game_rows(game: Game) -> list[Rule]:
     ch = _CHAPTER[game]
     rows = [
         _row(f"{ch}.5(a)", game, "shuffle-each-round", "table.round",
-             (When("shuffled", "==", False),), (Action.ALERT,),
+             (When(RoundStarts, lambda e: e.shuffled, "==", False),), (Action.ALERT,),
              "A round is being dealt without a shuffle since the last round."),
         _row(f"{ch}.3(b)(4)", game, "decks-alternate", "table.round",
-             (When("same_deck", "==", True),), (Action.ALERT,),
+             (When(RoundStarts, lambda e: e.same_deck, "==", True),), (Action.ALERT,),
              "The same deck is dealt two rounds running: the two decks must alternate."),
         _row(f"{ch}.3(b)(3)", game, "deck-shuffled-while-in-play", "table.deck_in_both", (),
              (Action.ALERT,),
              "The shuffler delivered the deck that is in play this round: both decks in play."),
         _row(f"{ch}.3(c)(1)", game, "deck-age-hand", "table.round",
-             (When("by_hand", "==", True), When("deck_age_h", ">=", 4)),
+             (When(RoundStarts, lambda e: e.by_hand, "==", True),
+              When(RoundStarts, lambda e: e.deck_age_h, ">=", 4)),
              (Action.REPLACE_CARDS,),
              "Cards dealt by hand have been in play 4 hours or more: change the decks."),
         _row(f"{ch}.3(c)(2)", game, "deck-age-shoe", "table.round",
-             (When("from_shoe", "==", True), When("deck_age_h", ">=", 8)),
+             (When(RoundStarts, lambda e: e.from_shoe, "==", True),
+              When(RoundStarts, lambda e: e.deck_age_h, ">=", 8)),
              (Action.REPLACE_CARDS,),
              "Cards dealt from a shoe have been in play 8 hours or more: change the decks."),
         _row(_HAND_DEALING[game], game, "hand-needs-shuffler", "table.round",
-             (When("by_hand", "==", True), When("shuffler_on_table", "==", False)),
+             (When(RoundStarts, lambda e: e.by_hand, "==", True),
+              When(RoundStarts, lambda e: e.shuffler_on_table, "==", False)),
              (Action.ALERT,),
              "Cards are dealt by hand without an automated shuffler: one must be used."),
         _row(_SHOE_DEALING[game], game, "shoe-plan", "table.deal_plan", (), (Action.ALERT,),
@@ -420,19 +439,22 @@ def _game_rows(game: Game) -> list[Rule]:
              "the device first."),
     ]  # fmt: skip
     for method, (section, due, outcome) in zip(_METHODS, _STUB_SECTIONS[game], strict=True):
-        by = (When("dealing", "==", method),)
+        in_round = When(RoundStarts, lambda e: e.dealing, "==", method)
+        in_count = in_round.on(StubCount)
         rows += [
             _row(f"{section}({due})", game, "stub-count-due", "table.round",
-                 (*by, When("counting_shuffler", "==", False),
-                  When("stub_count_overdue", "==", True)),
+                 (in_round, When(RoundStarts, lambda e: e.counting_shuffler, "==", False),
+                  When(RoundStarts, lambda e: e.stub_count_overdue, "==", True)),
                  (Action.COUNT_STUB,),
                  "Five rounds without a stub count and no counting shuffler: count the stub."),
             _row(f"{section}({outcome})", game, "stub-misdealt", "table.stub_count",
-                 (*by, When("full", "==", False), When("misdealt", "==", True)), _VOID,
+                 (in_count, When(StubCount, lambda e: e.full, "==", False),
+                  When(StubCount, lambda e: e.misdealt, "==", True)), _VOID,
                  "The stub count is wrong and the cards were misdealt: all hands void, "
                  "wagers returned."),
             _row(f"{section}({outcome})", game, "stub-wrong", "table.stub_count",
-                 (*by, When("full", "==", False), When("misdealt", "==", False)),
+                 (in_count, When(StubCount, lambda e: e.full, "==", False),
+                  When(StubCount, lambda e: e.misdealt, "==", False)),
                  (*_VOID, Action.REMOVE_DECK),
                  "The stub count is wrong and nothing was misdealt: all hands void, wagers "
                  "returned, the deck leaves the table."),
@@ -441,7 +463,9 @@ def _game_rows(game: Game) -> list[Rule]:
 
 
 _RESHUFFLE_VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
-_CHIPS_DIFFER = (When("count", "!=", FieldRef("accepted")),)
+_CHIPS_DIFFER = (
+    When(ChipsCollected, lambda e: e.count, "!=", FieldRef(ChipsCollected, lambda e: e.accepted)),
+)
 
 TABLE_RULES: tuple[Rule, ...] = (
     *_game_rows(_CS),
@@ -468,53 +492,62 @@ TABLE_RULES: tuple[Rule, ...] = (
         for game, clause in ((_CS, "555.8(b)"), (_LIR, "559.12(a)(2)"))
     ),
     _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
-         (When("card", "==", "hole"), When("phase", "in", ("open", "betting"))), _RESHUFFLE_VOID,
+         (When(CardExposed, lambda e: e.card, "==", "hole"),
+          When(CardExposed, lambda e: e.phase, "in", ("open", "betting"))), _RESHUFFLE_VOID,
          "A hole card was exposed before \"no more bets\": all hands void, reshuffle."),
     _row("557.13(d)", _FCP, "dealer-card-exposed", "table.card_exposed",
-         (When("card", "==", "dealer"),
-          When("phase", "in", ("no_more_bets", "dealing", "decisions"))), _RESHUFFLE_VOID,
+         (When(CardExposed, lambda e: e.card, "==", "dealer"),
+          When(CardExposed, lambda e: e.phase, "in", ("no_more_bets", "dealing", "decisions"))),
+          _RESHUFFLE_VOID,
          "A dealer's card was exposed before the dealer revealed: all hands void, reshuffle."),
     *(
         _row(clause, game, "drawn-in-error", "table.drawn_in_error",
-             (When("disclosed", "==", False),), (Action.NEXT_CARD,),
+             (When(DrawnInError, lambda e: e.disclosed, "==", False),), (Action.NEXT_CARD,),
              "A card drawn in error, its face not exposed: use it as the next card.")
         for game, clause in ((_CS, "555.14(c)"), (_FCP, "557.13(b)"), (_LIR, "559.15(b)"))
     ),
     _row("551.16(k)", _S21, "device-first", "table.other_method",
-         (When("device_class", "==", "shuffler"),), (Action.REMOVE_DEVICE,),
+         (When(OtherMethod, lambda e: e.device_class, "==", "shuffler"),), (Action.REMOVE_DEVICE,),
          "Another shuffling method while the shuffler is on the table: remove it first."),
     # -- Spanish 21: the card reader and the shoe --------------------------------------------
     _row("551.8(e)", _S21, "reader-before-more-cards", "table.more_cards",
-         (When("gate", "==", True), When("hole_card_checked", "==", False)), (Action.ALERT,),
+         (When(Gated, lambda e: e.gate, "==", True),
+          When(Gated, lambda e: e.hole_card_checked, "==", False)), (Action.ALERT,),
          "More cards are dealt before the hole card went through the reader (up card A, K, Q "
          "or J)."),
     _row("551.16(l)(1)", _S21, "reader-wrong-up-card-reveals", "table.hole_card_checked",
-         (When("gate", "==", False), When("reveals", "==", True)),
+         (When(HoleCardChecked, lambda e: e.gate, "==", False),
+          When(HoleCardChecked, lambda e: e.reveals, "==", True)),
          (Action.ALERT, Action.VOID_ALL_HANDS, Action.RETURN_WAGERS),
          "The hole card went into a reader that lets players learn it, on an up card that "
          "needs no check: all hands dead, wagers returned."),
     _row("551.16(l)(2)", _S21, "reader-wrong-up-card", "table.hole_card_checked",
-         (When("gate", "==", False), When("reveals", "==", False)), (Action.ALERT,),
+         (When(HoleCardChecked, lambda e: e.gate, "==", False),
+          When(HoleCardChecked, lambda e: e.reveals, "==", False)), (Action.ALERT,),
          "The hole card went into the reader on an up card that needs no check; this reader "
          "shows players nothing: tell a floorperson, play continues."),
     _row("551.10(b)", _S21, "insurance-before-reader", "table.insurance_placed",
-         (When("hole_card_checked", "==", True),), (Action.ALERT,),
+         (When(Gated, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
          "An Insurance Wager was placed after the hole card went into the reader."),
     _row("551.10(d)", _S21, "insurance-collected-after-reader", "table.insurance_collected",
-         (When("hole_card_checked", "==", False),), (Action.ALERT,),
+         (When(Gated, lambda e: e.hole_card_checked, "==", False),), (Action.ALERT,),
          "Losing Insurance Wagers were collected before the reader said \"no Blackjack\"."),
     _row("551.7(d)", _S21, "match-the-dealer-before-reader", "table.match_the_dealer_settled",
-         (When("hole_card_checked", "==", True),), (Action.ALERT,),
+         (When(Gated, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
          "Match-The-Dealer wagers were settled after the card reader was used."),
-    _row("551.16(a)", _S21, "face-up-one", "table.card_face_up", (When("found", "==", 1),),
+    _row("551.16(a)", _S21, "face-up-one", "table.card_face_up",
+         (When(Found, lambda e: e.found, "==", 1),),
          (Action.DISCARD_CARD,), "A card was found face up in the shoe: discard it."),
-    _row("551.16(a)", _S21, "face-up-more", "table.card_face_up", (When("found", ">=", 2),),
+    _row("551.16(a)", _S21, "face-up-more", "table.card_face_up",
+         (When(Found, lambda e: e.found, ">=", 2),),
          (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE),
          "More than one card was found face up in the shoe: the round is void, reshuffle."),
-    _row("551.16(b)", _S21, "ten-one", "table.ten_found", (When("found", "==", 1),),
+    _row("551.16(b)", _S21, "ten-one", "table.ten_found",
+         (When(Found, lambda e: e.found, "==", 1),),
          (Action.DISCARD_CARD, Action.ALERT),
          "A 10 was found in the shoe: a floorperson removes it and tears it in half."),
-    _row("551.16(b)", _S21, "ten-more", "table.ten_found", (When("found", ">=", 2),),
+    _row("551.16(b)", _S21, "ten-more", "table.ten_found",
+         (When(Found, lambda e: e.found, ">=", 2),),
          (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK),
          "More than one 10 was found in the shoe: the round is void, the decks leave play."),
     _row("551.16(g)", _S21, "too-few-cards", "table.too_few_cards", (),
@@ -522,13 +555,15 @@ TABLE_RULES: tuple[Rule, ...] = (
          "Too few cards to finish the round: shuffle the discards, burn one, finish the round."),
     dataclasses.replace(
         _row("551.2(e)", _S21, "reader-inspection", "table.round",
-             (When("reader_inspected_today", "==", False),), (Action.HALT_DEALING, Action.ALERT),
+             (When(RoundStarts, lambda e: e.reader_inspected_today, "==", False),),
+             (Action.HALT_DEALING, Action.ALERT),
              "No floorperson inspection of the card reader is recorded for this gaming day."),
         until=READER_INSPECTED,
     ),
     dataclasses.replace(
         _row("551.16(m)", _S21, "halted-reader", "table.round",
-             (When("halted_by", "==", "card_reader"),), (Action.HALT_DEALING, Action.ALERT),
+             (When(RoundStarts, lambda e: e.halted_by, "==", "card_reader"),),
+             (Action.HALT_DEALING, Action.ALERT),
              "A round is being dealt while dealing is halted for the card reader."),
         until=READER_REPAIRED,
     ),

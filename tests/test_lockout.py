@@ -20,6 +20,7 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
+from tableside.drivers.cctalk.events import EventsLost, LockoutFailed
 from tableside.rules import Action, Observation, TableFacts, evaluate
 from tableside.rules.model import Game
 from tableside.simulators.progressive import CcTalkBusSimulator, progressive_table
@@ -298,10 +299,17 @@ def test_acceptor_rulings_by_game(game: Game) -> None:
     failed = Observation(
         "acceptors.lockout_failed",
         "acceptors",
-        {"seat": 2, "address": 4, "detail": "busy (ccTalk header 6)"},
+        LockoutFailed(
+            device="acceptors", seat=2, address=4, budget_ms=500, detail="busy (ccTalk header 6)"
+        ),
     )
-    lost = Observation("acceptors.events_lost", "acceptors",
-                       {"seat": 3, "lost": None, "reason": "reset"})  # fmt: skip
+    lost = Observation(
+        "acceptors.events_lost",
+        "acceptors",
+        EventsLost(
+            device="acceptors", seat=3, lost=None, from_counter=7, to_counter=1, reason="reset"
+        ),
+    )
     for observation, clauses in ((failed, LOCKOUT_FAILED), (lost, UNACCOUNTED)):
         rulings = evaluate(facts, observation)
         expected = [f"58 Pa. Code § {clauses[game]}"] if game in clauses else []

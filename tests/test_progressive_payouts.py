@@ -28,7 +28,7 @@ class Table:
 
     def __call__(self, kind: str, **data: Any) -> None:
         self.state, seen = step(self.facts, self.state, table_event(kind, 0.0, data))
-        self.paid += [dict(o.data) for o in seen if o.kind == "table.progressive_paid"]
+        self.paid += [o.seen.data() for o in seen if o.kind == "table.progressive_paid"]
 
     def meter(self) -> int | None:
         return self.state.meter_cents
@@ -188,7 +188,7 @@ def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
             TableState(phase=Phase.OPEN),
             table_event("pay_bonus", 0.0, {"seat": 2, "hand": hand}),
         )
-        return dict(seen[0].data)
+        return seen[0].seen.data()
 
     assert paid(minimums, "royal_flush")["dollars"] == 25_000  # 559.14(d)
     assert paid(casino, "royal_flush")["dollars"] == 50_000  # the casino's higher amount

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
+from tableside.drivers.catalog import event_type
 from tableside.rules import RULES, Action, Game, Observation, TableFacts, evaluate
+from tableside.rules.seen import SEEN_BY_KIND
 
 REGULATIONS = Path(__file__).parents[2] / "shared" / "regulations"
 
@@ -25,14 +28,39 @@ FAULT_CLAUSE = {
 }
 
 
-def complete(count: int, *, counted: bool = True) -> Observation:
-    return Observation(
-        "shuffler.shuffle_complete", "shuffler", {"card_count": count, "counted": counted}
-    )
+class Unset:
+    """A field a test leaves unset: equal to nothing, and unequal to nothing either."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __ge__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def observed(kind: str, device: str, **fields: object) -> Observation:
+    """``kind`` as the table sees it (a device's event, or the table's own), with ``fields``
+    set and every other field ``Unset``."""
+    cls = SEEN_BY_KIND.get(kind.removeprefix("table.")) or event_type(kind)
+    assert cls is not None, kind
+    seen = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        object.__setattr__(seen, f.name, fields.pop(f.name, Unset()))
+    assert not fields, f"{cls.__name__} has no {sorted(fields)}"
+    return Observation(kind, device, seen)
+
+
+def complete(count: int, *, counted: bool = True, device: str = "shuffler") -> Observation:
+    return observed("shuffler.shuffle_complete", device, card_count=count, counted=counted)
 
 
 def fault(name: str) -> Observation:
-    return Observation("shuffler.fault", "shuffler", {"fault": name, "shuffle_id": 1})
+    return observed("shuffler.fault", "shuffler", fault=name, shuffle_id=1)
 
 
 @pytest.mark.parametrize("game", [Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE])
@@ -85,7 +113,7 @@ def test_with_two_shufflers_the_count_rule_follows_the_one_that_reported() -> No
     """One table's facts: a shuffler configured not to count gets no count ruling, while the
     counting one beside it still does (each device had its own facts before)."""
     facts = TableFacts(Game.CARIBBEAN_STUD, not_counting=frozenset({"spare"}))
-    spare = Observation("shuffler.shuffle_complete", "spare", {"card_count": 51, "counted": True})
+    spare = complete(51, device="spare")
     assert evaluate(facts, spare) == []
     (ruling,) = evaluate(facts, complete(51))
     assert ruling.rule.citation == COUNT_CLAUSE[Game.CARIBBEAN_STUD]
@@ -105,8 +133,8 @@ def test_door_open_is_no_shuffle_ruling() -> None:
 
 def test_other_events_are_no_ruling() -> None:
     facts = TableFacts(Game.LET_IT_RIDE)
-    assert evaluate(facts, Observation("shuffler.shuffle_started", "s", {"shuffle_id": 1})) == []
-    assert evaluate(facts, Observation("shuffler.fault", "s", {})) == []
+    assert evaluate(facts, observed("shuffler.shuffle_started", "s", shuffle_id=1)) == []
+    assert evaluate(facts, observed("shuffler.fault", "s", fault="door_open")) == []
 
 
 def test_rule_ids_are_unique() -> None:
@@ -158,7 +186,7 @@ VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE)
 
 
 def shoe(kind: str, **data: object) -> Observation:
-    return Observation(f"shoe.{kind}", "shoe", data)
+    return observed(f"shoe.{kind}", "shoe", **data)
 
 
 @pytest.mark.parametrize("game", list(SHOE_STOP))
@@ -214,14 +242,12 @@ def test_other_games_void_every_misdeal(game: Game, section: str, target: str) -
 
 def test_card_reader_malfunction_halts_dealing() -> None:
     facts = TableFacts(Game.SPANISH_21)
-    (ruling,) = evaluate(
-        facts, Observation("card_reader.fault", "reader", {"fault": "malfunction"})
-    )
+    (ruling,) = evaluate(facts, observed("card_reader.fault", "reader", fault="malfunction"))
     assert ruling.rule.citation == "58 Pa. Code § 551.16(m)"
     assert ruling.rule.actions == (Action.HALT_DEALING, Action.ALERT)
-    assert evaluate(facts, Observation("card_reader.fault", "reader", {"fault": "tamper"})) == []
+    assert evaluate(facts, observed("card_reader.fault", "reader", fault="tamper")) == []
     # a poker table has no card reader rule
-    malfunction = Observation("card_reader.fault", "r", {"fault": "malfunction"})
+    malfunction = observed("card_reader.fault", "r", fault="malfunction")
     assert evaluate(TableFacts(Game.LET_IT_RIDE), malfunction) == []
 
 
@@ -256,7 +282,7 @@ def test_rules_indexed_by_trigger_rule_as_every_row_tried(rule: object) -> None:
     from tableside.rules.model import Rule
 
     assert isinstance(rule, Rule)
-    observation = Observation(rule.trigger, "dev", {w.field: w.value for w in rule.when})
+    observation = observed(rule.trigger, "dev", **{w.field: w.value for w in rule.when})
     for game in rule.games:
         facts = TableFacts(game=game)
         indexed = evaluate(facts, observation)
@@ -264,24 +290,31 @@ def test_rules_indexed_by_trigger_rule_as_every_row_tried(rule: object) -> None:
         assert indexed == evaluate(facts, observation, list(RULES))
 
 
-def test_every_row_reads_fields_its_device_event_has() -> None:
-    """A row triggered by a device event reads that event's fields by name: each name is a
-    field of the event's type (drivers/catalog.py); a misspelt row, or a field renamed in a
-    driver's event, is named."""
+def test_every_row_reads_fields_of_what_its_trigger_names() -> None:
+    """A row reads the fields of what its trigger names (a device's event, drivers/catalog.py,
+    or the table's own, rules/seen.py), named through that type: a misspelt name fails the
+    type check and here as the row is made; a row reading another type, or triggered by
+    something nothing reports, is named."""
     import dataclasses
 
+    from tableside.drivers.shoe.events import CardFaceUp, StackDispensed
     from tableside.rules.engine import row_problems
     from tableside.rules.model import FieldRef, Rule, When
+    from tableside.rules.seen import RoundStarts
 
     assert row_problems() == []
     stack = next(r for r in RULES if r.trigger == "shoe.stack_dispensed")
     assert isinstance(stack, Rule)
-    misspelt = dataclasses.replace(stack, when=(When("cuont", "!=", FieldRef("expeted")),))
+    other = dataclasses.replace(stack, when=(When(CardFaceUp, lambda e: e.total, "==", 2),))
+    table = dataclasses.replace(
+        stack, when=(When(StackDispensed, lambda e: e.count, "!=", FieldRef(RoundStarts,
+                                                                          lambda r: r.shuffled)),)
+    )  # fmt: skip
     elsewhere = dataclasses.replace(stack, trigger="shoe.stack_dropped")
-    assert row_problems([misspelt, elsewhere]) == [
-        f"{stack.id}: StackDispensed (shoe.stack_dispensed) has no field 'cuont'",
-        f"{stack.id}: StackDispensed (shoe.stack_dispensed) has no field 'expeted'",
-        f"{stack.id}: no device reports 'shoe.stack_dispensed'".replace(
-            "stack_dispensed", "stack_dropped"
-        ),
+    assert row_problems([other, table, elsewhere]) == [
+        f"{stack.id}: reads CardFaceUp, not StackDispensed (shoe.stack_dispensed)",
+        f"{stack.id}: reads RoundStarts, not StackDispensed (shoe.stack_dispensed)",
+        f"{stack.id}: nothing the table sees is 'shoe.stack_dropped'",
     ]
+    with pytest.raises(TypeError, match="one field of StackDispensed"):
+        When(StackDispensed, lambda e: e.cuont, "==", 1)  # type: ignore[attr-defined]

@@ -559,7 +559,7 @@ def test_baccarat_burns_by_the_clause_that_asks(
     """Only the first card of a shoe counts a ten or a court card as ten."""
     _, seen = step(TableFacts(game), TableState(phase=Phase.OPEN, devices=frozenset()),
                    table_event(kind, T0, {"rank": rank}))  # fmt: skip
-    assert [o.data["burn"] for o in seen] == [burn]
+    assert [o.seen.data()["burn"] for o in seen] == [burn]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,246 @@
+"""What the table itself sees, for the rows to judge (``table.<kind>`` observations): one typed
+record a shape, as a device's event is one (drivers/*/events.py). rules/table.py and
+rules/commands.py make them (``Turn.observe``); the rows name their fields through the class
+(``When(RoundStarts.shuffled, "==", False)``), which the type checker checks; a ruling given on
+one cites ``data()``. ``kinds`` names the observation kinds a shape carries (``table.<kind>``):
+``SEEN_BY_KIND`` is the catalogue the rows' triggers are checked against."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "SEEN_BY_KIND",
+    "BonusPaid",
+    "Burn",
+    "CardExposed",
+    "ChipsCollected",
+    "Coup",
+    "DealPlanRefused",
+    "DeckInBoth",
+    "DeviceInstalled",
+    "DrawnInError",
+    "Found",
+    "Gated",
+    "HoleCardChecked",
+    "Misdeal",
+    "Noted",
+    "OtherMethod",
+    "ProgressivePaid",
+    "RoundStarts",
+    "ShoeBurn",
+    "StubCount",
+    "TableSeen",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableSeen:
+    """Something the table saw: stamped with the round the event leaves the table in."""
+
+    kinds: ClassVar[tuple[str, ...]] = ()
+    round: int = 0
+
+    def data(self) -> dict[str, object]:
+        """Its fields, as a ruling cites them (``round`` first)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Noted(TableSeen):
+    """A person's word the rows judge by itself (no fields of its own)."""
+
+    kinds: ClassVar[tuple[str, ...]] = (
+        "reader_inspected", "cover_card", "too_few_cards", "no_burn",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gated(TableSeen):
+    """Spanish 21: a step judged against the up card and the reader (551.8(e), 551.10, 551.7)."""
+
+    kinds: ClassVar[tuple[str, ...]] = (
+        "more_cards", "insurance_placed", "insurance_collected", "match_the_dealer_settled",
+    )  # fmt: skip
+    up_card: str | None
+    #: whether the up card sends the hole card through the reader; None: no up card yet
+    gate: bool | None
+    hole_card_checked: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoleCardChecked(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("hole_card_checked",)
+    up_card: str | None
+    gate: bool | None
+    #: what the reader showed (None: it did not say)
+    reveals: bool | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundStarts(TableSeen):
+    """A round starts: the table before it, as the ``table.round`` rows judge it."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("round",)
+    shuffled: bool
+    deck_age_h: float | None
+    dealing: str
+    by_hand: bool
+    from_shoe: bool
+    shuffler_on_table: bool
+    counting_shuffler: bool
+    stub_count_overdue: bool
+    same_deck: bool
+    halted_by: str | None
+    reader_inspected_today: bool
+    game: str
+    past_last_hand: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OtherMethod(TableSeen):
+    """Cards shuffled or dealt another way while a device is on the table."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("other_method",)
+    method: str
+    device_class: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StubCount(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("stub_count",)
+    count: int
+    misdealt: bool
+    full: bool
+    dealing: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceInstalled(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("device_installed",)
+    device_class: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressivePaid(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("progressive_paid",)
+    seat: int
+    hand: str
+    cents: int
+    meter_cents_before: int
+    shared_by: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BonusPaid(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("bonus_paid",)
+    seat: int
+    hand: str
+    dollars: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChipsCollected(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("chips_collected",)
+    count: int
+    accepted: int
+    events_unaccounted: int
+    resets_unaccounted: int
+    game: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardExposed(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("card_exposed",)
+    card: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Misdeal(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("misdeal",)
+    target: str
+    count: int
+    expected: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found(TableSeen):
+    """Spanish 21: a card face up, or a ten, found in the shoe this round (the count so far)."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("card_face_up", "ten_found")
+    found: int
+    #: a ten seen as the dealer's up card
+    up_card: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Burn(TableSeen):
+    """Baccarat: cards to burn, by the rank of the first card or one found face up."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("first_card", "card_face_up_in_shoe")
+    burn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShoeBurn(TableSeen):
+    """Baccarat, from a shoe that reads cards: what it should have burned, and what it did."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("shoe_burn",)
+    burn: int
+    burned: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrawnInError(TableSeen):
+    kinds: ClassVar[tuple[str, ...]] = ("drawn_in_error",)
+    disclosed: bool
+    burn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DealPlanRefused(TableSeen):
+    """A shoe's deal plan that does not fit the game's dealing procedure."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("deal_plan",)
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeckInBoth(TableSeen):
+    """Two decks: the one shuffled now is the one in play this round."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("deck_in_both",)
+    deck: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coup(TableSeen):
+    """Baccarat: a coup as dealt, against 543.11 and its Table 1: who drew, and who should."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("coup",)
+    extra_cards: int
+    natural: bool
+    player_drew: bool
+    player_should_draw: bool
+    #: a third card the Player's Hand was not allowed: "banker" or "next_hand" (543.14(b))
+    player_third_goes_to: str | None
+    banker_drew: bool
+    banker_should_draw: bool
+    player_points: int
+    banker_points: int
+
+
+_SHAPES: tuple[type[TableSeen], ...] = (
+    Noted, Gated, HoleCardChecked, RoundStarts, OtherMethod, StubCount, DeviceInstalled,
+    ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal, Found, Burn, ShoeBurn,
+    DrawnInError, DealPlanRefused, DeckInBoth, Coup,
+)  # fmt: skip
+
+#: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in
+SEEN_BY_KIND: Mapping[str, type[TableSeen]] = {
+    kind: shape for shape in _SHAPES for kind in shape.kinds
+}
