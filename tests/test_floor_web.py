@@ -18,7 +18,7 @@ from playwright.async_api import Page, expect
 
 from tableside.floor.judge import judge
 from tableside.floor.store import Message
-from tableside.floor.web.app import Commander, WebApp, serving
+from tableside.floor.web.app import Commander, Request, WebApp, serving
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.rows import RULES
@@ -70,8 +70,8 @@ async def floor(tmp_path: Path) -> AsyncIterator[Floor]:
     users.set("ann", "dealer", PASSWORD)
     sent: list[tuple[str, str, str, dict[str, Any]]] = []
 
-    async def send(table: str, role: str, command: str, args: dict[str, Any], rid: str) -> None:
-        sent.append((table, role, command, args))
+    async def send(request: Request) -> None:
+        sent.append((request.table, request.role, request.command, request.args))
 
     app = WebApp(FloorView(), users, Commander(send))
     app.commander.answer_within_s = 0.5
@@ -277,6 +277,9 @@ async def test_the_pages_requests_go_over_one_kept_connection_a_role(tmp_path: P
     from tableside.floor.web.app import MqttSender, RoleLogin
     from tests.conftest import Mosquitto
 
+    def ask(table: str, role: str, args: dict[str, object], rid: str) -> Request:
+        return Request(table, role, "acknowledge_ruling", args, rid, b"c")
+
     log = tmp_path / "broker.log"
     broker = Mosquitto(tmp_path, f"log_dest file {log}\nlog_type notice\n")
     broker.start()
@@ -295,7 +298,7 @@ async def test_the_pages_requests_go_over_one_kept_connection_a_role(tmp_path: P
                 raise AssertionError("unreachable")
 
             for i in range(5):
-                await sender("cs-01", "floorperson", "acknowledge_ruling", {"ruling": i}, f"r{i}")
+                await sender(ask("cs-01", "floorperson", {"ruling": i}, f"r{i}"))
             bodies = await heard(5)
             assert [b["request_id"] for b in bodies] == [f"r{i}" for i in range(5)]
             assert bodies[0] == {"command": "acknowledge_ruling", "device": "table",
@@ -306,10 +309,10 @@ async def test_the_pages_requests_go_over_one_kept_connection_a_role(tmp_path: P
         broker.start()
         async with aiomqtt.Client("127.0.0.1", broker.port) as watcher:
             await watcher.subscribe("tableside/+/command/#", qos=1)
-            await sender("cs-01", "floorperson", "acknowledge_ruling", {"ruling": 9}, "again")
+            await sender(ask("cs-01", "floorperson", {"ruling": 9}, "again"))
             assert [b["request_id"] for b in await heard(1)] == ["again"]
         with pytest.raises(PermissionError, match="no broker login for the role technician"):
-            await sender("cs-01", "technician", "acknowledge_ruling", {"ruling": 1}, "t")
+            await sender(ask("cs-01", "technician", {"ruling": 1}, "t"))
     finally:
         await sender.aclose()
         broker.stop()
