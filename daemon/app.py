@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import gc
 import math
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -51,20 +51,18 @@ from tableside.drivers.registry import get_driver
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
 
-__all__ = ["KeyUnreadable", "TableDaemon"]
+__all__ = ["KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
 log = structlog.get_logger("tableside.daemon")
 
 
-def _counts_cards(driver: Driver) -> bool:
+def _counts_cards(device: DeviceConfig) -> bool:
     """A shuffler's ``counts_cards`` option (drivers/shuffler ``ShufflerOptions``; a plug-in
     shuffler's options subclass it); true for any other device, as the rules have it."""
-    if driver.device_class != "shuffler":
-        return True
     # imported here: a shuffler is configured, so its driver module is loaded anyway
     from tableside.drivers.shuffler.driver import ShufflerOptions
 
-    options = driver.options
+    options = device.options
     return options.counts_cards if isinstance(options, ShufflerOptions) else True
 
 
@@ -73,9 +71,11 @@ def _bonus_pays(config: Config) -> dict[str, float] | None:
     return dict(table) if isinstance(table, dict) else None
 
 
-def table_facts(config: Config, drivers: list[Driver]) -> TableFacts:
-    """What the rules know of the table from its configuration: one for the whole table."""
-    shufflers = {d.name: _counts_cards(d) for d in drivers if d.device_class == "shuffler"}
+def table_facts(config: Config, classes: Mapping[str, str]) -> TableFacts:
+    """What the rules know of the table from its configuration (``classes``: each device's
+    class, by name): one for the whole table."""
+    shufflers = {name: _counts_cards(config.devices[name])
+                 for name, of in classes.items() if of == "shuffler"}  # fmt: skip
     return TableFacts(
         game=config.table.game,
         shuffler_counts=any(shufflers.values()),
@@ -84,6 +84,30 @@ def table_facts(config: Config, drivers: list[Driver]) -> TableFacts:
         progressive=config.progressive.pay_table() if config.progressive else None,
         bonus_pays=_bonus_pays(config),
         gaming_day=config.table.gaming_day,
+    )
+
+
+def table_runtime(
+    config: Config, outbox: Publisher, *, on_rulings_moved: Callable[[], None] = lambda: None
+) -> TableRuntime:
+    """The table itself, from its config: each device known by its driver's declaration (its
+    class and the commands it takes; no driver is made, no device opened), one
+    ``TableFacts``, records to ``outbox`` on its journal's clock. The daemon builds its own
+    with this; a test calls it with a journal and a publisher that never runs. What the
+    journal last saw is put back by ``restore`` (daemon/restore.py)."""
+    declared = {name: get_driver(device.driver) for name, device in config.devices.items()}
+    devices = {name: DeviceRuntime(name, config.devices[name], cls.device_class,
+                                   frozenset(cls.commands))
+               for name, cls in declared.items()}  # fmt: skip
+    facts = table_facts(config, {name: cls.device_class for name, cls in declared.items()})
+    return TableRuntime(
+        outbox.topics,
+        facts,
+        devices,
+        outbox,
+        outbox.journal.clock,
+        publish_card_identities=config.table.publish_card_identities,
+        on_rulings_moved=on_rulings_moved,
     )
 
 
@@ -136,21 +160,11 @@ class TableDaemon:
         self.topics = self.publisher.topics
         #: the live drivers; the runtime knows each device by its class and commands only
         self.drivers = {name: self._driver(name, device) for name, device in config.devices.items()}
-        devices = {name: DeviceRuntime(name, config.devices[name], d.device_class,
-                                       frozenset(d.commands))
-                   for name, d in self.drivers.items()}  # fmt: skip
-        facts = table_facts(config, list(self.drivers.values()))
         #: set whenever the rulings' lifecycle moves: the escalation timer looks again
         self._rulings_moved = asyncio.Event()
-        self.runtime = TableRuntime(
-            self.topics,
-            facts,
-            devices,
-            self.publisher,
-            self.journal.clock,
-            publish_card_identities=config.table.publish_card_identities,
-            on_rulings_moved=self._rulings_moved.set,
-        )
+        self.runtime = table_runtime(config, self.publisher,
+                                     on_rulings_moved=self._rulings_moved.set)  # fmt: skip
+        facts = self.runtime.facts
         self.router = CommandRouter(self.runtime, self.drivers, self.publisher, self.journal,
                                     spawn=self._spawn, carry_out=self._carry_out)  # fmt: skip
         self.restored = restore(self.runtime, self.drivers, self.journal, self.publisher)

@@ -1,19 +1,24 @@
 """The table runtime (daemon/runtime.py) on its own: events in, records out, in order, with no
-broker and nothing running but the journal's writer. The daemon's constructor is the factory
-(config → drivers, facts, the runtime); its tasks never start, so no device is opened."""
+broker and nothing running but the journal's writer. ``table_runtime`` (daemon/app.py) is the
+factory, from a config and an outbox (a publisher that never runs): no daemon, no driver, no
+device opened. A restart is the daemon's (its constructor restores from the journal)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tableside.daemon.app import TableDaemon
+from tableside.daemon.app import TableDaemon, table_runtime
 from tableside.daemon.config import load_config
-from tableside.daemon.runtime import DeviceAction, TableActionFailed
+from tableside.daemon.journal import Journal
+from tableside.daemon.publisher import Publisher, Topics
+from tableside.daemon.runtime import DeviceAction, TableActionFailed, TableRuntime
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import IdentityEvent
 from tableside.drivers.progressive.events import ButtonPressed
@@ -24,19 +29,41 @@ from tableside.rules.commands import NoArgs, PayBonus
 from tests.conftest import shipped_config
 
 
-@pytest.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[TableDaemon]:
-    config = tmp_path / "cs.toml"
-    config.write_text(shipped_config(tmp_path), encoding="utf-8")
-    d = TableDaemon(load_config(config, use_env=False))
-    d.journal.start()
+@dataclass
+class Table:
+    """A table's runtime and the journal it records to, built without a daemon."""
+
+    journal: Journal
+    runtime: TableRuntime
+
+    @property
+    def topics(self) -> Topics:
+        return self.runtime.topics
+
+
+@contextlib.contextmanager
+def table(tmp_path: Path, text: str) -> Iterator[Table]:
+    """Under a running loop (the journal's writer tells it what it committed)."""
+    path = tmp_path / "cs.toml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path, use_env=False)
+    journal = Journal(tmp_path / "journal.sqlite", config.table.id)
+    journal.open()
+    journal.start()
     try:
-        yield d
+        outbox = Publisher(config.broker, config.table.id, config.client_id, journal)
+        yield Table(journal, table_runtime(config, outbox))
     finally:
-        d.journal.close()
+        journal.close()
 
 
-async def journaled(d: TableDaemon, first: int) -> list[tuple[str, dict[str, Any]]]:
+@pytest.fixture
+async def built(tmp_path: Path) -> AsyncIterator[Table]:
+    with table(tmp_path, shipped_config(tmp_path)) as t:
+        yield t
+
+
+async def journaled(d: Table | TableDaemon, first: int) -> list[tuple[str, dict[str, Any]]]:
     """What the journal committed from ``first`` on: (topic under the table, payload)."""
     newest = d.journal.head[0]
     if newest < first:
@@ -48,14 +75,14 @@ async def journaled(d: TableDaemon, first: int) -> list[tuple[str, dict[str, Any
 
 
 async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
-    daemon: TableDaemon,
+    built: Table,
 ) -> None:
-    first = daemon.journal.next_seq
+    first = built.journal.next_seq
     fault = ShufflerFault(
         device="shuffler", shuffle_id=3, fault=FaultCode.JAM, detail="cards stuck"
     )
-    assert daemon.runtime.handle(daemon.runtime.devices["shuffler"], fault) == []
-    records = await journaled(daemon, first)
+    assert built.runtime.handle(built.runtime.devices["shuffler"], fault) == []
+    records = await journaled(built, first)
     assert [topic for topic, _ in records] == [
         "device/shuffler/event", "device/shuffler/state", "ruling", "table"
     ]  # fmt: skip
@@ -69,18 +96,18 @@ async def test_a_device_event_is_journaled_with_its_state_ruling_and_table(
     assert [r["id"] for r in table["state"]["rulings"]] == [ruling["seq"]]
     assert table["cause"] == "rulings_opened"
     assert [p["seq"] for _, p in records] == list(range(first, first + 4))
-    assert daemon.runtime.rulings_by_clause == {("555.14(e).shuffler-fault", ruling["clause"]): 1}
+    assert built.runtime.rulings_by_clause == {("555.14(e).shuffler-fault", ruling["clause"]): 1}
 
 
 async def test_card_identities_stay_on_the_table_but_reach_the_rules(
-    daemon: TableDaemon,
+    built: Table,
 ) -> None:
-    first = daemon.journal.next_seq
+    first = built.journal.next_seq
     short = ShuffleCompleted(device="shuffler", shuffle_id=1, card_count=51, counted=True,
                              deck=Deck.SINGLE, back_colour="red", missing_count=1, extra_count=0,
                              missing_cards=("AS",))  # fmt: skip
-    daemon.runtime.handle(daemon.runtime.devices["shuffler"], short)
-    records = await journaled(daemon, first)
+    built.runtime.handle(built.runtime.devices["shuffler"], short)
+    records = await journaled(built, first)
     event = records[0][1]
     assert event["event"] == "shuffle_complete" and "missing_cards" not in event["data"]
     # the rules saw 51 cards: a ruling, citing the event as published (no card identities)
@@ -88,39 +115,37 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
     assert rulings and all("missing_cards" not in r["event"]["data"] for r in rulings)
 
 
-async def test_no_more_bets_asks_every_acceptor_to_lock_out(daemon: TableDaemon) -> None:
-    first = daemon.journal.next_seq
+async def test_no_more_bets_asks_every_acceptor_to_lock_out(built: Table) -> None:
+    first = built.journal.next_seq
     press = ButtonPressed(device="progressive", button=Button.NO_MORE_BETS)
-    assert daemon.runtime.handle(daemon.runtime.devices["progressive"], press) == [
+    assert built.runtime.handle(built.runtime.devices["progressive"], press) == [
         DeviceAction("acceptors", "lock_out")
     ]
-    assert daemon.runtime.state.phase.value == "no_more_bets"
+    assert built.runtime.state.phase.value == "no_more_bets"
     # a person's word does the same; "bets open" releases
-    assert daemon.runtime.person("bets_open", NoArgs()) == [DeviceAction("acceptors", "release")]
-    assert daemon.runtime.person("no_more_bets", NoArgs()) == [
-        DeviceAction("acceptors", "lock_out")
-    ]
-    causes = [p["cause"] for topic, p in await journaled(daemon, first) if topic == "table"]
+    assert built.runtime.person("bets_open", NoArgs()) == [DeviceAction("acceptors", "release")]
+    assert built.runtime.person("no_more_bets", NoArgs()) == [DeviceAction("acceptors", "lock_out")]
+    causes = [p["cause"] for topic, p in await journaled(built, first) if topic == "table"]
     assert causes == ["progressive_controller.button", "bets_open", "no_more_bets"]
 
 
 async def test_a_word_the_table_cannot_take_is_refused_and_journals_nothing(
-    daemon: TableDaemon,
+    built: Table,
 ) -> None:
-    first, before = daemon.journal.next_seq, daemon.runtime.state
+    first, before = built.journal.next_seq, built.runtime.state
     with pytest.raises(ValueError, match="unknown command 'open_vault'"):
-        daemon.runtime.person("open_vault", NoArgs())
+        built.runtime.person("open_vault", NoArgs())
     with pytest.raises(ValueError, match="the Let It Ride Bonus is Let It Ride's"):
-        daemon.runtime.person("pay_bonus", PayBonus(seat=1, hand="flush"))
-    assert daemon.runtime.state == before
-    assert await journaled(daemon, first) == []
+        built.runtime.person("pay_bonus", PayBonus(seat=1, hand="flush"))
+    assert built.runtime.state == before
+    assert await journaled(built, first) == []
 
 
-async def test_a_lock_out_that_failed_is_an_event_of_its_own(daemon: TableDaemon) -> None:
-    first = daemon.journal.next_seq
+async def test_a_lock_out_that_failed_is_an_event_of_its_own(built: Table) -> None:
+    first = built.journal.next_seq
     failed = TableActionFailed(device="acceptors", action="lock_out", detail="bus down")
-    daemon.runtime.handle(daemon.runtime.devices["acceptors"], failed)
-    (topic, event), *_ = await journaled(daemon, first)
+    built.runtime.handle(built.runtime.devices["acceptors"], failed)
+    (topic, event), *_ = await journaled(built, first)
     assert topic == "device/acceptors/event"
     assert event["event"] == "table_action_failed"
     assert event["data"] == {"action": "lock_out", "detail": "bus down"}
@@ -132,15 +157,10 @@ async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
     """One TableFacts for the table (the progressive's pay table and the gaming day included,
     which each device's own facts lacked), and a second shuffler that does not count named in
     it: its short count gets no count ruling, while the counting one's does."""
-    config = tmp_path / "cs.toml"
     spare = (
         '[devices.spare]\ndriver = "tableside.shuffler"\nurl = "/dev/null"\ncounts_cards = false\n'
     )
-    text = shipped_config(tmp_path) + "\n" + spare
-    config.write_text(text, encoding="utf-8")
-    d = TableDaemon(load_config(config, use_env=False))
-    d.journal.start()
-    try:
+    with table(tmp_path, shipped_config(tmp_path) + "\n" + spare) as d:
         facts = d.runtime.facts
         assert facts.not_counting == {"spare"} and facts.shuffler_counts
         assert facts.progressive is not None and facts.gaming_day is not None
@@ -154,8 +174,6 @@ async def test_the_factory_gives_one_table_facts_with_every_configured_fact(
         assert d.runtime.rulings == 0
         d.runtime.handle(d.runtime.devices["shuffler"], short("shuffler"))
         assert d.runtime.rulings == 1
-    finally:
-        d.journal.close()
 
 
 async def test_a_firmware_swap_is_known_after_a_restart_from_the_journal_alone(
