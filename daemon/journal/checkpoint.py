@@ -48,6 +48,11 @@ class Checkpointer:
         self._thread.join()
         self._thread = None
 
+    @property
+    def asked(self) -> bool:
+        """A checkpoint has been asked for and has not begun."""
+        return self._due.is_set()
+
     # -- called by the writer thread -------------------------------------------------------
 
     def copy_tail(self, conn: sqlite3.Connection, db_lock: threading.Lock) -> None:

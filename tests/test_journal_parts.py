@@ -1,0 +1,394 @@
+"""The journal's parts on their own (daemon/journal/: progress, marker, checkpoint, commit,
+retention, reads), each with the real thing under it (SQLite files, the mark file, threads, the
+event loop); tests/test_journal.py has the journal as a whole."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tableside.daemon.clock import RunClock
+from tableside.daemon.journal import JournalError, Mark, Record, record_hash, verify_file
+from tableside.daemon.journal.checkpoint import Checkpointer
+from tableside.daemon.journal.commit import Committer
+from tableside.daemon.journal.file import GENESIS, SCHEMA, connect_db, read_meta
+from tableside.daemon.journal.marker import MarkThread
+from tableside.daemon.journal.opening import open_checked
+from tableside.daemon.journal.progress import Progress
+from tableside.daemon.journal.reads import Reads
+from tableside.daemon.journal.retention import Retention, last_before
+
+
+def chain(first: int, count: int, prev: bytes = GENESIS, ts: float = 1000.0) -> list[Record]:
+    """Records ``first``.. chained from ``prev``, one second apart."""
+    records = []
+    for seq in range(first, first + count):
+        data = b'{"seq": %d}' % seq
+        digest = record_hash(prev, seq, ts + seq, "t", False, data)
+        records.append(Record(seq, ts + seq, "t", False, data, prev, digest, f"k{seq % 3}"))
+        prev = digest
+    return records
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+def attached() -> Progress:
+    progress = Progress()
+    progress.attach(asyncio.get_running_loop())
+    return progress
+
+
+def in_thread(work: Callable[[], None]) -> None:
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+
+
+# -- progress: the threads tell the loop ----------------------------------------------------
+
+
+async def test_progress_wakes_the_devices_acks_before_the_broker() -> None:
+    """A commit and its mark told before the loop looked: one wake-up carries both, the
+    committed waiter (a device's ACK) runs before the durable hook (the publisher)."""
+    progress = attached()
+    order: list[str] = []
+    progress.on_durable = lambda: order.append(f"durable {progress.durable_seq}")
+
+    async def device() -> None:
+        await progress.wait_committed(2)
+        order.append(f"committed {progress.committed_seq}")
+
+    def threads() -> None:  # the loop is blocked meanwhile: it has not looked
+        progress.tell(committed=2)
+        progress.tell(committed=4)
+        progress.tell(durable=4)
+
+    waiting = asyncio.create_task(device())
+    await asyncio.sleep(0)
+    in_thread(threads)
+    await progress.wait_durable(4)
+    await waiting
+    await until(lambda: len(order) == 2)
+    assert order == ["committed 4", "durable 4"], "told together: the newest, ACKs first"
+
+
+async def test_progress_told_by_two_threads_loses_neither() -> None:
+    progress = attached()
+    progress.reset(9)
+
+    def writer() -> None:
+        for seq in range(10, 2000):
+            progress.tell(committed=seq)
+
+    def marker() -> None:
+        for seq in range(10, 2000, 7):
+            progress.tell(durable=seq)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=marker)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    await progress.wait_committed(1999)
+    await progress.wait_durable(1998)
+    assert (progress.committed_seq, progress.durable_seq) == (1999, 1998)
+
+
+async def test_a_threads_failure_reaches_the_loop() -> None:
+    progress = attached()
+    in_thread(lambda: progress.fail(JournalError("disk full")))
+    assert progress.failed is not None
+    with pytest.raises(JournalError, match="disk full"):
+        await asyncio.wait_for(progress.failed, 5)
+
+
+# -- the mark thread ------------------------------------------------------------------------
+
+
+class SlowMark(Mark):
+    """The real mark file, whose first write waits until ``release`` (a slow ``fdatasync``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.written: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def write(self, seq: int, digest: bytes) -> None:
+        self.entered.set()
+        assert self.release.wait(10)
+        super().write(seq, digest)
+        self.written.append(seq)
+
+
+async def test_the_mark_thread_marks_the_newest_commit_then_says_durable(tmp_path: Path) -> None:
+    mark = SlowMark(tmp_path / "j.sqlite.mark")
+    mark.create(-1, GENESIS)
+    progress = attached()
+    marks = MarkThread(mark, progress)
+    marks.start()
+    records = chain(0, 3)
+    try:
+        marks.due(0, records[0].hash)
+        assert await asyncio.to_thread(mark.entered.wait, 10)
+        marks.due(1, records[1].hash)  # committed while the mark synced
+        marks.due(2, records[2].hash)
+        assert progress.durable_seq == -1, "durable only once the mark is synced"
+        mark.release.set()
+        await progress.wait_durable(2)
+    finally:
+        mark.release.set()
+        marks.stop()
+    assert mark.written == [0, 2], "what came while it synced is marked at once, by the newest"
+    assert Mark(mark.path).read() == (2, records[2].hash)
+
+
+async def test_a_mark_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> None:
+    progress = attached()
+    marks = MarkThread(Mark(tmp_path / "gone" / "j.sqlite.mark"), progress)
+    marks.start()
+    marks.due(0, GENESIS)
+    assert progress.failed is not None
+    with pytest.raises(JournalError, match="journal mark"):
+        await asyncio.wait_for(progress.failed, 5)
+    marks.stop()
+    assert progress.durable_seq == -1
+
+
+# -- the checkpoint thread ------------------------------------------------------------------
+
+
+def wal_salt(path: Path) -> bytes:
+    """The WAL header's salts: they change when the WAL starts over."""
+    with open(f"{path}-wal", "rb") as wal:
+        return wal.read(32)[16:24]
+
+
+async def test_checkpoints_when_asked_and_the_tail_lets_the_wal_start_over(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    conn = connect_db(path)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    lock = threading.Lock()
+
+    def commit() -> None:
+        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 3000,))
+
+    checkpointer = Checkpointer(path)
+    checkpointer.idle_bytes, checkpointer.busy_bytes = 10_000, 100_000
+    try:
+        commit()
+        checkpointer.committed(9_000, queue_empty=True)  # under a "megabyte"
+        checkpointer.committed(2_000, queue_empty=False)  # over it, but busy: under "eight"
+        asked = [checkpointer.asked]
+        checkpointer.committed(0, queue_empty=True)  # over it and nothing queued: asked
+        assert [*asked, checkpointer.asked] == [False, True]
+        checkpointer.start()
+        await until(lambda: checkpointer.checkpoints == 1)
+        commit()  # committed after the checkpoint: the tail
+        salt = wal_salt(path)
+        commit()
+        assert wal_salt(path) == salt, "the WAL starts over only once the tail is copied too"
+        checkpointer.copy_tail(conn, lock)
+        commit()
+        assert wal_salt(path) != salt, "the commit after the tail's copy starts the WAL over"
+        salt = wal_salt(path)
+        checkpointer.copy_tail(conn, lock)  # once per checkpoint: not due again
+        commit()
+        assert wal_salt(path) == salt
+        checkpointer.quiet()  # nothing since it asked: nothing to ask for
+        checkpointer.committed(100_000, queue_empty=False)  # busy, but eight "megabytes"
+        await until(lambda: checkpointer.checkpoints == 2)
+        checkpointer.committed(1, queue_empty=False)
+        checkpointer.quiet()
+        await until(lambda: checkpointer.checkpoints == 3)
+    finally:
+        checkpointer.stop()
+        conn.close()
+
+
+# -- the writer thread ----------------------------------------------------------------------
+
+
+class Parts:
+    """A new journal's writer thread with its real mark thread and checkpointer."""
+
+    def __init__(self, path: Path, *, every_s: float = 60.0) -> None:
+        self.mark = Mark(Mark.beside(path))
+        self.conn = open_checked(path, "t1", self.mark).conn
+        self.progress = attached()
+        self.marks = MarkThread(self.mark, self.progress)
+        self.checkpointer = Checkpointer(path)
+        self.kept = threading.Event()
+        self.committer = Committer(
+            path, batch=2000, every_s=every_s, progress=self.progress, marks=self.marks,
+            checkpointer=self.checkpointer, housekeeping=self.kept.set,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        self.checkpointer.start()
+        self.marks.start()
+        self.committer.start(self.conn)
+
+    def close(self) -> None:
+        self.committer.stop()
+        self.marks.stop()
+        self.checkpointer.stop()
+        self.conn.close()
+        self.mark.close()
+
+
+async def test_what_queued_up_is_one_commit_then_marked(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    records = chain(0, 50)
+    for record in records:
+        parts.committer.queue.put(record)
+    parts.start()
+    try:
+        await parts.progress.wait_durable(49)
+        assert parts.committer.commits == 1
+    finally:
+        parts.close()
+    assert Mark(Mark.beside(path)).read() == (49, records[-1].hash)
+    summary, problems = verify_file(path)
+    assert problems == [] and summary["last_seq"] == 49
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert dict(conn.execute("SELECT key, seq FROM latest")) == {"k0": 48, "k1": 49, "k2": 47}
+
+
+async def test_a_failed_commit_is_rolled_back_and_never_marked(tmp_path: Path) -> None:
+    """One batch whose last record cannot go in (seq 3 twice): none of it is committed, the
+    daemon is told, and the mark stays where it was."""
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    records = chain(0, 8)
+    for record in [*records, records[3]]:
+        parts.committer.queue.put(record)
+    parts.start()
+    try:
+        assert parts.progress.failed is not None
+        with pytest.raises(JournalError, match="UNIQUE"):
+            await asyncio.wait_for(parts.progress.failed, 10)
+        assert parts.progress.committed_seq == parts.progress.durable_seq == -1
+    finally:
+        parts.close()
+    assert Mark(Mark.beside(path)).read()[0] == -1
+    summary, problems = verify_file(path)
+    assert problems == [] and summary["records"] == 0, "none of the failed batch went in"
+
+
+async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path, every_s=0.0)
+    parts.start()
+    try:
+        for record in chain(0, 10):
+            parts.committer.queue.put(record)
+        await parts.progress.wait_durable(9)
+        parts.committer.acked = 6  # the broker's PUBACKs, on the loop
+        reader = connect_db(path, readonly=True)
+        try:
+            await until(lambda: read_meta(reader)["acked"] == "6")
+        finally:
+            reader.close()
+        assert await asyncio.to_thread(parts.kept.wait, 10), "housekeeping ran on the writer"
+        # a few KiB committed, then half a second idle: the WAL goes into the main file
+        await until(lambda: parts.checkpointer.checkpoints >= 1)
+    finally:
+        parts.close()
+
+
+# -- retention ------------------------------------------------------------------------------
+
+
+@given(
+    gaps=st.lists(st.sampled_from([0.0, 0.5, 1.0, 30.0]), min_size=0, max_size=40),
+    first=st.integers(0, 5),
+    cutoff=st.floats(990.0, 1700.0),
+    through=st.integers(-1, 50),
+)
+def test_the_retention_cut_is_the_scan_found_by_binary_search(
+    gaps: list[float], first: int, cutoff: float, through: int
+) -> None:
+    """Record times never go back along the seqs; the binary search finds what a scan would."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(SCHEMA)
+    stamps = [1000.0 + sum(gaps[: i + 1]) for i in range(len(gaps))]
+    rows = [(first + i, ts, "t", 0, b"", b"", b"") for i, ts in enumerate(stamps)]
+    conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    scan = max((seq for seq, ts, *_ in rows if seq <= through and ts < cutoff), default=-1)
+    assert last_before(conn, cutoff, through) == scan
+
+
+async def test_retention_deletes_only_the_acknowledged_and_anchors_the_chain(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    parts.start()
+    records = chain(0, 100, ts=time.time() - 3 * 86400)  # three days old
+    for record in records:
+        parts.committer.queue.put(record)
+    await parts.progress.wait_durable(99)
+    parts.committer.acked = 59
+    parts.close()
+    conn = connect_db(path)
+    try:
+        parts.committer.write_acked(conn)
+        retention = Retention(path, retain_days=1, max_mb=None)
+        assert retention.prune(conn, RunClock()) == 60
+        assert retention.prune(conn, RunClock()) == 0
+        meta = read_meta(conn)
+    finally:
+        conn.close()
+    assert (meta["anchor_seq"], meta["anchor_hash"]) == ("59", records[59].hash.hex())
+    assert float(meta["clock_floor"]) == records[59].ts, "a later run's clock starts after it"
+    summary, problems = verify_file(path)
+    assert problems == [] and (summary["first_seq"], summary["last_seq"]) == (60, 99)
+    kept_young = Retention(path, retain_days=4, max_mb=None)
+    with contextlib.closing(connect_db(path)) as conn:
+        assert kept_young.prune(conn, RunClock()) == 0, "younger than retain_days: kept"
+
+
+# -- reads for the publisher ----------------------------------------------------------------
+
+
+async def test_reads_come_from_memory_while_it_has_them_then_from_disk(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    parts.start()
+    records = chain(0, 20)
+    reads = Reads(path, 5)
+    for record in records:
+        parts.committer.queue.put(record)
+        reads.add(record)
+    await parts.progress.wait_durable(19)
+    parts.close()
+    try:
+        assert reads.cached(14, 10, durable=19) is None, "memory keeps the newest five"
+        assert [r.seq for r in reads.cached(15, 3, durable=19) or []] == [15, 16, 17]
+        assert reads.cached(15, 10, durable=16) == records[15:17], "none past what is durable"
+        assert reads.cached(17, 10, durable=16) == []
+        reads.acked(17)
+        assert reads.cached(17, 10, durable=19) is None, "acknowledged: memory lets it go"
+        assert await reads.read(3, 4, durable=19) == [
+            Record(r.seq, r.ts, r.topic, r.retain, r.payload, r.prev_hash, r.hash)
+            for r in records[3:7]  # from disk (``key`` is not on disk)
+        ]
+        assert [r.seq for r in await reads.read(18, 10, durable=19)] == [18, 19]
+    finally:
+        reads.close()
