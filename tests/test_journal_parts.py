@@ -1,6 +1,6 @@
-"""The journal's parts on their own (daemon/journal/: progress, marker, checkpoint, commit,
-retention, reads), each with the real thing under it (SQLite files, the mark file, threads, the
-event loop); tests/test_journal.py has the journal as a whole."""
+"""The journal's parts on their own (daemon/journal/: chain, progress, marker, checkpoint,
+commit, retention, reads), each with the real thing under it (SQLite files, the mark file,
+threads, the event loop); tests/test_journal.py has the journal as a whole."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tableside.daemon.clock import RunClock
 from tableside.daemon.journal import JournalError, Mark, Record, record_hash, verify_file
+from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
 from tableside.daemon.journal.commit import Committer
 from tableside.daemon.journal.file import GENESIS, SCHEMA, connect_db, read_meta
@@ -55,6 +56,28 @@ def in_thread(work: Callable[[], None]) -> None:
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
+
+
+# -- the chain: numbering on the loop, no I/O -----------------------------------------------
+
+
+def test_the_chain_numbers_chains_and_never_goes_back_in_time() -> None:
+    chain = Chain()
+    chain.reset(9, b"\x01" * 32, 500.0)
+    clock = RunClock(not_before=2000.0)
+    first = chain.next("t/a", lambda n: b"%d" % n, retain=True, key=None, ts=None, clock=clock)
+    older = chain.next("t/b", lambda n: b"%d" % n, retain=False, key=None, ts=600.0, clock=clock)
+    later = chain.next("t/c", lambda n: b"x", retain=False, key="k", ts=first.ts + 5, clock=clock)
+    assert [r.seq for r in (first, older, later)] == [10, 11, 12] and chain.next_seq == 13
+    assert first.payload == b"10", "the payload is made with its seq"
+    assert first.ts >= 2000.0 and older.ts == first.ts, "an older reading takes the last time"
+    assert later.ts == first.ts + 5
+    assert (first.key, older.key, later.key) == ("t/a", None, "k"), "retained: by its topic"
+    assert first.prev_hash == b"\x01" * 32
+    assert [older.prev_hash, later.prev_hash] == [first.hash, older.hash]
+    for r in (first, older, later):
+        assert r.hash == record_hash(r.prev_hash, r.seq, r.ts, r.topic, r.retain, r.payload)
+    assert chain.head == (12, later.hash)
 
 
 # -- progress: the threads tell the loop ----------------------------------------------------

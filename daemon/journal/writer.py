@@ -1,7 +1,8 @@
-"""The live journal (``Journal``): records numbered and chained on the event loop, then handed to
-its parts (docs/journal.md): the writer thread that commits them in groups (commit.py), the mark
-thread (marker.py), the checkpoint thread (checkpoint.py), retention (retention.py), the
-progress told to the loop (progress.py) and the reads for the publisher (reads.py)."""
+"""The live journal (``Journal``): a facade over its parts (docs/journal.md): records numbered
+and chained on the event loop (chain.py), committed in groups by the writer thread (commit.py),
+marked by the mark thread (marker.py), checkpointed by a third (checkpoint.py); retention
+(retention.py), the progress told to the loop (progress.py) and the reads for the publisher
+(reads.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tableside.daemon.clock import LabClock, RunClock
+from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
 from tableside.daemon.journal.commit import Committer
-from tableside.daemon.journal.file import GENESIS, JournalError, Record, record_hash
+from tableside.daemon.journal.file import JournalError, Record
 from tableside.daemon.journal.mark import Mark
 from tableside.daemon.journal.marker import MarkThread
 from tableside.daemon.journal.opening import open_checked
@@ -43,6 +45,7 @@ class Journal:
         self.test_clock = test_clock
         self.mark = Mark(Mark.beside(path))
         self._conn: sqlite3.Connection | None = None
+        self._chain = Chain()
         self._progress = Progress()
         self._marks = MarkThread(self.mark, self._progress)
         self._checkpointer = Checkpointer(path)
@@ -53,9 +56,6 @@ class Journal:
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping,
         )  # fmt: skip
-        self.next_seq = 0
-        self._last_hash = GENESIS
-        self._last_ts = 0.0
         self.recovered_acked = -1
         #: the run's time (record times, retention, the table's clock): set by open()
         self.clock = RunClock()
@@ -70,12 +70,10 @@ class Journal:
         with the way to recover; it is never silently replaced."""
         opened = open_checked(self.path, self.table, self.mark)
         self._conn = opened.conn
-        self.next_seq = opened.last_seq + 1
+        self._chain.reset(opened.last_seq, opened.last_hash, opened.newest_ts)
         self._progress.reset(opened.last_seq)
         self._committer.reset(opened.acked)
         self.recovered_acked = opened.acked
-        self._last_hash = opened.last_hash
-        self._last_ts = opened.newest_ts
         self.clock = RunClock(not_before=opened.newest_ts, test=self.test_clock)
         self.fresh_from_recovery = opened.fresh_from_recovery
 
@@ -122,26 +120,21 @@ class Journal:
         as read for the event that made it (read here when not given)."""
         if not self._committer.running:
             raise JournalError("journal not started")
-        seq = self.next_seq
-        data = payload(seq)
-        if ts is None or ts < self._last_ts:  # never back along the seqs (an older reading)
-            ts = self.clock.now() if ts is None else self._last_ts
-        self._last_ts = ts
-        prev = self._last_hash
-        digest = record_hash(prev, seq, ts, topic, retain, data)
-        key = key or (topic if retain else None)
-        record = Record(seq, ts, topic, retain, data, prev, digest, key)
-        self._last_hash = digest
-        self.next_seq = seq + 1
+        record = self._chain.next(topic, payload, retain=retain, key=key, ts=ts, clock=self.clock)
         self._reads.add(record)
         self._committer.queue.put(record)
         return record
 
     @property
+    def next_seq(self) -> int:
+        """The seq the next record gets."""
+        return self._chain.next_seq
+
+    @property
     def head(self) -> tuple[int, bytes]:
         """The newest record's seq and hash (numbered; committed once ``wait_durable`` says so).
         What a signed checkpoint covers (daemon/proof.py)."""
-        return self.next_seq - 1, self._last_hash
+        return self._chain.head
 
     def mark_acked(self, seq: int) -> None:
         """The broker acknowledged everything up to ``seq``."""
@@ -216,19 +209,12 @@ class Journal:
 
     @property
     def retain_days(self) -> float | None:
+        """Records older are deleted once acknowledged (``max_mb``: ``_retention.max_mb``)."""
         return self._retention.retain_days
 
     @retain_days.setter
     def retain_days(self, days: float | None) -> None:
         self._retention.retain_days = days
-
-    @property
-    def max_mb(self) -> float | None:
-        return self._retention.max_mb
-
-    @max_mb.setter
-    def max_mb(self, mb: float | None) -> None:
-        self._retention.max_mb = mb
 
     @property
     def commits(self) -> int:
@@ -237,10 +223,6 @@ class Journal:
     @property
     def checkpoints(self) -> int:
         return self._checkpointer.checkpoints
-
-    @property
-    def pruned(self) -> int:
-        return self._retention.pruned
 
     # -- called by the writer thread -------------------------------------------------------
 
