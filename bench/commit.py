@@ -25,6 +25,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,17 +66,34 @@ def load_before(commit: str) -> ModuleType:
             name, _git("show", f"{commit}:daemon/journal.py"), f"{commit}:daemon/journal.py"
         )
     package = _exec(name, "", f"{commit}:daemon/journal/")  # its parts import from it
-    for part in ["file", "mark", "verify", "writer", "tools", "__init__"]:  # each after its imports
+    sources = {
+        path.removeprefix("daemon/journal/").removesuffix(".py"): _git("show", f"{commit}:{path}")
+        for path in parts
+        if path.endswith(".py")
+    }
+    for part in _in_import_order(sources):
         path = f"daemon/journal/{part}.py"
-        if path in parts:
-            source = _git("show", f"{commit}:{path}").replace(
-                "tableside.daemon.journal.", f"{name}."
-            )
-            if part == "__init__":
-                exec(compile(source, f"{commit}:{path}", "exec"), package.__dict__)
-            else:
-                setattr(package, part, _exec(f"{name}.{part}", source, f"{commit}:{path}"))
+        source = sources[part].replace("tableside.daemon.journal.", f"{name}.")
+        if part == "__init__":
+            exec(compile(source, f"{commit}:{path}", "exec"), package.__dict__)
+        else:
+            setattr(package, part, _exec(f"{name}.{part}", source, f"{commit}:{path}"))
     return package
+
+
+def _in_import_order(sources: dict[str, str]) -> list[str]:
+    """The journal package's parts, each after the parts it imports (``__init__`` last)."""
+    needs = {
+        part: set(re.findall(r"tableside\.daemon\.journal\.(\w+)", text)) & sources.keys()
+        for part, text in sources.items()
+    }
+    order: list[str] = []
+    while len(order) < len(needs):
+        ready = sorted(p for p, n in needs.items() if p not in order and n <= set(order))
+        if not ready:
+            raise RuntimeError(f"the journal's parts import each other in a circle: {needs}")
+        order += [p for p in ready if p != "__init__"] or ready
+    return order
 
 
 class Phases:

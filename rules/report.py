@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tableside.rules.model import Rule, When
+from tableside.rules.model import FieldRef, Rule, When
 from tableside.rules.rows import RULES
 
 __all__ = ["ENFORCED_ELSEWHERE", "index_clauses", "render", "tests_naming"]
@@ -66,7 +66,15 @@ def _when(rule: Rule) -> str:
 
 
 def _when_of(when: Iterable[When]) -> str:
-    return ", ".join(f"{w.field} {w.op} {getattr(w.value, 'value', w.value)!r}" for w in when)
+    return ", ".join(f"{w.field} {w.op} {_value(w.value)}" for w in when)
+
+
+def _value(value: object) -> str:
+    """A condition's value as the page shows it: another field by its name (``expected``), a
+    fact of the table's config by its name in quotes, anything else as written."""
+    if isinstance(value, FieldRef):
+        return value.field
+    return repr(getattr(value, "value", value))
 
 
 #: the clauses of ../shared/regulations/README.md's index that no row (or not only a row)
