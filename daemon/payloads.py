@@ -63,7 +63,8 @@ _second: list[object] = [None, ""]
 class Envelope(BaseModel):
     """Fields every payload carries."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # each payload model is built at its first use, not at import (most kinds are rare)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     table: str = Field(description="table id from the config")
     ts: str = Field(description="UTC time the daemon produced this message, ms precision")
@@ -103,7 +104,7 @@ class StatusPayload(Envelope):
 
 
 class DeviceIdentity(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     vendor: str
     model: str
     serial: str
@@ -144,7 +145,7 @@ class DeviceEventPayload(Envelope):
 
 
 class SourceEvent(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     device: str = Field(description='the device, or "table" for what the table\'s state shows')
     event: str
     seq: int = Field(
@@ -230,7 +231,7 @@ MAX_NAME_CHARS = 128
 class CommandRequest(BaseModel):
     """``<prefix>/<table>/command/<role>``: ask the table to do something (docs/commands.md)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     command: str = Field(max_length=MAX_NAME_CHARS)
     device: str = Field(
         max_length=MAX_NAME_CHARS, description="the device that carries it out, e.g. shuffler"
@@ -285,7 +286,7 @@ class ReplayPayload(BaseModel):
     """``<prefix>/<table>/replay``: a journal record sent again for the ``auditor``'s
     ``replay`` command; not a journal record itself (a repeat, not a new message)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     table: str
     replayed: Literal[True] = True
     seq: int = Field(ge=0, description="the record's seq")

@@ -38,7 +38,8 @@ __all__ = [
 class Args(BaseModel):
     """A command's arguments: unknown names are refused, and so are wrong types."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built at first use, not at import: a table meets most commands rarely or never
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NoArgs(Args):
