@@ -122,9 +122,11 @@ class Mosquitto:
         if not Path(MOSQUITTO).exists():
             raise RuntimeError(f"mosquitto not found at {MOSQUITTO}: apt-get install mosquitto")
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)])
+        _RUNNING.add(self)
         _wait_port(self.port)
 
     def stop(self) -> None:
+        _RUNNING.discard(self)
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -135,10 +137,25 @@ class Mosquitto:
             self.proc = None
 
     def kill(self) -> None:
+        _RUNNING.discard(self)
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+
+
+#: the brokers started and not stopped yet
+_RUNNING: set[Mosquitto] = set()
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_outlives_its_test() -> Iterator[None]:
+    """A broker a test started and did not stop (its own code failed before the stop) is
+    stopped after it: a failed test left Mosquittos running for the rest of the machine's
+    day."""
+    yield
+    for broker in list(_RUNNING):
+        broker.stop()
 
 
 @pytest.fixture
