@@ -159,6 +159,7 @@ def test_log_frames_round_trip_and_a_torn_tail_is_left_out(
     batches: list[list[tuple[float, str, bool, bytes, str | None]]], cut: int
 ) -> None:
     """Frames back to records, whole; a log cut anywhere reads as the frames before the cut."""
+    header = Header("t1", 3, 3, GENESIS)
     prev, seq, frames, wanted = GENESIS, 4, [], []
     for batch in batches:
         records = []
@@ -166,12 +167,12 @@ def test_log_frames_round_trip_and_a_torn_tail_is_left_out(
             digest = record_hash(prev, seq, ts, topic, retain, data)
             records.append(Record(seq, ts, topic, retain, data, prev, digest, key))
             prev, seq = digest, seq + 1
-        frames.append(encode_frame(records))
+        frames.append(encode_frame(records, header.seed))
         wanted.append(records)
-    header = Header("t1", 3, 3, GENESIS)
     raw = header.to_bytes() + b"".join(frames)
     contents = decode_log(raw)
-    assert contents.header == header and contents.broken is None and contents.torn == 0
+    assert contents.header == header and contents.broken is None and contents.size == len(raw)
+    assert decode_log(raw + bytes(5000)).records == contents.records, "zeros written ahead"
     assert contents.records == [r for batch in wanted for r in batch]
     assert contents.last == (seq - 1, prev)
     at = min(cut, len(raw) - len(header.to_bytes()))
@@ -184,16 +185,20 @@ def test_log_frames_round_trip_and_a_torn_tail_is_left_out(
 
 def test_a_bad_frame_ends_the_log_and_a_bad_header_is_no_log() -> None:
     records = chain(0, 6)
-    header = Header("t1", 0, -1, GENESIS).to_bytes()
-    first, second = encode_frame(records[:3]), encode_frame(records[3:])
+    head = Header("t1", 0, -1, GENESIS)
+    header, seed = head.to_bytes(), head.seed
+    first, second = encode_frame(records[:3], seed), encode_frame(records[3:], seed)
     spoilt = bytearray(second)
     spoilt[12] ^= 0x01  # a byte of its body: the CRC no longer checks
     assert decode_log(header + first + bytes(spoilt)).records == records[:3]
-    assert decode_frames(b"\x00" * 64, 0) == ([], 0), "zeros (a preallocated tail) are no frame"
+    assert decode_frames(b"\x00" * 64, 0, seed) == ([], 0), "zeros written ahead are no frame"
     huge = (1 << 31).to_bytes(4, "big") + b"\x00" * 12
-    assert decode_frames(huge, 0) == ([], 0), "a length past the cap is garbage"
+    assert decode_frames(huge, 0, seed) == ([], 0), "a length past the cap is garbage"
+    # an older log's frames, left in a recycled file after a new header: not this log's
+    newer = Header("t1", 1, -1, GENESIS)
+    assert decode_log(newer.to_bytes() + first).records == []
     # a frame that checks but does not chain on: the log is broken there, not read past
-    skipped = decode_log(header + encode_frame(records[:2]) + encode_frame(records[3:]))
+    skipped = decode_log(header + encode_frame(records[:2], seed) + encode_frame(records[3:], seed))
     assert skipped.records == records[:2] and skipped.broken is not None
     with pytest.raises(ValueError, match="CRC"):
         decode_log(header[:-1] + bytes([header[-1] ^ 1]) + first)
@@ -201,19 +206,27 @@ def test_a_bad_frame_ends_the_log_and_a_bad_header_is_no_log() -> None:
         decode_log(b"SQLite format 3\x00" + b"\x00" * 100)
 
 
-def test_the_log_file_is_started_anew_whole_and_appended_to(tmp_path: Path) -> None:
-    log = RedoLog(tmp_path / "j.sqlite.log")
-    records = chain(0, 5)
+def test_the_log_file_is_written_ahead_started_anew_whole_and_recycled(tmp_path: Path) -> None:
+    log = RedoLog(tmp_path / "j.sqlite.log", reserve=1024)
+    records = chain(0, 40)
     log.create(Header("t1", 0, -1, GENESIS))
+    assert log.path.stat().st_size == 1024, "written ahead: an append syncs no new size"
     log.append(records[:2])
-    log.append(records[2:])
-    assert log.read().records == records
-    log.create(Header("t1", 1, 4, records[4].hash))  # a new file renamed over the old
-    assert not (tmp_path / "j.sqlite.log.new").exists()
-    log.append(chain(5, 1, records[4].hash))
+    log.append(records[2:30])  # past what was written ahead: a megabyte more
+    assert log.read().records == records[:30]
+    assert log.path.stat().st_size == 1024 + (1 << 20)
+    log.create(Header("t1", 1, 29, records[29].hash))  # the spare renamed over the old
+    spare = tmp_path / "j.sqlite.log.spare"
+    assert spare.stat().st_size == 1024 + (1 << 20), "the old log is the next spare"
+    assert not (tmp_path / "j.sqlite.log.old").exists()
+    assert log.read().records == [], "a fresh log, whatever the spare held"
+    log.append(records[30:32])
+    log.create(Header("t1", 2, 31, records[31].hash))  # recycles the first file
+    log.append(records[32:])
     log.close()
     again = log.read()
-    assert (again.header.generation, again.header.base_seq, again.last[0]) == (1, 4, 5)
+    assert (again.header.generation, again.header.base_seq) == (2, 31)
+    assert again.records == records[32:], "the frames the recycled file held are not read"
 
 
 # -- the checkpoint thread ------------------------------------------------------------------

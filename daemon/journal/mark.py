@@ -107,7 +107,8 @@ def create_journal(
         "log": "1",
         **extra,
     }
-    RedoLog(RedoLog.beside(path)).create(Header(table, 0, anchor_seq, anchor_hash))
+    # the header alone: the journal's opening starts it anew, written ahead
+    RedoLog(RedoLog.beside(path), reserve=0).create(Header(table, 0, anchor_seq, anchor_hash))
     conn.executescript(SCHEMA)
     conn.execute("BEGIN")
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())

@@ -45,7 +45,7 @@ class Journal:
         self.table = table
         self.test_clock = test_clock
         #: the redo log: the one sync per batch, and the mark (its last record)
-        self.log = RedoLog(RedoLog.beside(path))
+        self.log = RedoLog(RedoLog.beside(path), reserve=log_bytes + (1 << 20))
         self._conn: sqlite3.Connection | None = None
         self._chain = Chain()
         self._progress = Progress()
