@@ -22,7 +22,7 @@ whose length or CRC does not check. ``encode_*``/``decode_*`` are the codec, wit
 
 The file is written ahead (zeros, synced) and recycled when the log starts anew, so that an
 append overwrites blocks already on disk and its ``fdatasync`` has no size to sync with it:
-on ext4 that halves the sync (0.14-0.16 against 0.26-0.31 ms p50 here, docs/benchmarks.md).
+on ext4 that halves the sync (0.14-0.17 against 0.22-0.32 ms p50 here, docs/benchmarks.md).
 A recycled file still holds the frames of an older log after the new header: seeding each
 frame's CRC with its header's CRC makes them fail, so reading stops there (as SQLite's WAL
 does with its salts).
