@@ -566,12 +566,23 @@ async def test_a_journal_with_a_mark_file_from_before_the_log_gets_a_log(tmp_pat
     assert main(["journal", "verify", str(path)]) == 1
     as_before_the_log(seq)
     assert main(["journal", "verify", str(path)]) == 0
+    old_backup = tmp_path / "old-backup.sqlite"
+    old_backup.write_bytes(path.read_bytes())
+    tamper(old_backup, "UPDATE meta SET value = 'copy' WHERE key = 'mark'")
     journal = Journal(path, "t1")
     journal.open()
     journal.close()
     assert not legacy_mark_path(path).exists(), "the mark file went: the log is the mark"
     assert log_of(path).read().last == (seq, digest)
     assert verify_file(path)[1] == []
+    # an old backup (a copy with a mark file's meta) put back beside the log that has the rest
+    journal = await make(path, 5)
+    journal.close()
+    path.write_bytes(old_backup.read_bytes())
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq == 13, "8..12 rolled forward from the log"
+    journal.close()
 
 
 async def test_a_journal_from_before_the_mark_gets_a_log(tmp_path: Path) -> None:

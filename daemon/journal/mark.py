@@ -37,8 +37,10 @@ def log_problems(
     (a lost ``-wal``: rolled forward at opening). A missing log is a problem for a journal that
     keeps one, and for a backup copy about to be used as the live journal (``live``)."""
     meta = read_meta(conn)
-    kept = meta.get("log")
-    if kept is None and meta.get("mark") is not None:
+    kept = meta.get("log") or meta.get("mark")
+    if meta.get("log") is None and kept is not None and isinstance(found, FileNotFoundError):
+        # from before the log, and none yet: its mark file is its mark (an old backup put back
+        # beside a log, or a first start cut short, is checked against the log)
         return legacy_mark_problems(conn, summary, read_legacy_mark(path), live=live), []
     log = RedoLog.beside(path)
     if isinstance(found, FileNotFoundError):
