@@ -24,7 +24,7 @@ from tableside.daemon.journal import (
     Journal,
     JournalCorrupt,
     JournalError,
-    Mark,
+    RedoLog,
     export_records,
     verify_file,
 )
@@ -175,9 +175,9 @@ async def test_rewriting_a_record_with_a_fresh_hash_breaks_the_next_link(tmp_pat
     assert [str(p) for p in problems] == ["seq 5: chain broken: previous hash does not match"]
 
 
-@pytest.mark.parametrize("mark_kept", [True, False], ids=["mark kept", "mark lost too"])
+@pytest.mark.parametrize("log_kept", [True, False], ids=["log kept", "log lost too"])
 async def test_unreadable_file_is_refused_and_recovered_after_its_last_seq(
-    tmp_path: Path, mark_kept: bool
+    tmp_path: Path, log_kept: bool
 ) -> None:
     path = tmp_path / "journal.sqlite"
     (await make(path, 40)).close()
@@ -187,11 +187,11 @@ async def test_unreadable_file_is_refused_and_recovered_after_its_last_seq(
         Journal(path, "t1").open()
     assert "will not start" in str(caught.value) and str(path) in str(caught.value)
     assert main(["journal", "verify", str(path)]) == 1
-    if mark_kept:
-        # The file cannot say where its numbering got to; its mark file can.
+    if log_kept:
+        # The file cannot say where its numbering got to; its log file can.
         assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
     else:
-        Mark.beside(path).unlink()
+        RedoLog.beside(path).unlink()
         # Nothing says where the numbering got to: the operator must say (a subscriber's log).
         assert main(["journal", "recover", str(path), "--table", "t1"]) == 2
         assert main(["journal", "recover", str(path), "--table", "t1", "--after-seq", "39"]) == 0
@@ -204,7 +204,7 @@ async def test_unreadable_file_is_refused_and_recovered_after_its_last_seq(
 
 def set_aside(directory: Path) -> list[Path]:
     found = directory.glob("journal.sqlite.corrupt-*")
-    return [p for p in found if not p.name.endswith(("-wal", "-shm"))]
+    return [p for p in found if not p.name.endswith(("-wal", "-shm", ".log", ".mark"))]
 
 
 async def test_recover_continues_numbering_after_the_highest_seq(tmp_path: Path) -> None:
@@ -322,93 +322,114 @@ async def test_group_commit_batches(tmp_path: Path) -> None:
     assert verify_file(tmp_path / "j.sqlite")[1] == []
 
 
-# -- issue 13: lost records are found, never renumbered ------------------------------------
+# -- issue 13, issue 20: lost records are found, never renumbered; a lost -wal is put back ---
 
 
-async def test_a_journal_whose_wal_was_not_copied_along_is_refused(tmp_path: Path) -> None:
+def log_of(path: Path) -> RedoLog:
+    return RedoLog(RedoLog.beside(path))
+
+
+async def test_a_journal_whose_wal_was_not_copied_along_is_rolled_forward(tmp_path: Path) -> None:
     """The state folder copied while the journal's newest records were still only in its -wal
-    file, and the -wal left behind: the copy is refused, not numbered again from seq 30."""
+    file, and the -wal left behind: the log, copied along, has them; the copy gets them back
+    (issue 13 refused it; nothing is lost now), and is not numbered again from seq 30."""
     path = tmp_path / "live" / "journal.sqlite"
     journal = await make(path, 30)
     assert journal._conn is not None
     journal._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # 0..29 in the main file
-    await fill(journal, 20)  # 30..49 only in journal.sqlite-wal
+    await fill(journal, 20)  # 30..49 only in journal.sqlite-wal (and the log)
     copy = tmp_path / "copy"
     copy.mkdir()
     for part in path.parent.iterdir():  # everything but the -wal (and its index)
         if not part.name.endswith(("-wal", "-shm")):
             (copy / part.name).write_bytes(part.read_bytes())
     journal.close()
-    with pytest.raises(JournalCorrupt, match=r"lost: records 30\.\.49 were committed") as caught:
-        Journal(copy / "journal.sqlite", "t1").open()
-    assert "-wal" in str(caught.value) and "journal recover" in str(caught.value)
-    assert main(["journal", "verify", str(copy / "journal.sqlite")]) == 1
-    assert main(["journal", "recover", str(copy / "journal.sqlite")]) == 0
+    summary, problems = verify_file(copy / "journal.sqlite")
+    assert problems == [] and summary["last_seq"] == 29
+    assert summary["to_roll_forward"] == "30..49" and summary["log_last_seq"] == 49
     again = Journal(copy / "journal.sqlite", "t1")
     again.open()
     assert again.next_seq == 50, "no seq the lost records had is used again"
+    again.start()
+    assert [json.loads(r.payload)["seq"] for r in await again.read_from(28, 100)] == list(
+        range(28, 50)
+    ), "the records themselves are back, from the log"
     again.close()
+    summary, problems = verify_file(copy / "journal.sqlite")
+    assert problems == [] and summary["last_seq"] == 49 and "to_roll_forward" not in summary
 
 
-async def test_a_killed_writer_whose_wal_was_deleted_is_refused(tmp_path: Path) -> None:
-    """SIGKILLed mid-stream, then its -wal file deleted (a clean-up after a crash): refused."""
-    path = tmp_path / "journal.sqlite"
-    script = textwrap.dedent(
+def kill_writer_script(path: Path, log_bytes: int) -> str:
+    """A process that journals as fast as it can and says what it saw durable."""
+    return textwrap.dedent(
         f"""
         import asyncio, json, sqlite3
         from pathlib import Path
         from tableside.daemon.journal import Journal
         async def go():
-            j = Journal(Path({str(path)!r}), "t1")
+            j = Journal(Path({str(path)!r}), "t1", log_bytes={log_bytes})
             j.open(); j.start()
             while True:
                 seq = j.next_seq
-                j.append("t", lambda n: json.dumps({{"seq": n}}).encode(), retain=False, key=None)
+                j.append("t", lambda n: json.dumps({{"seq": n}}).encode(), retain=False,
+                         key=f"k{{seq % 5}}")
                 if seq % 50 == 0:
                     await j.wait_durable(seq)
-                    if seq == 100:  # as SQLite does by itself every 1000 pages
-                        sqlite3.connect({str(path)!r}).execute("PRAGMA wal_checkpoint")
-                    print("DURABLE", seq, flush=True)
+                    print("DURABLE", seq, j.log_restarts, flush=True)
                 await asyncio.sleep(0)
         asyncio.run(go())
         """
     )
+
+
+async def test_a_killed_writer_whose_wal_was_deleted_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILLed mid-stream, after its log started anew a few times, then its -wal file deleted
+    (a clean-up after a crash): what was durable is rolled forward from the log, its ``latest``
+    with it. With the log lost too it is refused: nothing can tell how far it went."""
+    path = tmp_path / "journal.sqlite"
+    script = kill_writer_script(path, 1 << 15)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
     assert proc.stdout is not None
     seen = 0
     for line in proc.stdout:
         if line.startswith("DURABLE"):
-            seen = int(line.split()[1])
-            if seen >= 500:
+            _, seq, restarts = line.split()
+            seen = int(seq)
+            if seen >= 1500 and int(restarts) >= 2:
                 break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     os.unlink(f"{path}-wal")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(f"{path}-shm")
-    with pytest.raises(JournalCorrupt, match="lost: records"):
+    # the -wal *and* the log lost: refused (the main file says it keeps a log)
+    log = RedoLog.beside(path)
+    saved = log.read_bytes()
+    log.unlink()
+    with pytest.raises(JournalCorrupt, match=r"log file .* is missing") as caught:
         Journal(path, "t1").open()
-    # the -wal *and* the mark file lost: still refused (the main file says it keeps a mark)
-    mark = Mark.beside(path)
-    saved = mark.read_bytes()
-    mark.unlink()
-    with pytest.raises(JournalCorrupt, match=r"mark file .* is missing"):
-        Journal(path, "t1").open()
-    mark.write_bytes(saved)
-    summary, _ = verify_file(path)
-    assert 100 <= summary["last_seq"] < seen, "the checkpointed records are there, no more"
-    assert main(["journal", "recover", str(path)]) == 0
-    again = Journal(path, "t1")
-    again.open()
-    assert again.next_seq > seen
-    again.close()
+    assert "journal recover" in str(caught.value)
+    log.write_bytes(saved)
+    summary, problems = verify_file(path)
+    assert problems == [], problems
+    assert summary["last_seq"] < seen <= summary["log_last_seq"], "the -wal held the newest"
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq > seen, "everything durable is there"
+    newest = {k: json.loads(v)["seq"] for k, v in journal.latest().items()}
+    assert max(newest.values()) == journal.next_seq - 1, "latest rolled forward with them"
+    journal.close()
+    summary, problems = verify_file(path)
+    assert problems == [] and summary["last_seq"] >= seen
 
 
-async def test_an_old_backup_put_back_is_refused_and_recovered_after_the_newest_seq(
+async def test_an_old_backup_put_back_is_rolled_forward_or_refused_after_the_log_started_anew(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`journal backup` copies a live journal; that copy, put back later, would number seqs
-    20.. again: refused, and `journal recover` carries on after the newest seq instead."""
+    20.. again. While the log still holds 20.. it is rolled forward; once the log has started
+    anew after them (a restart), it is refused and `journal recover` carries on after the
+    newest seq; put back where there is no log, refused."""
     path = tmp_path / "journal.sqlite"
     journal = await make(path, 20)
     copy = tmp_path / "backup.sqlite"
@@ -419,14 +440,21 @@ async def test_an_old_backup_put_back_is_refused_and_recovered_after_the_newest_
     journal.close()
     assert verify_file(copy)[1] == [], "the copy is a sound journal up to seq 19"
     path.write_bytes(copy.read_bytes())  # closed cleanly: no -wal is left
-    with pytest.raises(JournalCorrupt, match=r"records 20\.\.49 were committed"):
+    again = Journal(path, "t1")
+    again.open()  # the log holds 0..49: nothing lost
+    assert again.next_seq == 50
+    again.close()
+    # now the log started anew after 49 (at that opening): the copy again is refused
+    path.write_bytes(copy.read_bytes())
+    with pytest.raises(JournalCorrupt, match=r"lost: records 20\.\.49 were committed"):
         Journal(path, "t1").open()
+    assert main(["journal", "verify", str(path)]) == 1
     assert main(["journal", "recover", str(path)]) == 0
     again = Journal(path, "t1")
     again.open()
     assert again.next_seq == 50
     again.close()
-    # put back where there is no mark file (a new machine): refused all the same
+    # put back where there is no log file (a new machine): refused all the same
     elsewhere = tmp_path / "elsewhere" / "journal.sqlite"
     elsewhere.parent.mkdir()
     elsewhere.write_bytes(copy.read_bytes())
@@ -434,26 +462,29 @@ async def test_an_old_backup_put_back_is_refused_and_recovered_after_the_newest_
         Journal(elsewhere, "t1").open()
 
 
-async def test_a_deleted_journal_with_its_mark_left_is_refused(tmp_path: Path) -> None:
+async def test_a_deleted_journal_with_its_log_left_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
     (await make(path, 12)).close()
     path.unlink()
-    with pytest.raises(JournalCorrupt, match="journal is missing but its mark file"):
+    with pytest.raises(JournalCorrupt, match="journal is missing but its log file"):
         Journal(path, "t1").open()
     assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
+    kept = [p.name for p in os.scandir(tmp_path) if p.name.startswith("journal.sqlite.corrupt-")]
+    assert [n for n in kept if n.endswith(".log")], "the old log kept, set aside"
     again = Journal(path, "t1")
     again.open()
     assert again.next_seq == 12
+    assert again.head[1] == log_of(path).read().header.base_hash, "anchored to the log's last"
     again.close()
 
 
-async def test_a_lost_mark_file_is_refused(tmp_path: Path) -> None:
-    """The -wal deleted *and* the mark file lost: nothing can tell how far the numbering went,
-    so the journal is refused and recovery needs the operator's last seq."""
+async def test_a_lost_log_file_is_refused(tmp_path: Path) -> None:
+    """The log lost: nothing can tell how far the numbering went (whether the -wal went with
+    it), so the journal is refused and recovery needs the operator's last seq."""
     path = tmp_path / "journal.sqlite"
     (await make(path, 12)).close()
-    Mark.beside(path).unlink()
-    with pytest.raises(JournalCorrupt, match=r"mark file .* is missing"):
+    RedoLog.beside(path).unlink()
+    with pytest.raises(JournalCorrupt, match=r"log file .* is missing"):
         Journal(path, "t1").open()
     assert main(["journal", "recover", str(path)]) == 2, "--after-seq is needed"
     assert main(["journal", "recover", str(path), "--after-seq", "30"]) == 0
@@ -463,32 +494,106 @@ async def test_a_lost_mark_file_is_refused(tmp_path: Path) -> None:
     again.close()
 
 
-async def test_a_torn_mark_write_keeps_the_previous_mark(tmp_path: Path) -> None:
-    path = tmp_path / "journal.sqlite"
-    (await make(path, 12)).close()
-    mark = Mark.beside(path)
-    newest = Mark(mark).read()
-    raw = bytearray(mark.read_bytes())
-    slot = 0 if raw[:64] != raw[64:] and Mark(mark).read() == newest else 1
-    raw[slot * 64 + 10] ^= 0xFF  # one slot torn
-    mark.write_bytes(bytes(raw))
-    seq, _ = Mark(mark).read()
-    assert seq <= newest[0]
-    journal = Journal(path, "t1")
-    journal.open()  # the other slot still matches the journal
-    assert journal.next_seq == 12
+async def test_a_torn_log_tail_loses_nothing_that_was_synced(tmp_path: Path) -> None:
+    """A power cut during a frame's write leaves it torn: never synced, so never acknowledged
+    or sent. Opening reads the log up to it, with the -wal lost too."""
+    path = tmp_path / "live" / "journal.sqlite"
+    journal = await make(path, 10)
+    assert journal._conn is not None
+    journal._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # 0..9 in the main file
+    await fill(journal, 5)  # 10..14, 15..19: the -wal and the log, a frame or more each
+    await fill(journal, 5)
+    main_file, frames = path.read_bytes(), RedoLog.beside(path).read_bytes()
     journal.close()
 
+    def put_back(name: str, log: bytes) -> Path:
+        copy = tmp_path / name / "journal.sqlite"
+        copy.parent.mkdir()
+        copy.write_bytes(main_file)  # without its -wal: SQLite ends at 9
+        RedoLog.beside(copy).write_bytes(log)
+        return copy
 
-async def test_a_journal_from_before_the_mark_gets_one(tmp_path: Path) -> None:
+    # a frame after the last one, torn: the records before it are all rolled forward
+    end = log_of(path).read().size  # where the last whole frame ends
+    copy = put_back("garbage", frames[:end] + frames[end - 30 : end] + frames[end + 30 :])
+    again = Journal(copy, "t1")
+    again.open()
+    assert again.next_seq == 20
+    again.close()
+    started = log_of(copy).read()
+    assert (started.header.base_seq, started.records) == (19, []), "started anew after 19"
+    # the last frame itself torn: rolled forward up to it, no more
+    copy = put_back("torn", frames[: end - 7])
+    again = Journal(copy, "t1")
+    again.open()
+    assert 15 <= again.next_seq < 20, "what came before the torn frame, which was never synced"
+    again.close()
+    assert verify_file(copy)[1] == []
+
+
+async def test_a_journal_from_elsewhere_beside_this_log_is_refused(tmp_path: Path) -> None:
+    """Another journal of the same table (another machine's) put in this one's place: the
+    record at the log's last seq has another hash."""
+    path, other = tmp_path / "a" / "journal.sqlite", tmp_path / "b" / "journal.sqlite"
+    (await make(path, 10)).close()
+    (await make(other, 10)).close()
+    path.write_bytes(other.read_bytes())
+    with pytest.raises(JournalCorrupt, match="not the journal its log file saw"):
+        Journal(path, "t1").open()
+    assert main(["journal", "verify", str(path)]) == 1
+
+
+async def test_a_journal_with_a_mark_file_from_before_the_log_gets_a_log(tmp_path: Path) -> None:
+    """A journal as the mark file's journals were (meta ``mark``, ``journal.sqlite.mark``):
+    checked against its mark, then given a log; the mark file goes (one truth). One whose
+    mark says more than it holds is refused as before."""
+    from tableside.daemon.journal.mark import legacy_mark_pack, legacy_mark_path
+
     path = tmp_path / "journal.sqlite"
-    (await make(path, 8)).close()
-    Mark.beside(path).unlink()
-    tamper(path, "DELETE FROM meta WHERE key = 'mark'")
+    journal = await make(path, 8)
+    seq, digest = journal.head
+    journal.close()
+
+    def as_before_the_log(marked: int) -> None:
+        RedoLog.beside(path).unlink(missing_ok=True)
+        tamper(path, "DELETE FROM meta WHERE key = 'log'")
+        tamper(path, "INSERT OR REPLACE INTO meta VALUES ('mark', '1')")
+        legacy_mark_path(path).write_bytes(legacy_mark_pack(marked, digest) * 2)
+
+    as_before_the_log(seq + 3)
+    with pytest.raises(JournalCorrupt, match=r"lost: records 8\.\.10 were committed \(its mark"):
+        Journal(path, "t1").open()
+    assert main(["journal", "verify", str(path)]) == 1
+    as_before_the_log(seq)
+    assert main(["journal", "verify", str(path)]) == 0
+    old_backup = tmp_path / "old-backup.sqlite"
+    old_backup.write_bytes(path.read_bytes())
+    tamper(old_backup, "UPDATE meta SET value = 'copy' WHERE key = 'mark'")
     journal = Journal(path, "t1")
     journal.open()
     journal.close()
-    assert Mark(Mark.beside(path)).read()[0] == 7
+    assert not legacy_mark_path(path).exists(), "the mark file went: the log is the mark"
+    assert log_of(path).read().last == (seq, digest)
+    assert verify_file(path)[1] == []
+    # an old backup (a copy with a mark file's meta) put back beside the log that has the rest
+    journal = await make(path, 5)
+    journal.close()
+    path.write_bytes(old_backup.read_bytes())
+    journal = Journal(path, "t1")
+    journal.open()
+    assert journal.next_seq == 13, "8..12 rolled forward from the log"
+    journal.close()
+
+
+async def test_a_journal_from_before_the_mark_gets_a_log(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 8)).close()
+    RedoLog.beside(path).unlink()
+    tamper(path, "DELETE FROM meta WHERE key = 'log'")
+    journal = Journal(path, "t1")
+    journal.open()
+    journal.close()
+    assert log_of(path).read().last[0] == 7
 
 
 # -- issue 13: recovery keeps the table ----------------------------------------------------
@@ -555,7 +660,7 @@ async def test_a_wall_clock_stepped_forward_deletes_nothing_more(
 
 
 async def test_verify_of_a_live_journal_finds_nothing_lost(tmp_path: Path) -> None:
-    """`journal verify` while the writer commits: the mark may be ahead of what verify read
+    """`journal verify` while the writer commits: the log may be ahead of what verify read
     only if it were read after; it is read before, so a sound live journal is never "lost"."""
     path = tmp_path / "journal.sqlite"
     journal = await make(path, 20_000)  # verify takes long enough for commits to land meanwhile
@@ -614,9 +719,11 @@ async def test_checkpoints_run_off_the_commit_path_and_the_wal_starts_over(
     assert verify_file(path)[1] == []
 
 
-async def test_a_record_may_be_sent_only_once_the_mark_has_it(tmp_path: Path) -> None:
-    """The device is acknowledged at the commit; the publisher waits for the mark: whenever a
-    record is ``durable`` (sendable), the mark file on disk is at or past it."""
+async def test_a_record_is_acknowledged_and_sent_only_once_the_log_has_it(
+    tmp_path: Path,
+) -> None:
+    """One sync per batch: whenever a record is ``committed`` (the device's ACK) or ``durable``
+    (sendable), the log file on disk has it (read by another reader)."""
     path = tmp_path / "journal.sqlite"
     journal = Journal(path, "t1")
     journal.open()
@@ -626,35 +733,33 @@ async def test_a_record_may_be_sent_only_once_the_mark_has_it(tmp_path: Path) ->
             seq = journal.next_seq
             journal.append("t", payload, retain=False, key=None)
             await journal.wait_committed(seq)
-            assert journal.committed_seq >= journal.durable_seq
-            await journal.wait_durable(seq)
-            assert Mark(Mark.beside(path)).read()[0] >= seq
+            assert journal.committed_seq == journal.durable_seq
+            assert log_of(path).read().last[0] >= seq
     finally:
         journal.close()
 
 
-async def test_the_mark_never_runs_ahead_of_the_commits(tmp_path: Path) -> None:
-    """The mark has its own thread, beside the writer's next commit: whatever it says was
-    committed is in SQLite (read in that order, the mark first), and the last commit's mark is
-    written before ``close`` returns."""
+async def test_the_log_never_runs_ahead_of_sqlite(tmp_path: Path) -> None:
+    """SQLite first, then the log: whatever the log says (read first) is in SQLite, and the
+    last commit is logged before ``close`` returns."""
     path = tmp_path / "journal.sqlite"
     journal = Journal(path, "t1")
     journal.open()
     journal.start()
     reader = sqlite3.connect(path)
-    marks = set()
+    logged = set()
     try:
         for burst in range(200):
             for _ in range(burst % 7 + 1):
                 journal.append("t", payload, retain=False, key=None)
-            marked = Mark(Mark.beside(path)).read()[0]
+            last = log_of(path).read().last[0]
             (newest,) = reader.execute("SELECT coalesce(max(seq), -1) FROM records").fetchone()
-            assert marked <= newest
-            marks.add(marked)
+            assert last <= newest
+            logged.add(last)
             await journal.wait_committed(journal.next_seq - 1)
         await journal.wait_durable(journal.next_seq - 1)
-        assert len(marks) > 10  # the mark moved while records kept coming
+        assert len(logged) > 10  # the log moved while records kept coming
     finally:
         reader.close()
         journal.close()
-    assert Mark(Mark.beside(path)).read()[0] == journal.next_seq - 1
+    assert log_of(path).read().last[0] == journal.next_seq - 1

@@ -1,5 +1,5 @@
-"""The journal's parts on their own (daemon/journal/: chain, progress, marker, checkpoint,
-commit, retention, reads), each with the real thing under it (SQLite files, the mark file,
+"""The journal's parts on their own (daemon/journal/: chain, progress, the redo log, checkpoint,
+commit, retention, reads), each with the real thing under it (SQLite files, the log file,
 threads, the event loop); tests/test_journal.py has the journal as a whole."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,15 +17,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tableside.daemon.clock import RunClock
-from tableside.daemon.journal import JournalError, Mark, Record, record_hash, verify_file
+from tableside.daemon.journal import JournalError, Record, RedoLog, record_hash, verify_file
 from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
 from tableside.daemon.journal.commit import Committer
 from tableside.daemon.journal.file import GENESIS, SCHEMA, connect_db, read_meta
-from tableside.daemon.journal.marker import MarkThread
 from tableside.daemon.journal.opening import open_checked
 from tableside.daemon.journal.progress import Progress
 from tableside.daemon.journal.reads import Reads
+from tableside.daemon.journal.redo import Header, decode_frames, decode_log, encode_frame
 from tableside.daemon.journal.retention import Retention, last_before
 
 
@@ -138,57 +138,95 @@ async def test_a_threads_failure_reaches_the_loop() -> None:
         await asyncio.wait_for(progress.failed, 5)
 
 
-# -- the mark thread ------------------------------------------------------------------------
+# -- the redo log: its codec, no I/O -------------------------------------------------------
 
 
-class SlowMark(Mark):
-    """The real mark file, whose first write waits until ``release`` (a slow ``fdatasync``)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.written: list[int] = []
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def write(self, seq: int, digest: bytes) -> None:
-        self.entered.set()
-        assert self.release.wait(10)
-        super().write(seq, digest)
-        self.written.append(seq)
+records_st = st.lists(
+    st.tuples(
+        st.floats(0, 2e9),
+        st.text(max_size=30),
+        st.booleans(),
+        st.binary(max_size=300),
+        st.none() | st.text(max_size=20),
+    ),
+    min_size=1,
+    max_size=20,
+)
 
 
-async def test_the_mark_thread_marks_the_newest_commit_then_says_durable(tmp_path: Path) -> None:
-    mark = SlowMark(tmp_path / "j.sqlite.mark")
-    mark.create(-1, GENESIS)
-    progress = attached()
-    marks = MarkThread(mark, progress)
-    marks.start()
-    records = chain(0, 3)
-    try:
-        marks.due(0, records[0].hash)
-        assert await asyncio.to_thread(mark.entered.wait, 10)
-        marks.due(1, records[1].hash)  # committed while the mark synced
-        marks.due(2, records[2].hash)
-        assert progress.durable_seq == -1, "durable only once the mark is synced"
-        mark.release.set()
-        await progress.wait_durable(2)
-    finally:
-        mark.release.set()
-        marks.stop()
-    assert mark.written == [0, 2], "what came while it synced is marked at once, by the newest"
-    assert Mark(mark.path).read() == (2, records[2].hash)
+@given(batches=st.lists(records_st, min_size=1, max_size=5), cut=st.integers(0, 10_000))
+def test_log_frames_round_trip_and_a_torn_tail_is_left_out(
+    batches: list[list[tuple[float, str, bool, bytes, str | None]]], cut: int
+) -> None:
+    """Frames back to records, whole; a log cut anywhere reads as the frames before the cut."""
+    header = Header("t1", 3, 3, GENESIS)
+    prev, seq, frames, wanted = GENESIS, 4, [], []
+    for batch in batches:
+        records = []
+        for ts, topic, retain, data, key in batch:
+            digest = record_hash(prev, seq, ts, topic, retain, data)
+            records.append(Record(seq, ts, topic, retain, data, prev, digest, key))
+            prev, seq = digest, seq + 1
+        frames.append(encode_frame(records, header.seed))
+        wanted.append(records)
+    raw = header.to_bytes() + b"".join(frames)
+    contents = decode_log(raw)
+    assert contents.header == header and contents.broken is None and contents.size == len(raw)
+    assert decode_log(raw + bytes(5000)).records == contents.records, "zeros written ahead"
+    assert contents.records == [r for batch in wanted for r in batch]
+    assert contents.last == (seq - 1, prev)
+    at = min(cut, len(raw) - len(header.to_bytes()))
+    torn = decode_log(raw[: len(header.to_bytes()) + at])
+    whole = [len(b"".join(frames[: i + 1])) for i in range(len(frames))]
+    kept = sum(1 for end in whole if end <= at)
+    assert torn.records == [r for batch in wanted[:kept] for r in batch]
+    assert torn.size == len(header.to_bytes()) + (whole[kept - 1] if kept else 0)
 
 
-async def test_a_mark_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> None:
-    progress = attached()
-    marks = MarkThread(Mark(tmp_path / "gone" / "j.sqlite.mark"), progress)
-    marks.start()
-    marks.due(0, GENESIS)
-    assert progress.failed is not None
-    with pytest.raises(JournalError, match="journal mark"):
-        await asyncio.wait_for(progress.failed, 5)
-    marks.stop()
-    assert progress.durable_seq == -1
+def test_a_bad_frame_ends_the_log_and_a_bad_header_is_no_log() -> None:
+    records = chain(0, 6)
+    head = Header("t1", 0, -1, GENESIS)
+    header, seed = head.to_bytes(), head.seed
+    first, second = encode_frame(records[:3], seed), encode_frame(records[3:], seed)
+    spoilt = bytearray(second)
+    spoilt[12] ^= 0x01  # a byte of its body: the CRC no longer checks
+    assert decode_log(header + first + bytes(spoilt)).records == records[:3]
+    assert decode_frames(b"\x00" * 64, 0, seed) == ([], 0), "zeros written ahead are no frame"
+    huge = (1 << 31).to_bytes(4, "big") + b"\x00" * 12
+    assert decode_frames(huge, 0, seed) == ([], 0), "a length past the cap is garbage"
+    # an older log's frames, left in a recycled file after a new header: not this log's
+    newer = Header("t1", 1, -1, GENESIS)
+    assert decode_log(newer.to_bytes() + first).records == []
+    # a frame that checks but does not chain on: the log is broken there, not read past
+    skipped = decode_log(header + encode_frame(records[:2], seed) + encode_frame(records[3:], seed))
+    assert skipped.records == records[:2] and skipped.broken is not None
+    with pytest.raises(ValueError, match="CRC"):
+        decode_log(header[:-1] + bytes([header[-1] ^ 1]) + first)
+    with pytest.raises(ValueError, match="not a journal log"):
+        decode_log(b"SQLite format 3\x00" + b"\x00" * 100)
+
+
+def test_the_log_file_is_written_ahead_started_anew_whole_and_recycled(tmp_path: Path) -> None:
+    log = RedoLog(tmp_path / "j.sqlite.log", reserve=1024)
+    records = chain(0, 40)
+    log.create(Header("t1", 0, -1, GENESIS))
+    assert log.path.stat().st_size == 1024, "written ahead: an append syncs no new size"
+    log.append(records[:2])
+    log.append(records[2:30])  # past what was written ahead: a megabyte more
+    assert log.read().records == records[:30]
+    assert log.path.stat().st_size == 1024 + (1 << 20)
+    log.create(Header("t1", 1, 29, records[29].hash))  # the spare renamed over the old
+    spare = tmp_path / "j.sqlite.log.spare"
+    assert spare.stat().st_size == 1024 + (1 << 20), "the old log is the next spare"
+    assert not (tmp_path / "j.sqlite.log.old").exists()
+    assert log.read().records == [], "a fresh log, whatever the spare held"
+    log.append(records[30:32])
+    log.create(Header("t1", 2, 31, records[31].hash))  # recycles the first file
+    log.append(records[32:])
+    log.close()
+    again = log.read()
+    assert (again.header.generation, again.header.base_seq) == (2, 31)
+    assert again.records == records[32:], "the frames the recycled file held are not read"
 
 
 # -- the checkpoint thread ------------------------------------------------------------------
@@ -246,35 +284,50 @@ async def test_checkpoints_when_asked_and_the_tail_lets_the_wal_start_over(tmp_p
 # -- the writer thread ----------------------------------------------------------------------
 
 
+class SlowLog(RedoLog):
+    """The real log file, whose appends wait until ``release`` (a slow ``fdatasync``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+
+    def append(self, batch: Sequence[Record]) -> None:
+        self.entered.set()
+        assert self.release.wait(10)
+        super().append(batch)
+
+
 class Parts:
-    """A new journal's writer thread with its real mark thread and checkpointer."""
+    """A new journal's writer thread with its real log and checkpointer."""
 
     def __init__(self, path: Path, *, every_s: float = 60.0) -> None:
-        self.mark = Mark(Mark.beside(path))
-        self.conn = open_checked(path, "t1", self.mark).conn
+        self.log = SlowLog(RedoLog.beside(path))
+        opened = open_checked(path, "t1", self.log)
+        self.conn = opened.conn
         self.progress = attached()
-        self.marks = MarkThread(self.mark, self.progress)
         self.checkpointer = Checkpointer(path)
         self.kept = threading.Event()
         self.committer = Committer(
-            path, batch=2000, every_s=every_s, progress=self.progress, marks=self.marks,
+            path, batch=2000, every_s=every_s, progress=self.progress, log=self.log,
             checkpointer=self.checkpointer, housekeeping=self.kept.set,
         )  # fmt: skip
+        self.committer.reset(opened.acked, opened.last_seq, opened.last_hash)
 
     def start(self) -> None:
         self.checkpointer.start()
-        self.marks.start()
         self.committer.start(self.conn)
 
     def close(self) -> None:
+        self.log.release.set()
         self.committer.stop()
-        self.marks.stop()
         self.checkpointer.stop()
         self.conn.close()
-        self.mark.close()
+        self.log.close()
 
 
-async def test_what_queued_up_is_one_commit_then_marked(tmp_path: Path) -> None:
+async def test_what_queued_up_is_one_commit_and_one_log_frame(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
     records = chain(0, 50)
@@ -286,16 +339,16 @@ async def test_what_queued_up_is_one_commit_then_marked(tmp_path: Path) -> None:
         assert parts.committer.commits == 1
     finally:
         parts.close()
-    assert Mark(Mark.beside(path)).read() == (49, records[-1].hash)
+    assert RedoLog(RedoLog.beside(path)).read().last == (49, records[-1].hash)
     summary, problems = verify_file(path)
     assert problems == [] and summary["last_seq"] == 49
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert dict(conn.execute("SELECT key, seq FROM latest")) == {"k0": 48, "k1": 49, "k2": 47}
 
 
-async def test_a_failed_commit_is_rolled_back_and_never_marked(tmp_path: Path) -> None:
+async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -> None:
     """One batch whose last record cannot go in (seq 3 twice): none of it is committed, the
-    daemon is told, and the mark stays where it was."""
+    daemon is told, and the log (the mark) stays where it was: SQLite goes first."""
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
     records = chain(0, 8)
@@ -309,7 +362,7 @@ async def test_a_failed_commit_is_rolled_back_and_never_marked(tmp_path: Path) -
         assert parts.progress.committed_seq == parts.progress.durable_seq == -1
     finally:
         parts.close()
-    assert Mark(Mark.beside(path)).read()[0] == -1
+    assert RedoLog(RedoLog.beside(path)).read().last[0] == -1
     summary, problems = verify_file(path)
     assert problems == [] and summary["records"] == 0, "none of the failed batch went in"
 
@@ -331,6 +384,84 @@ async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> N
         assert await asyncio.to_thread(parts.kept.wait, 10), "housekeeping ran on the writer"
         # a few KiB committed, then half a second idle: the WAL goes into the main file
         await until(lambda: parts.checkpointer.checkpoints >= 1)
+    finally:
+        parts.close()
+
+
+async def test_nothing_is_acknowledged_or_sent_before_the_log_sync(tmp_path: Path) -> None:
+    """SQLite has committed the batch (no fsync), its log frame is not yet synced: neither the
+    devices' ACKs (``committed_seq``) nor the publisher (``durable_seq``) may have it."""
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    parts.log.release.clear()
+    parts.start()
+    records = chain(0, 5)
+    try:
+        for record in records:
+            parts.committer.queue.put(record)
+        assert await asyncio.to_thread(parts.log.entered.wait, 10)
+        reader = connect_db(path, readonly=True)
+        try:
+            await until(lambda: reader.execute("SELECT count(*) FROM records").fetchone()[0] == 5)
+        finally:
+            reader.close()
+        await asyncio.sleep(0.05)
+        assert (parts.progress.committed_seq, parts.progress.durable_seq) == (-1, -1)
+        assert RedoLog(parts.log.path).read().last[0] == -1
+        parts.log.release.set()
+        await parts.progress.wait_committed(4)
+        assert parts.progress.durable_seq == 4, "committed and durable at the same sync"
+        assert RedoLog(parts.log.path).read().last == (4, records[-1].hash)
+    finally:
+        parts.close()
+
+
+async def test_a_log_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    parts.log.path.unlink()  # the writer opens it at its first append: gone
+    parts.start()
+    try:
+        parts.committer.queue.put(chain(0, 1)[0])
+        assert parts.progress.failed is not None
+        with pytest.raises(JournalError, match="No such file"):
+            await asyncio.wait_for(parts.progress.failed, 5)
+        assert parts.progress.committed_seq == parts.progress.durable_seq == -1
+    finally:
+        parts.close()
+
+
+async def test_the_log_starts_anew_only_after_a_checkpoint_put_it_all_in_the_main_file(
+    tmp_path: Path,
+) -> None:
+    """Past its bound, the log starts anew after a checkpoint on the writer's connection copied
+    the whole WAL (SQLite synced the main file): what it held is then in the main file, which
+    alone (the -wal lost) reaches the new log's base."""
+    path = tmp_path / "j.sqlite"
+    parts = Parts(path)
+    parts.committer.log_bytes = 2_000
+    parts.start()
+    records = chain(0, 40)
+    try:
+        for record in records[:30]:
+            parts.committer.queue.put(record)
+        await parts.progress.wait_durable(29)
+        assert parts.committer.log_restarts == 0, "never before a checkpoint"
+        first = parts.log.read().header
+        assert first.base_seq == -1
+        # half a second idle: the checkpoint thread, then the writer's tail copy, then anew
+        await until(lambda: parts.committer.log_restarts == 1)
+        header = parts.log.read().header
+        assert (header.base_seq, header.base_hash) == (29, records[29].hash)
+        assert header.generation == first.generation + 1
+        for record in records[30:]:
+            parts.committer.queue.put(record)
+        await parts.progress.wait_durable(39)
+        assert [r.seq for r in parts.log.read().records] == list(range(30, 40))
+        main_only = tmp_path / "main-only.sqlite"
+        main_only.write_bytes(path.read_bytes())  # the main file alone: its -wal lost
+        with contextlib.closing(sqlite3.connect(main_only)) as conn:
+            assert conn.execute("SELECT max(seq) FROM records").fetchone()[0] >= 29
     finally:
         parts.close()
 

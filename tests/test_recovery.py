@@ -5,6 +5,7 @@ judge: every seq arrives, a repeat only when marked ``redelivered``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ from tableside.daemon.config import (
     ProgressiveConfig,
     TableConfig,
 )
-from tableside.daemon.journal import JournalCorrupt, verify_file
+from tableside.daemon.journal import JournalCorrupt, export_records, verify_file
 from tableside.drivers.cctalk.driver import AcceptorBusOptions
 from tableside.rules.model import Game
 from tableside.simulators.progressive import progressive_table
@@ -458,13 +459,14 @@ async def test_wall_clock_steps_change_no_deck_age(
         await stop(sim_task, sub_task)
 
 
-async def test_a_daemon_whose_wal_was_deleted_refuses_to_start(
+async def test_a_daemon_whose_wal_was_deleted_loses_nothing(
     mosquitto: Mosquitto, tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
     """The daemon (a real process) is SIGKILLed and its journal's -wal file deleted, taking the
-    newest committed records with it. It refuses to start, saying how to recover; after
-    `tableside journal recover` it carries on after the highest seq it ever sent, so no seq a
-    subscriber has seen is used for another message."""
+    newest committed records with it: it starts again with them, rolled forward from its log,
+    and every message a subscriber saw is in its journal as seen. SIGKILLed again, its -wal and
+    its log deleted: it refuses to start, saying how to recover; after `tableside journal
+    recover --after-seq` (the last seq the subscriber saw) no seq is used for another message."""
     sim = simulator(interval=0.02)
     url, sim_task = await start_simulator(sim, "socket")
     config = tmp_path / "wal-1.toml"
@@ -486,28 +488,53 @@ async def test_a_daemon_whose_wal_was_deleted_refuses_to_start(
         daemons.append(proc)
         return proc
 
+    async def kill_and_lose(proc: subprocess.Popen[bytes], *parts: str) -> int:
+        os.kill(proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(proc.wait, 10)
+        for part in parts:
+            os.unlink(f"{path}{part}")
+        return highest(sub.messages)
+
     try:
         await asyncio.wait_for(sub.connected.wait(), 10)
         proc = spawn()
         await until(lambda: highest(sub.messages) >= 60, 30)
         # as SQLite does by itself every 1000 pages: the older records reach the main file
-        with sqlite3.connect(path) as conn:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
             conn.execute("PRAGMA wal_checkpoint")
         mark = highest(sub.messages)
         await until(lambda: highest(sub.messages) >= mark + 60, 30)
-        os.kill(proc.pid, signal.SIGKILL)
-        await asyncio.to_thread(proc.wait, 10)
-        sent = highest(sub.messages)
-        os.unlink(f"{path}-wal")
-        os.unlink(f"{path}-shm")
+        sent = await kill_and_lose(proc, "-wal", "-shm")
+        summary, problems = verify_file(path)
+        assert problems == [], problems
+        assert summary["last_seq"] < sent <= summary["log_last_seq"], "the log has the rest"
 
+        proc = spawn()  # rolled forward from the log
+        await until(lambda: highest(sub.messages) >= sent + 20, 30)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0
+
+        def sans_redelivered(payload: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in payload.items() if k != "redelivered"}
+
+        journaled = {r["seq"]: sans_redelivered(r["payload"]) for r in export_records(path)}
+        saw = [m for m in sub.messages if live(m) and m.payload["seq"] <= sent]
+        assert len(saw) > 100
+        for m in saw:
+            assert journaled[m.payload["seq"]] == sans_redelivered(m.payload), "journaled as seen"
+
+        proc = spawn()
+        await until(lambda: highest(sub.messages) >= sent + 60, 30)
+        sent = await kill_and_lose(proc, "-wal", "-shm", ".log")
         refused = spawn(subprocess.PIPE)
         out, _ = await asyncio.to_thread(refused.communicate, timeout=30)
         assert refused.returncode == 1, out.decode()[-2000:]
-        assert b"lost: records" in out and b"tableside journal recover" in out
+        assert b"is missing" in out and b"tableside journal recover" in out
         assert highest(sub.messages) == sent, "it sent nothing"
 
-        assert main(["journal", "recover", "--config", str(config)]) == 0
+        assert main(["journal", "recover", "--config", str(config)]) == 2, "--after-seq needed"
+        after = ["--after-seq", str(sent)]
+        assert main(["journal", "recover", "--config", str(config), *after]) == 0
         proc = spawn()
         await until(lambda: highest(sub.messages) >= sent + 20, 30)
         proc.send_signal(signal.SIGTERM)

@@ -1,18 +1,19 @@
 """The durable journal: every message the table sends is written here before it is sent.
 
 One SQLite file per table, ``<state_dir>/<table>/journal.sqlite``, in WAL mode with
-``synchronous=FULL``: a committed record survives a crash of the daemon and a loss of power.
+``synchronous=NORMAL``, and beside it its redo log (``journal.sqlite.log``): each batch is
+committed to SQLite (no fsync) and appended to the log with one ``fdatasync``, after which it
+survives a crash of the daemon and a loss of power.
 
 Appending never blocks the event loop. The loop numbers a record (its ``seq``), chains its hash
 to the previous record and hands it to a dedicated writer thread, which commits whatever has
-queued up in one transaction (group commit: one fsync for a burst of events, not one each —
-docs/journal.md has the measured rates that decided this). A device's frame is acknowledged
-once its record is committed (``committed_seq``, ``wait_committed``); the publisher sends only
-records that are also in the mark file (``durable_seq``), so the broker never has a message the
-journal could forget, and ``seq`` continues from the journal after any restart without a gap.
-Nothing else runs in the commit's path: checkpoints are a thread of their own (SQLite's
-automatic one is off), the mark is written after the devices are told (docs/journal.md, "What
-the commit path holds").
+queued up in one transaction and one log frame (group commit: one sync for a burst of events,
+not one each — docs/journal.md has the measured rates that decided this). A device's frame is
+acknowledged, and the publisher may send its record, once that sync is done (``committed_seq``
+and ``durable_seq``, which move together), so the broker never has a message the journal could
+forget, and ``seq`` continues from the journal after any restart without a gap. Nothing else
+runs in the commit's path: checkpoints are a thread of their own (SQLite's automatic one is
+off) (docs/journal.md, "What the commit path holds").
 
 Tamper evidence: each record's hash covers the previous record's hash, its seq, time, topic,
 retain flag and payload. ``verify()`` recomputes the chain and finds an edited, inserted or
@@ -24,10 +25,11 @@ device's last event of each kind) so a restarted daemon restores the table witho
 whole journal, and ``meta.acked`` is the highest seq the broker acknowledged (written lazily:
 after a crash the records since the last write are sent again, marked ``redelivered``).
 
-Lost records are found: the mark file beside the journal (``journal.sqlite.mark``, outside
-SQLite) holds the last committed seq and its hash, written and synced after each commit and
-before the publisher may send it. A journal that ends before its mark (its ``-wal`` file deleted
-or not copied along, or an older copy put back) is refused, so no seq is used twice.
+Lost records are found, and put back: the log's last record is the journal's mark (a seq the
+broker has seen is always in it). Records the log holds past SQLite's end (its ``-wal`` file
+deleted or not copied along) are rolled forward at opening; a journal that ends before what its
+log holds (an older copy put back after the log started anew), or whose log is missing, is
+refused, so no seq is used twice.
 
 Time: record times and retention come from the run's clock (daemon/clock.py), never straight
 from the wall clock, so a stepped wall clock neither deletes more nor makes time go back.
@@ -41,7 +43,7 @@ from tableside.daemon.journal.file import (
     Record,
     record_hash,
 )
-from tableside.daemon.journal.mark import Mark
+from tableside.daemon.journal.redo import RedoLog
 from tableside.daemon.journal.tools import Recovered, backup, export_records, recover
 from tableside.daemon.journal.verify import verify_file
 from tableside.daemon.journal.writer import Journal
@@ -51,10 +53,10 @@ __all__ = [
     "Journal",
     "JournalCorrupt",
     "JournalError",
-    "Mark",
     "Problem",
     "Record",
     "Recovered",
+    "RedoLog",
     "backup",
     "export_records",
     "record_hash",

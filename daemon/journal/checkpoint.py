@@ -55,13 +55,17 @@ class Checkpointer:
 
     # -- called by the writer thread -------------------------------------------------------
 
-    def copy_tail(self, conn: sqlite3.Connection, db_lock: threading.Lock) -> None:
+    def copy_tail(self, conn: sqlite3.Connection, db_lock: threading.Lock) -> bool:
         """After a checkpoint caught up: the few pages committed during it, on the writer's own
-        connection, so that its next commit starts the WAL over."""
-        if self._tail_due:
-            self._tail_due = False
-            with db_lock:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        connection, so that its next commit starts the WAL over. True when it copied all the
+        WAL holds: SQLite has then synced the main file (it does after a completed checkpoint,
+        with ``synchronous=NORMAL`` too), so every commit made on ``conn`` is durable there."""
+        if not self._tail_due:
+            return False
+        self._tail_due = False
+        with db_lock:
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return not busy and copied >= frames
 
     def committed(self, wal_grew: int, *, queue_empty: bool) -> None:
         """A commit grew the WAL by about ``wal_grew`` bytes: idle (nothing queued) with a

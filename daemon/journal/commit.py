@@ -1,8 +1,10 @@
 """The writer thread: whatever has queued up, from every device at once, committed in one
-transaction (group commit, ``synchronous=FULL``); then the devices may be acknowledged and the
-mark thread marks it. Idle, it writes ``meta.acked`` and asks for a checkpoint; every
+SQLite transaction (group commit, no fsync) and appended to the redo log with one
+``fdatasync``: the one sync per batch. Then the devices may be acknowledged and the publisher
+may send it. Idle, it writes ``meta.acked`` and asks for a checkpoint; after a checkpoint that
+put everything into SQLite's main file it starts the log anew when it has grown; every
 ``every_s`` it runs the journal's housekeeping (retention). docs/journal.md, "Why group
-commit" and "What the commit path holds"."""
+commit", "One sync per batch" and "What the commit path holds"."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import structlog
 
 from tableside.daemon.journal.checkpoint import Checkpointer
 from tableside.daemon.journal.file import JournalError, Record
-from tableside.daemon.journal.marker import MarkThread
 from tableside.daemon.journal.progress import Progress
+from tableside.daemon.journal.redo import Header, RedoLog
 
 log = structlog.get_logger("tableside.journal")
 
@@ -37,7 +39,7 @@ class Committer:
         batch: int,
         every_s: float,
         progress: Progress,
-        marks: MarkThread,
+        log: RedoLog,
         checkpointer: Checkpointer,
         housekeeping: Callable[[], None],
         transaction: Transaction | None = None,
@@ -53,7 +55,13 @@ class Committer:
         self._batch = batch
         self._every_s = every_s
         self._progress = progress
-        self._marks = marks
+        self.log = log
+        #: the log starts anew once it is past this and a checkpoint put all it holds into
+        #: SQLite's main file
+        self.log_bytes = 4 << 20
+        #: times the log started anew (by this thread)
+        self.log_restarts = 0
+        self._logged: tuple[int, bytes] = (-1, b"")
         self._checkpointer = checkpointer
         #: ``write_batch`` unless the journal passes it in wrapped (bench/commit.py times it)
         self._transaction = transaction or self.write_batch
@@ -64,9 +72,10 @@ class Committer:
     def running(self) -> bool:
         return self._thread is not None
 
-    def reset(self, acked: int) -> None:
-        """At opening: ``meta.acked`` as the journal holds it."""
+    def reset(self, acked: int, last_seq: int, last_hash: bytes) -> None:
+        """At opening: ``meta.acked`` as the journal holds it, and its last record."""
         self.acked = self._acked_written = acked
+        self._logged = (last_seq, last_hash)
 
     def start(self, conn: sqlite3.Connection) -> None:
         self._thread = threading.Thread(target=self._run, args=(conn,), name="journal-writer",
@@ -104,18 +113,12 @@ class Committer:
                 conn.execute("ROLLBACK")
             raise
 
-    def write_acked(self, conn: sqlite3.Connection, *, sync: bool = True) -> None:
-        """``meta.acked`` on its own. Without ``sync`` it costs no fsync (the writer, idle, does
-        this): the next commit's fsync makes it durable, and until then a crash only sends the
-        records since again, marked ``redelivered`` (it is written lazily anyway)."""
+    def write_acked(self, conn: sqlite3.Connection) -> None:
+        """``meta.acked`` on its own, with no fsync (as every commit now): the next checkpoint
+        makes it durable, and until then a power cut only sends the records since again,
+        marked ``redelivered`` (it is written lazily anyway; the log does not carry it)."""
         acked = self.acked
-        if not sync:
-            conn.execute("PRAGMA synchronous=NORMAL")
-        try:
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
-        finally:
-            if not sync:
-                conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
         self._acked_written = acked
 
     def _run(self, conn: sqlite3.Connection) -> None:
@@ -124,7 +127,8 @@ class Committer:
         while not stopping:
             batch, stopping = self._take()
             try:
-                self._checkpointer.copy_tail(conn, self.db_lock)
+                if self._checkpointer.copy_tail(conn, self.db_lock):
+                    self._restart_log()
                 if batch:
                     self._commit(conn, batch)
                 else:
@@ -149,24 +153,38 @@ class Committer:
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Record]) -> None:
         latest = {r.key: r for r in batch if r.key is not None}
+        # SQLite first (no fsync): a batch it refuses (a constraint, a full disk) is rolled
+        # back and never reaches the log, so the log holds nothing SQLite did not take, and a
+        # reader that reads the log before SQLite (``journal verify``) never finds SQLite behind
         with self.db_lock:
             self._transaction(conn, batch, latest)
+        self.log.append(batch)  # the one sync: from here the batch survives a power cut
         self.commits += 1
         last = batch[-1]
-        # Committed: the devices may be acknowledged now, while the mark thread writes and
-        # syncs the mark; only then may the publisher send (a seq the broker has seen is always
-        # in the mark). A device's next frame arrives meanwhile, and its commit runs beside the
-        # mark's sync; the mark thread then writes the newest commit only.
-        self._progress.tell(committed=last.seq)
-        self._marks.due(last.seq, last.hash)
+        self._logged = (last.seq, last.hash)
+        # Committed and durable at once: the devices may be acknowledged and the publisher may
+        # send (a seq the broker has seen is always in the log).
+        self._progress.tell(committed=last.seq, durable=last.seq)
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
         self._checkpointer.committed(grew, queue_empty=self.queue.empty())
 
+    def _restart_log(self) -> None:
+        """A checkpoint on this thread's connection, after its last commit, put everything into
+        SQLite's main file and synced it: every record the log holds is durable there, so the
+        log may start anew after the last one (once it has grown past ``log_bytes``)."""
+        header = self.log.header
+        if header is None or self.log.size < self.log_bytes:
+            return
+        seq, digest = self._logged
+        self.log.create(Header(header.table, header.generation + 1, seq, digest))
+        self.log_restarts += 1
+        log.info("journal_log_restarted", path=str(self.log.path), after_seq=seq)
+
     def _idle(self, conn: sqlite3.Connection) -> None:
         if self.acked != self._acked_written:
             with self.db_lock:
-                self.write_acked(conn, sync=False)
+                self.write_acked(conn)
         self._checkpointer.quiet()  # half a second quiet: the WAL goes into the main file
 
 

@@ -1,6 +1,8 @@
 """Opening the live journal: created when new, else checked (SQLite's check, the whole chain,
-the mark) and refused with the way to recover when it fails; a journal from before the mark
-file gets one (docs/journal.md, "A journal that fails its checks")."""
+its log) and refused with the way to recover when it fails; what its log holds past SQLite's end
+(a lost ``-wal``) rolled forward; then everything put into SQLite's main file and the log
+started anew. A journal from before the log (with a mark file, or before that) gets one
+(docs/journal.md, "A journal that fails its checks", "Lost records are found")."""
 
 from __future__ import annotations
 
@@ -9,14 +11,29 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from tableside.daemon.journal.file import GENESIS, JournalCorrupt, connect_db, read_meta
-from tableside.daemon.journal.mark import Mark, create_journal, mark_problems, read_mark
+from tableside.daemon.journal.file import (
+    GENESIS,
+    JournalCorrupt,
+    JournalError,
+    Record,
+    connect_db,
+    read_meta,
+    record_hash,
+)
+from tableside.daemon.journal.mark import (
+    Found,
+    create_journal,
+    legacy_mark_path,
+    log_problems,
+)
+from tableside.daemon.journal.redo import Contents, Header, RedoLog, read_log
 from tableside.daemon.journal.verify import verify_chain
 
-log = structlog.get_logger("tableside.journal")
+logger = structlog.get_logger("tableside.journal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,30 +49,37 @@ class Opened:
     fresh_from_recovery: bool
 
 
-def open_checked(path: Path, table: str, mark: Mark) -> Opened:
-    """Create or check the journal at ``path``. One that fails its checks raises JournalCorrupt
-    with the way to recover; it is never silently replaced."""
+def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
+    """Create or check the journal at ``path``, roll forward what its log holds past SQLite's
+    end, and start the log anew (``log`` is then open for the writer). One that fails its
+    checks raises JournalCorrupt with the way to recover; it is never silently replaced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists() or path.stat().st_size == 0
-    if new and mark.path.exists():
-        # The journal went, its mark stayed: starting empty would number from 0 again.
-        raise corrupt(path, f"the journal is missing but its mark file {mark.path} says "
+    left = [p for p in (log.path, legacy_mark_path(path)) if p.exists()]
+    if new and left:
+        # The journal went, its log stayed: starting empty would number from 0 again.
+        raise corrupt(path, f"the journal is missing but its log file {left[0]} says "
                             "records were committed", lost=True)  # fmt: skip
     try:
         conn = connect_db(path)
         if new:
             _initialise(conn, path, table)
+        found = read_log(path)
         summary, problems = verify_chain(conn, table)
+        missing: list[Record] = []
         if not problems:
-            problems = mark_problems(path, conn, summary, read_mark(path), live=True)
-        if not problems and read_meta(conn).get("mark") is None:
-            _adopt(conn, mark, summary["last_seq"], bytes.fromhex(summary["last_hash"]))
+            problems, missing = log_problems(path, conn, summary, found, live=True)
+        if not problems and missing:
+            summary = _roll_forward(conn, path, missing, summary)
+        if not problems:
+            _start_log(conn, path, log, table, summary, found)
     except sqlite3.DatabaseError as exc:
         raise corrupt(path, f"not a readable journal ({exc})") from exc
     if problems:
         conn.close()
         listed = "; ".join(str(p) for p in problems[:3])
-        lost = any(p.what.startswith(("lost", "its mark", "it is a backup")) for p in problems)
+        lost = any(p.what.startswith(("lost", "its log", "its mark", "it is a backup"))
+                   for p in problems)  # fmt: skip
         raise corrupt(path, f"{len(problems)} problem(s): {listed}", lost=lost)
     opened = Opened(
         conn,
@@ -65,9 +89,67 @@ def open_checked(path: Path, table: str, mark: Mark) -> Opened:
         newest_ts=summary["newest_ts"],
         fresh_from_recovery=read_meta(conn).get("recovered_after") == str(summary["last_seq"]),
     )
-    log.info("journal_opened", path=str(path), next_seq=opened.last_seq + 1,
+    logger.info("journal_opened", path=str(path), next_seq=opened.last_seq + 1,
              unsent=opened.last_seq - opened.acked, records=summary["records"])  # fmt: skip
     return opened
+
+
+def _roll_forward(
+    conn: sqlite3.Connection, path: Path, missing: list[Record], summary: dict[str, Any]
+) -> dict[str, Any]:
+    """What the log holds past SQLite's end, into SQLite: each record's hash checked and its
+    link onto the one before (the first onto SQLite's last), with its ``latest`` row."""
+    prev = bytes.fromhex(summary["last_hash"])
+    for r in missing:
+        if r.prev_hash != prev or record_hash(r.prev_hash, r.seq, r.ts, r.topic, r.retain,
+                                              r.payload) != r.hash:  # fmt: skip
+            raise corrupt(path, f"seq {r.seq} of its log does not chain onto the journal")
+        prev = r.hash
+    latest = {r.key: r for r in missing if r.key is not None}
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(r.seq, r.ts, r.topic, r.retain, r.payload, r.prev_hash, r.hash) for r in missing],
+    )
+    conn.executemany("INSERT OR REPLACE INTO latest VALUES (?, ?, ?)",
+                     [(k, r.seq, r.payload) for k, r in latest.items()])  # fmt: skip
+    conn.execute("COMMIT")
+    logger.warning("journal_rolled_forward", path=str(path), first_seq=missing[0].seq,
+                   last_seq=missing[-1].seq, records=len(missing))  # fmt: skip
+    return {**summary, "last_seq": missing[-1].seq, "last_hash": prev.hex(),
+            "records": summary["records"] + len(missing),
+            "newest_ts": max(summary["newest_ts"], missing[-1].ts)}  # fmt: skip
+
+
+def _start_log(
+    conn: sqlite3.Connection,
+    path: Path,
+    log: RedoLog,
+    table: str,
+    summary: dict[str, Any],
+    found: Found,
+) -> None:
+    """Everything into SQLite's main file, synced; then the log starts anew after the last
+    record (it need hold nothing older). A journal from before the log gets one here: checked
+    against its mark file, which then goes."""
+    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+    if busy:  # a reader of an old snapshot for five seconds: another process has it open
+        raise JournalError(f"journal {path}: another process keeps it open (its checkpoint "
+                           "could not complete); stop it and start again")  # fmt: skip
+    generation = found.header.generation + 1 if isinstance(found, Contents) else 0
+    last = Header(table, generation, summary["last_seq"], bytes.fromhex(summary["last_hash"]))
+    log.create(last)
+    meta = read_meta(conn)
+    if meta.get("log") != "1" or "mark" in meta:
+        conn.execute("BEGIN")
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('log', '1')")
+        conn.execute("DELETE FROM meta WHERE key = 'mark'")
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(FULL)")
+        logger.info("journal_log_created", path=str(log.path), seq=last.base_seq)
+    # one truth: a mark file left from before the log goes once the journal says it keeps one
+    with contextlib.suppress(FileNotFoundError):
+        legacy_mark_path(path).unlink()
 
 
 def _initialise(conn: sqlite3.Connection, path: Path, table: str) -> None:
@@ -81,16 +163,8 @@ def _initialise(conn: sqlite3.Connection, path: Path, table: str) -> None:
     create_journal(conn, path, table, start - 1, GENESIS)
 
 
-def _adopt(conn: sqlite3.Connection, mark: Mark, last_seq: int, last_hash: bytes) -> None:
-    """A journal from before the mark file: it gets one, from what it holds now."""
-    mark.create(last_seq, last_hash)
-    conn.execute("INSERT OR REPLACE INTO meta VALUES ('mark', '1')")
-    conn.execute("PRAGMA wal_checkpoint(FULL)")
-    log.info("journal_mark_created", path=str(mark.path), seq=last_seq)
-
-
 def corrupt(path: Path, detail: str, *, lost: bool = False) -> JournalCorrupt:
-    """The refusal, saying how to recover (``lost``: records the mark saw are gone)."""
+    """The refusal, saying how to recover (``lost``: records its log saw are gone)."""
     wal = (
         f"If the journal's -wal file ({path.name}-wal) or the journal itself still "
         "exists somewhere (a copy taken before, or left behind by a move), put it back "
@@ -104,5 +178,5 @@ def corrupt(path: Path, detail: str, *, lost: bool = False) -> JournalCorrupt:
         f"daemon, run `tableside journal verify {path}` to see where it breaks, keep "
         f"a copy for the auditors. {wal}`tableside journal recover {path}` sets it "
         "aside and starts a new journal that carries on after the highest seq it or its "
-        "mark file holds, restating the table as it was."
+        "log file holds, restating the table as it was."
     )

@@ -1,7 +1,9 @@
-"""What the journal's threads have done, told to the event loop: ``committed_seq`` (a device's
-ACK waits for it), ``durable_seq`` (the publisher's send waits for it), and a failure. Two
-threads tell (the writer and the mark's); one wake-up of the loop covers whatever they did
-before it looked (docs/journal.md, "How a message goes out")."""
+"""What the journal's writer thread has done, told to the event loop: ``committed_seq`` (a
+device's ACK waits for it), ``durable_seq`` (the publisher's send waits for it), and a failure.
+Since the redo log (one sync per batch) the two move together: a batch is committed and durable
+at its log's ``fdatasync``; they stay two, so that what waits for which is said where it waits.
+One wake-up of the loop covers whatever was told before it looked (docs/journal.md, "How a
+message goes out")."""
 
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ class Progress:
     on the loop."""
 
     def __init__(self) -> None:
-        #: committed by SQLite (survives a power cut): what a device's ACK waits for
+        #: committed and in the log (survives a power cut): what a device's ACK waits for
         self.committed_seq = -1
-        #: committed *and* in the mark file: what the publisher may send
+        #: what the publisher may send: the same, since a batch's one sync makes it both
         self.durable_seq = -1
         #: called on the loop when records become durable (the publisher's drain wakes up)
         self.on_durable: Callable[[], None] | None = None
@@ -38,7 +40,7 @@ class Progress:
         self._committed_changed = asyncio.Event()
 
     def reset(self, seq: int) -> None:
-        """At opening: everything up to ``seq`` is committed and in the mark."""
+        """At opening: everything up to ``seq`` is committed and durable."""
         self.committed_seq = self.durable_seq = seq
         self._told = (seq, seq)
 
@@ -49,8 +51,8 @@ class Progress:
         self.failed = loop.create_future()
 
     def tell(self, *, committed: int | None = None, durable: int | None = None) -> None:
-        """(writer or mark thread) Progress for the loop: a commit and its mark written before
-        the loop looked cost one wake-up, not two (the loop reads what was told when it runs)."""
+        """(any thread) Progress for the loop: what was told before the loop looked costs one
+        wake-up (the loop reads what was told when it runs)."""
         with self._lock:
             was_committed, was_durable = self._told
             self._told = (was_committed if committed is None else committed,

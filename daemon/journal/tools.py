@@ -20,7 +20,8 @@ from tableside.daemon.journal.file import (
     read_meta,
     record_hash,
 )
-from tableside.daemon.journal.mark import Mark, create_journal
+from tableside.daemon.journal.mark import create_journal, legacy_mark_path, read_legacy_mark
+from tableside.daemon.journal.redo import RedoLog, read_log
 from tableside.daemon.journal.verify import verify_chain
 
 
@@ -58,7 +59,7 @@ def export_records(
 class Recovered:
     """What ``recover`` did."""
 
-    #: where the old journal went (None: there was none, only its mark)
+    #: where the old journal went (None: there was none, only its log)
     aside: Path | None
     #: the new journal's numbering carries on after this seq
     after_seq: int
@@ -68,13 +69,15 @@ class Recovered:
 
 def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovered:
     """Set a journal that fails its checks aside (nothing is deleted) and start a new one whose
-    numbering carries on after the highest seq the old one holds, acknowledged or its mark file
-    says was committed, anchored to the newest record whose hash still checks. The new journal
+    numbering carries on after the highest seq the old one holds, acknowledged or its log file
+    holds (or, for a journal from before the log, its mark file says was committed), anchored
+    to the newest record whose hash still checks (the log's last, when it is the newest). The
+    new journal
     keeps the old one's ``latest`` (the table, each device, each retained topic), so the daemon
     restates the table as it was, not a new table."""
     highest, anchor, newest_ts = -1, GENESIS, 0.0
     latest: list[tuple[str, int, bytes]] = []
-    keeps_mark = False
+    keeps_log = False
     if path.exists():
         with contextlib.suppress(sqlite3.Error):
             conn = connect_db(path, readonly=True)
@@ -84,7 +87,7 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
                 newest_ts = row[1] if row and row[1] is not None else 0.0
                 with contextlib.suppress(sqlite3.Error, KeyError, ValueError):
                     meta = read_meta(conn)
-                    keeps_mark = meta.get("mark") == "1"
+                    keeps_log = "1" in (meta.get("log"), meta.get("mark"))
                     highest = max(highest, int(meta["acked"]), int(meta["anchor_seq"]))
                 for seq, ts, topic, retain, payload, prev, digest in conn.execute(
                     "SELECT seq, ts, topic, retain, payload, prev_hash, hash FROM records "
@@ -100,16 +103,19 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
                               conn.execute("SELECT key, seq, payload FROM latest")]  # fmt: skip
             finally:
                 conn.close()
-    mark = Mark(Mark.beside(path))
-    try:
-        highest = max(highest, mark.read()[0])
-    except (OSError, ValueError) as exc:
-        if after_seq is None and (keeps_mark or not path.exists()):
-            raise JournalError(
-                f"{path}: its mark file cannot be read ({exc}), so how far its numbering went "
-                "cannot be told; give the last seq the table used (--after-seq, from a "
-                "subscriber's record) so no number is used twice"
-            ) from exc
+    found, legacy = read_log(path), read_legacy_mark(path)
+    if not isinstance(found, Exception):
+        seq, digest = found.last
+        if seq >= highest:
+            highest, anchor = seq, digest
+    elif not isinstance(legacy, Exception):
+        highest = max(highest, legacy[0])
+    elif after_seq is None and (keeps_log or not path.exists()):
+        raise JournalError(
+            f"{path}: its log file cannot be read ({found}), so how far its numbering went "
+            "cannot be told; give the last seq the table used (--after-seq, from a "
+            "subscriber's record) so no number is used twice"
+        )
     if after_seq is not None:
         highest = max(highest, after_seq)
     elif highest < 0:
@@ -118,14 +124,16 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
             "(--after-seq, from a subscriber's record) so no number is used twice"
         )
     aside: Path | None = None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if path.exists():
-        aside = path.with_name(
-            f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        )
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}")
         for suffix in ("", "-wal", "-shm"):
             part = Path(str(path) + suffix)
             if part.exists():
                 os.replace(part, Path(str(aside) + suffix))
+    for kept in (RedoLog.beside(path), legacy_mark_path(path)):  # for the auditors, as it was
+        if kept.exists():
+            os.replace(kept, kept.with_name(f"{path.name}.corrupt-{stamp}{kept.suffix}"))
     conn = connect_db(path)
     try:
         create_journal(conn, path, table, highest, anchor, latest, previous=str(aside or "(none)"),
@@ -138,7 +146,7 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
 def backup(path: Path, dest: Path) -> dict[str, Any]:
     """A consistent copy of a journal, live or not, by SQLite's backup API (a plain file copy
     of a live journal can miss its -wal file). The copy is checked; returns its summary. The
-    mark file is not copied: it belongs to the live journal (docs/journal.md)."""
+    log file is not copied: it belongs to the live journal (docs/journal.md)."""
     if dest.exists():
         raise JournalError(f"{dest} exists: a backup never overwrites a file")
     source = connect_db(path, readonly=True)
@@ -146,9 +154,9 @@ def backup(path: Path, dest: Path) -> dict[str, Any]:
         target = sqlite3.connect(dest)
         try:
             source.backup(target)
-            # a copy: put back as the live journal without its mark, it is refused (it may be
+            # a copy: put back as the live journal without its log, it is refused (it may be
             # older than what the table numbered since)
-            target.execute("UPDATE meta SET value = 'copy' WHERE key = 'mark'")
+            target.execute("UPDATE meta SET value = 'copy' WHERE key IN ('log', 'mark')")
             target.commit()
         finally:
             target.close()

@@ -1,4 +1,4 @@
-"""Checking a journal: SQLite's integrity check, the whole hash chain, and the mark."""
+"""Checking a journal: SQLite's integrity check, the whole hash chain, and its log (the mark)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,28 @@ from tableside.daemon.journal.file import (
     read_meta,
     record_hash,
 )
-from tableside.daemon.journal.mark import mark_problems, read_mark
+from tableside.daemon.journal.mark import log_problems
+from tableside.daemon.journal.redo import Contents, read_log
 
 
 def verify_file(path: Path, *, table: str | None = None) -> tuple[dict[str, Any], list[Problem]]:
-    """Check a journal: SQLite's own integrity check, then the whole hash chain.
+    """Check a journal: SQLite's own integrity check, the whole hash chain, then its log.
 
-    Returns a summary (first/last seq, records, acked) and the problems found, first first."""
+    Returns a summary (first/last seq, records, acked; ``log_last_seq``, the log's last record,
+    the mark; ``to_roll_forward``, records only its log holds, which the next start puts back)
+    and the problems found, first first."""
     if not path.is_file():
         raise FileNotFoundError(f"no journal at {path}")
-    found = read_mark(path)
+    found = read_log(path)  # before the journal: a live writer logs after it commits
     conn = connect_db(path, readonly=True)
     try:
         summary, problems = verify_chain(conn, table)
         if not problems:
-            problems = mark_problems(path, conn, summary, found, live=False)
+            problems, missing = log_problems(path, conn, summary, found, live=False)
+            if isinstance(found, Contents):
+                summary["log_last_seq"] = found.last[0]
+            if missing:  # a lost -wal: nothing is lost, the next start rolls these forward
+                summary["to_roll_forward"] = f"{missing[0].seq}..{missing[-1].seq}"
         return summary, problems
     except sqlite3.DatabaseError as exc:
         return {"path": str(path)}, [Problem(-1, f"not a readable journal: {exc}")]

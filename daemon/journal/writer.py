@@ -1,6 +1,7 @@
 """The live journal (``Journal``): a facade over its parts (docs/journal.md): records numbered
-and chained on the event loop (chain.py), committed in groups by the writer thread (commit.py),
-marked by the mark thread (marker.py), checkpointed by a third (checkpoint.py); retention
+and chained on the event loop (chain.py), committed in groups by the writer thread (commit.py)
+with one sync per batch, to its redo log (redo.py), checkpointed by another (checkpoint.py);
+retention
 (retention.py), the progress told to the loop (progress.py) and the reads for the publisher
 (reads.py)."""
 
@@ -17,11 +18,10 @@ from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
 from tableside.daemon.journal.commit import Committer
 from tableside.daemon.journal.file import JournalError, Record
-from tableside.daemon.journal.mark import Mark
-from tableside.daemon.journal.marker import MarkThread
 from tableside.daemon.journal.opening import open_checked
 from tableside.daemon.journal.progress import Progress
 from tableside.daemon.journal.reads import Reads
+from tableside.daemon.journal.redo import RedoLog
 from tableside.daemon.journal.retention import Retention
 
 
@@ -38,24 +38,26 @@ class Journal:
         cache: int = 10_000,
         batch: int = 2_000,
         prune_every_s: float = 60.0,
+        log_bytes: int = 4 << 20,
         test_clock: LabClock | None = None,
     ) -> None:
         self.path = path
         self.table = table
         self.test_clock = test_clock
-        self.mark = Mark(Mark.beside(path))
+        #: the redo log: the one sync per batch, and the mark (its last record)
+        self.log = RedoLog(RedoLog.beside(path), reserve=log_bytes + (1 << 20))
         self._conn: sqlite3.Connection | None = None
         self._chain = Chain()
         self._progress = Progress()
-        self._marks = MarkThread(self.mark, self._progress)
         self._checkpointer = Checkpointer(path)
         self._retention = Retention(path, retain_days, max_mb)
         self._reads = Reads(path, cache)
         self._committer = Committer(
-            path, batch=batch, every_s=prune_every_s, progress=self._progress, marks=self._marks,
+            path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping,
         )  # fmt: skip
+        self._committer.log_bytes = log_bytes
         self.recovered_acked = -1
         #: the run's time (record times, retention, the table's clock): set by open()
         self.clock = RunClock()
@@ -68,11 +70,11 @@ class Journal:
     def open(self) -> None:
         """Create or check the journal. A journal that fails its checks raises JournalCorrupt
         with the way to recover; it is never silently replaced."""
-        opened = open_checked(self.path, self.table, self.mark)
+        opened = open_checked(self.path, self.table, self.log)
         self._conn = opened.conn
         self._chain.reset(opened.last_seq, opened.last_hash, opened.newest_ts)
         self._progress.reset(opened.last_seq)
-        self._committer.reset(opened.acked)
+        self._committer.reset(opened.acked, opened.last_seq, opened.last_hash)
         self.recovered_acked = opened.acked
         self.clock = RunClock(not_before=opened.newest_ts, test=self.test_clock)
         self.fresh_from_recovery = opened.fresh_from_recovery
@@ -87,13 +89,11 @@ class Journal:
         # ACK would wait for it: the checkpoint thread does it instead (docs/journal.md)
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._checkpointer.start()
-        self._marks.start()
         self._committer.start(self._conn)
 
     def close(self) -> None:
-        """Commit what is queued, mark it, record the acknowledged mark, stop the threads."""
+        """Commit and log what is queued, record the acknowledged mark, stop the threads."""
         self._committer.stop()
-        self._marks.stop()  # after the writer: its last commit's mark first
         self._checkpointer.stop()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -101,7 +101,7 @@ class Journal:
             self._conn.close()
             self._conn = None
         self._reads.close()
-        self.mark.close()
+        self.log.close()
 
     # -- what the daemon calls (event loop) ------------------------------------------------
 
@@ -143,12 +143,12 @@ class Journal:
             self._reads.acked(seq)
 
     async def wait_durable(self, seq: int) -> None:
-        """Until the record ``seq`` has been committed and is in the mark (may be sent)."""
+        """Until the record ``seq`` is durable, in the log (may be sent)."""
         await self._progress.wait_durable(seq)
 
     async def wait_committed(self, seq: int) -> None:
         """Until the record ``seq`` has been committed: it survives a crash and a power cut.
-        A device's frame is acknowledged after this (the mark is not waited for)."""
+        A device's frame is acknowledged after this (the same sync as ``wait_durable``'s)."""
         await self._progress.wait_committed(seq)
 
     def read_cached(self, seq: int, limit: int) -> list[Record] | None:
@@ -180,12 +180,13 @@ class Journal:
 
     @property
     def committed_seq(self) -> int:
-        """Committed by SQLite (survives a power cut): what a device's ACK waits for."""
+        """Committed and in the log (survives a power cut): what a device's ACK waits for."""
         return self._progress.committed_seq
 
     @property
     def durable_seq(self) -> int:
-        """Committed *and* in the mark file: what the publisher may send."""
+        """In the log, so in the mark: what the publisher may send (since the one sync per
+        batch, the same as ``committed_seq``)."""
         return self._progress.durable_seq
 
     @property
@@ -223,6 +224,11 @@ class Journal:
     @property
     def checkpoints(self) -> int:
         return self._checkpointer.checkpoints
+
+    @property
+    def log_restarts(self) -> int:
+        """Times the redo log started anew since ``start`` (after a full checkpoint)."""
+        return self._committer.log_restarts
 
     # -- called by the writer thread -------------------------------------------------------
 

@@ -860,7 +860,10 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    lost = not path.is_file() and journal.Mark.beside(path).exists()
+    from tableside.daemon.journal.mark import legacy_mark_path
+
+    left = journal.RedoLog.beside(path).exists() or legacy_mark_path(path).exists()
+    lost = not path.is_file() and left
     if not path.is_file() and not (args.journal_command == "recover" and lost):
         print(f"tableside journal: no journal at {path}", file=sys.stderr)
         return 2
@@ -902,7 +905,7 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     except journal.JournalError as exc:
         print(f"tableside journal: {exc}", file=sys.stderr)
         return 2
-    print(f"set aside: {done.aside or '(no journal: only its mark file)'}")
+    print(f"set aside: {done.aside or '(no journal: only its log file)'}")
     print(f"new journal: {path}, numbering carries on after seq {done.after_seq}")
     print(f"restated: {done.restated} retained topics and device events (the table as it was); "
           "the acceptors stay locked out until betting is opened")  # fmt: skip
