@@ -195,21 +195,23 @@ class Commander:
         except ValueError as exc:
             log.warning("floor_response_unreadable", table=response.table, error=str(exc))
             return
-        asked = self._waiting.get(answer.request_id or "")
-        if asked is None or asked.answer.done():
-            return
-        sent = response.correlation or b""
-        if response.role != asked.role or not secrets.compare_digest(sent, asked.correlation):
-            log.warning("floor_response_not_the_askeds", table=response.table, role=response.role,
-                        request_id=answer.request_id)  # fmt: skip
-            return
-        self._answered(response.table, answer, "response")
+        self._answered(response.table, answer, "response", response)
 
-    def _answered(self, table: str, answer: CommandResult, via: str) -> None:
+    def _answered(
+        self, table: str, answer: CommandResult, via: str, response: Response | None = None
+    ) -> None:
         """An answer arrived on ``table``'s topic (``via`` which): the waiting request's, if it
-        is the one asked (its table, role and command); whichever comes first is the page's."""
+        is the one asked (its table, role and command; a ``response`` also on the asking role's
+        connection, with its correlation data); whichever comes first is the page's."""
         asked = self._waiting.get(answer.request_id or "")
         if asked is None or asked.answer.done():
+            return
+        if response is not None and (
+            response.role != asked.role
+            or not secrets.compare_digest(response.correlation or b"", asked.correlation)
+        ):
+            log.warning("floor_response_not_the_askeds", table=table, role=response.role,
+                        request_id=answer.request_id)  # fmt: skip
             return
         asked_for = (asked.table, asked.table, asked.role, asked.command)
         if (table, answer.table, answer.role, answer.command) != asked_for:
