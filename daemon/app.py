@@ -266,9 +266,9 @@ class TableDaemon:
             )
 
     async def _settle(self) -> None:
-        """Everything journaled so far is committed (a driver acknowledges its device's frame
+        """Everything journaled so far is durable (a driver acknowledges its device's frame
         only after this: the device may then forget the event, the table will not)."""
-        await self.journal.wait_committed(self.journal.next_seq - 1)
+        await self.journal.wait_durable(self.journal.next_seq - 1)
 
     # -- proof: signed checkpoints (docs/floor.md) -------------------------------------------
 

@@ -84,20 +84,19 @@ def test_the_chain_numbers_chains_and_never_goes_back_in_time() -> None:
 
 
 async def test_progress_wakes_the_devices_acks_before_the_broker() -> None:
-    """A commit and its mark told before the loop looked: one wake-up carries both, the
-    committed waiter (a device's ACK) runs before the durable hook (the publisher)."""
+    """Two batches told before the loop looked: one wake-up carries the newest, and the
+    waiter (a device's ACK) runs before the durable hook (the publisher)."""
     progress = attached()
     order: list[str] = []
     progress.on_durable = lambda: order.append(f"durable {progress.durable_seq}")
 
     async def device() -> None:
-        await progress.wait_committed(2)
-        order.append(f"committed {progress.committed_seq}")
+        await progress.wait_durable(2)
+        order.append(f"committed {progress.durable_seq}")
 
     def threads() -> None:  # the loop is blocked meanwhile: it has not looked
-        progress.tell(committed=2)
-        progress.tell(committed=4)
-        progress.tell(durable=4)
+        progress.tell(2)
+        progress.tell(4)
 
     waiting = asyncio.create_task(device())
     await asyncio.sleep(0)
@@ -108,26 +107,25 @@ async def test_progress_wakes_the_devices_acks_before_the_broker() -> None:
     assert order == ["committed 4", "durable 4"], "told together: the newest, ACKs first"
 
 
-async def test_progress_told_by_two_threads_loses_neither() -> None:
+async def test_progress_told_from_a_thread_while_the_loop_runs_loses_nothing() -> None:
     progress = attached()
     progress.reset(9)
+    seen: list[int] = []
+    progress.on_durable = lambda: seen.append(progress.durable_seq)
 
     def writer() -> None:
         for seq in range(10, 2000):
-            progress.tell(committed=seq)
+            progress.tell(seq)
 
-    def marker() -> None:
-        for seq in range(10, 2000, 7):
-            progress.tell(durable=seq)
-
-    threads = [threading.Thread(target=writer), threading.Thread(target=marker)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    await progress.wait_committed(1999)
-    await progress.wait_durable(1998)
-    assert (progress.committed_seq, progress.durable_seq) == (1999, 1998)
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while thread.is_alive():
+        await asyncio.sleep(0)  # the loop looks while the thread tells
+    thread.join()
+    await progress.wait_durable(1999)
+    assert progress.durable_seq == 1999
+    await until(lambda: seen[-1:] == [1999])
+    assert seen == sorted(set(seen)), "each wake-up told something newer, never older"
 
 
 async def test_a_threads_failure_reaches_the_loop() -> None:
@@ -359,7 +357,7 @@ async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -
         assert parts.progress.failed is not None
         with pytest.raises(JournalError, match="UNIQUE"):
             await asyncio.wait_for(parts.progress.failed, 10)
-        assert parts.progress.committed_seq == parts.progress.durable_seq == -1
+        assert parts.progress.durable_seq == -1
     finally:
         parts.close()
     assert RedoLog(RedoLog.beside(path)).read().last[0] == -1
@@ -390,7 +388,7 @@ async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> N
 
 async def test_nothing_is_acknowledged_or_sent_before_the_log_sync(tmp_path: Path) -> None:
     """SQLite has committed the batch (no fsync), its log frame is not yet synced: neither the
-    devices' ACKs (``committed_seq``) nor the publisher (``durable_seq``) may have it."""
+    devices' ACKs nor the publisher (both wait for ``durable_seq``) may have it."""
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
     parts.log.release.clear()
@@ -406,11 +404,11 @@ async def test_nothing_is_acknowledged_or_sent_before_the_log_sync(tmp_path: Pat
         finally:
             reader.close()
         await asyncio.sleep(0.05)
-        assert (parts.progress.committed_seq, parts.progress.durable_seq) == (-1, -1)
+        assert parts.progress.durable_seq == -1
         assert RedoLog(parts.log.path).read().last[0] == -1
         parts.log.release.set()
-        await parts.progress.wait_committed(4)
-        assert parts.progress.durable_seq == 4, "committed and durable at the same sync"
+        await parts.progress.wait_durable(4)
+        assert parts.progress.durable_seq == 4
         assert RedoLog(parts.log.path).read().last == (4, records[-1].hash)
     finally:
         parts.close()
@@ -426,7 +424,7 @@ async def test_a_log_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> 
         assert parts.progress.failed is not None
         with pytest.raises(JournalError, match="No such file"):
             await asyncio.wait_for(parts.progress.failed, 5)
-        assert parts.progress.committed_seq == parts.progress.durable_seq == -1
+        assert parts.progress.durable_seq == -1
     finally:
         parts.close()
 

@@ -9,8 +9,8 @@ Appending never blocks the event loop. The loop numbers a record (its ``seq``), 
 to the previous record and hands it to a dedicated writer thread, which commits whatever has
 queued up in one transaction and one log frame (group commit: one sync for a burst of events,
 not one each — docs/journal.md has the measured rates that decided this). A device's frame is
-acknowledged, and the publisher may send its record, once that sync is done (``committed_seq``
-and ``durable_seq``, which move together), so the broker never has a message the journal could
+acknowledged, and the publisher may send its record, once that sync is done (``durable_seq``;
+the ACKs first), so the broker never has a message the journal could
 forget, and ``seq`` continues from the journal after any restart without a gap. Nothing else
 runs in the commit's path: checkpoints are a thread of their own (SQLite's automatic one is
 off) (docs/journal.md, "What the commit path holds").

@@ -164,7 +164,7 @@ class Committer:
         self._logged = (last.seq, last.hash)
         # Committed and durable at once: the devices may be acknowledged and the publisher may
         # send (a seq the broker has seen is always in the log).
-        self._progress.tell(committed=last.seq, durable=last.seq)
+        self._progress.tell(last.seq)
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
         self._checkpointer.committed(grew, queue_empty=self.queue.empty())

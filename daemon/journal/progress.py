@@ -1,9 +1,7 @@
-"""What the journal's writer thread has done, told to the event loop: ``committed_seq`` (a
-device's ACK waits for it), ``durable_seq`` (the publisher's send waits for it), and a failure.
-Since the redo log (one sync per batch) the two move together: a batch is committed and durable
-at its log's ``fdatasync``; they stay two, so that what waits for which is said where it waits.
-One wake-up of the loop covers whatever was told before it looked (docs/journal.md, "How a
-message goes out")."""
+"""What the journal's writer thread has done, told to the event loop: ``durable_seq`` (a batch
+is committed and in the redo log at its one ``fdatasync``: a device's ACK and the publisher's
+send both wait for it, the ACKs first), and a failure. One wake-up of the loop covers whatever
+was told before it looked (docs/journal.md, "How a message goes out")."""
 
 from __future__ import annotations
 
@@ -18,31 +16,29 @@ T = TypeVar("T")
 
 
 class Progress:
-    """The loop's view of the threads' progress; ``tell`` and ``fail`` from any thread, the rest
+    """The loop's view of the writer's progress; ``tell`` and ``fail`` from any thread, the rest
     on the loop."""
 
     def __init__(self) -> None:
-        #: committed and in the log (survives a power cut): what a device's ACK waits for
-        self.committed_seq = -1
-        #: what the publisher may send: the same, since a batch's one sync makes it both
+        #: committed and in the log (survives a power cut): what a device's ACK and the
+        #: publisher wait for
         self.durable_seq = -1
-        #: called on the loop when records become durable (the publisher's drain wakes up)
+        #: called on the loop when records become durable (the publisher's drain wakes up),
+        #: after the ACKs waiting for them
         self.on_durable: Callable[[], None] | None = None
         #: set with the JournalError that stopped a thread
         self.failed: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: what the threads told (committed, durable), and whether the loop has been told to
-        #: look: a wake-up already on its way carries what is told after it too
-        self._told = (-1, -1)
+        #: the newest seq told, and whether the loop has been told to look: a wake-up already
+        #: on its way carries what is told after it too
+        self._told = -1
         self._looking = False
         self._lock = threading.Lock()
-        self._durable_changed = asyncio.Event()
-        self._committed_changed = asyncio.Event()
+        self._changed = asyncio.Event()
 
     def reset(self, seq: int) -> None:
-        """At opening: everything up to ``seq`` is committed and durable."""
-        self.committed_seq = self.durable_seq = seq
-        self._told = (seq, seq)
+        """At opening: everything up to ``seq`` is durable."""
+        self.durable_seq = self._told = seq
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop to tell (the one that appends), and a fresh ``failed``."""
@@ -50,13 +46,11 @@ class Progress:
         self._looking = False
         self.failed = loop.create_future()
 
-    def tell(self, *, committed: int | None = None, durable: int | None = None) -> None:
-        """(any thread) Progress for the loop: what was told before the loop looked costs one
-        wake-up (the loop reads what was told when it runs)."""
+    def tell(self, seq: int) -> None:
+        """(any thread) Everything up to ``seq`` is durable: what was told before the loop
+        looked costs one wake-up (the loop reads what was told when it runs)."""
         with self._lock:
-            was_committed, was_durable = self._told
-            self._told = (was_committed if committed is None else committed,
-                          was_durable if durable is None else durable)  # fmt: skip
+            self._told = seq
             if self._looking:
                 return
             self._looking = True
@@ -70,13 +64,8 @@ class Progress:
 
     async def wait_durable(self, seq: int) -> None:
         while self.durable_seq < seq:
-            self._durable_changed.clear()
-            await self._durable_changed.wait()
-
-    async def wait_committed(self, seq: int) -> None:
-        while self.committed_seq < seq:
-            self._committed_changed.clear()
-            await self._committed_changed.wait()
+            self._changed.clear()
+            await self._changed.wait()
 
     def _call(self, callback: Callable[[T], object], arg: T) -> bool:
         loop = self._loop
@@ -91,18 +80,11 @@ class Progress:
     def _on_progress(self, _: None) -> None:
         with self._lock:
             self._looking = False  # first: progress told after this wakes the loop again
-            committed, durable = self._told
-        acks_due = committed > self.committed_seq
-        if acks_due:
-            self.committed_seq = committed
-            self._committed_changed.set()
-        if durable > self.durable_seq:
-            self.durable_seq = durable
-            self._durable_changed.set()
-            if acks_due:  # the devices' ACKs (woken above) first, then the broker
-                asyncio.get_running_loop().call_soon(self._tell_durable)
-            else:
-                self._tell_durable()
+            told = self._told
+        if told > self.durable_seq:
+            self.durable_seq = told
+            self._changed.set()  # the devices' ACKs (woken here) first, then the broker
+            asyncio.get_running_loop().call_soon(self._tell_durable)
 
     def _tell_durable(self) -> None:
         # the hook as it is when this runs: a drain that ended meanwhile has handed it back

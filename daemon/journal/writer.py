@@ -143,13 +143,10 @@ class Journal:
             self._reads.acked(seq)
 
     async def wait_durable(self, seq: int) -> None:
-        """Until the record ``seq`` is durable, in the log (may be sent)."""
+        """Until the record ``seq`` is committed and in the log: it survives a crash and a
+        power cut, a device's frame may be acknowledged and the record sent (the ACKs waiting
+        are told first)."""
         await self._progress.wait_durable(seq)
-
-    async def wait_committed(self, seq: int) -> None:
-        """Until the record ``seq`` has been committed: it survives a crash and a power cut.
-        A device's frame is acknowledged after this (the same sync as ``wait_durable``'s)."""
-        await self._progress.wait_committed(seq)
 
     def read_cached(self, seq: int, limit: int) -> list[Record] | None:
         """Durable records from ``seq`` on, at most ``limit``, when memory has them all (None:
@@ -179,14 +176,9 @@ class Journal:
     # -- the parts' state, as the journal's ------------------------------------------------
 
     @property
-    def committed_seq(self) -> int:
-        """Committed and in the log (survives a power cut): what a device's ACK waits for."""
-        return self._progress.committed_seq
-
-    @property
     def durable_seq(self) -> int:
-        """In the log, so in the mark: what the publisher may send (since the one sync per
-        batch, the same as ``committed_seq``)."""
+        """Committed and in the log, so in the mark: what a device's ACK and the publisher
+        wait for."""
         return self._progress.durable_seq
 
     @property
