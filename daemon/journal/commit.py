@@ -42,6 +42,7 @@ class Committer:
         log: RedoLog,
         checkpointer: Checkpointer,
         housekeeping: Callable[[], None],
+        log_bytes: int = 4 << 20,
         transaction: Transaction | None = None,
     ) -> None:
         self.path = path
@@ -58,7 +59,7 @@ class Committer:
         self.log = log
         #: the log starts anew once it is past this and a checkpoint put all it holds into
         #: SQLite's main file
-        self.log_bytes = 4 << 20
+        self.log_bytes = log_bytes
         #: times the log started anew (by this thread)
         self.log_restarts = 0
         self._logged: tuple[int, bytes] = (-1, b"")
@@ -104,9 +105,7 @@ class Committer:
                 [(k, r.seq, r.payload) for k, r in latest.items()],
             )
             if self.acked != self._acked_written:
-                acked = self.acked
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
-                self._acked_written = acked
+                self.write_acked(conn)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):

@@ -1,9 +1,8 @@
 """The live journal (``Journal``): a facade over its parts (docs/journal.md): records numbered
 and chained on the event loop (chain.py), committed in groups by the writer thread (commit.py)
 with one sync per batch, to its redo log (redo.py), checkpointed by another (checkpoint.py);
-retention
-(retention.py), the progress told to the loop (progress.py) and the reads for the publisher
-(reads.py)."""
+retention (retention.py), the progress told to the loop (progress.py) and the reads for the
+publisher (reads.py)."""
 
 from __future__ import annotations
 
@@ -55,9 +54,8 @@ class Journal:
         self._committer = Committer(
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
-            housekeeping=self._housekeeping,
+            housekeeping=self._housekeeping, log_bytes=log_bytes,
         )  # fmt: skip
-        self._committer.log_bytes = log_bytes
         self.recovered_acked = -1
         #: the run's time (record times, retention, the table's clock): set by open()
         self.clock = RunClock()
