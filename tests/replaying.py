@@ -110,12 +110,13 @@ async def replay_into_daemon(
     broker: str,
     state_dir: Path,
     *,
-    rulings: int,
+    expected: Expected,
     mode: str = "socket",
     speed: float = 1.0,
 ) -> Played:
     """Play ``capture`` to a real daemon configured by ``toml``; until the replay is done and
-    ``rulings`` rulings came (or 20 s more went by)."""
+    every ruling and event ``expected`` came (or 20 s more went by: what is missing is then
+    for the caller to show)."""
     replay = Replay(read_capture(capture), speed=speed)
     urls: dict[str, str] = {}
     where = "pty" if mode == "pty" else "socket://127.0.0.1:0"
@@ -134,9 +135,15 @@ async def replay_into_daemon(
         duration_s = replay.capture.records[-1].t_ms / 1000 / speed
         await asyncio.wait_for(replay.done.wait(), duration_s + 30)
         if not replay.stopped:
-            # the last rulings may still be on their way; fewer is for the caller to show
+            # the last messages may still be on their way (a fast replay ends a few ms after
+            # its last frame): wait for all of them, not only the rulings
+            def came() -> bool:
+                messages = list(sub.messages)
+                return (len(rulings_of(messages)) >= len(expected.rulings)
+                        and not expected.missing_events(messages))  # fmt: skip
+
             with contextlib.suppress(TimeoutError):
-                await until(lambda: len(rulings_of(sub.messages)) >= rulings, within=20)
+                await until(came, within=20)
     finally:
         await stop(*tasks)
     return Played(replay, list(sub.messages), daemon.handling_errors)

@@ -49,7 +49,7 @@ async def test_shipped_capture_gives_its_rulings(
     expected = Expected.read(CAPTURES / f"{name}.expect")
     played = await replay_into_daemon(
         CAPTURES / f"{name}.capture", CAPTURES / f"{name}.toml", mosquitto.url, tmp_path,
-        rulings=len(expected.rulings), mode=mode, speed=speed,
+        expected=expected, mode=mode, speed=speed,
     )  # fmt: skip
     assert played.replay.divergences == []
     assert played.rulings == expected.rulings
