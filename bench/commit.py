@@ -22,15 +22,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import inspect
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -126,6 +130,72 @@ class Phases:
         setattr(sync_cls, name, timed_sync)
 
 
+class Twin:
+    """The durable twin's journal (bench/forwarder.py ``--durable``) behind the journal's own
+    interface: a writer thread appends whatever has queued up to one file and makes it durable
+    with one ``fdatasync``; no database, no index, no checkpoint. The limit for a journal that
+    syncs once per batch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.next_seq = 1
+        self.durable_seq = 0
+        self.commits = 0
+        self.checkpoints = None
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._waiting: dict[int, asyncio.Future[None]] = {}
+        self._thread: threading.Thread | None = None
+        self._fd = -1
+
+    def open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, args=(loop,), daemon=True)
+        self._thread.start()
+
+    def append(self, topic: str, payload: Any, *, retain: bool, key: str | None) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        self._queue.put(b"%d %s " % (seq, topic.encode()) + payload(seq) + b"\n")
+        return seq
+
+    async def wait_durable(self, seq: int) -> None:
+        if seq > self.durable_seq:
+            await self._waiting.setdefault(seq, asyncio.get_running_loop().create_future())
+
+    def mark_acked(self, seq: int) -> None:
+        pass
+
+    def close(self) -> None:
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        os.close(self._fd)
+
+    def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        done = 0
+        while True:
+            items = [self._queue.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    items.append(self._queue.get_nowait())
+            lines = [item for item in items if item is not None]
+            os.write(self._fd, b"".join(lines))
+            os.fdatasync(self._fd)
+            self.commits += 1
+            done += len(lines)
+            loop.call_soon_threadsafe(self._durable, done)
+            if len(lines) < len(items):
+                return
+
+    def _durable(self, seq: int) -> None:
+        self.durable_seq = seq
+        for waited in [s for s in self._waiting if s <= seq]:
+            self._waiting.pop(waited).set_result(None)
+
+
 QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
 
 
@@ -143,19 +213,35 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+#: makes the journal a variant measures, in the folder given
+Make = Callable[[Path], Any]
+
+
+def journal_of(module: ModuleType, checkpoints: bool = True) -> Make:
+    def make(folder: Path) -> Any:
+        journal = module.Journal(folder / "journal.sqlite", "bench")
+        if not checkpoints:  # none during the run: the WAL grows instead (not as shipped)
+            journal._checkpointer.idle_bytes = journal._checkpointer.busy_bytes = 1 << 40
+        return journal
+
+    return make
+
+
 async def run(
-    module: ModuleType, phases: Phases, work: Path, records: int, devices: int
+    make: Make, phases: Phases | None, work: Path, records: int, devices: int
 ) -> dict[str, Any]:
-    path = Path(tempfile.mkdtemp(dir=work)) / "journal.sqlite"
-    journal = module.Journal(path, "bench")
+    folder = Path(tempfile.mkdtemp(dir=work))
+    journal = make(folder)
     journal.open()
     journal.start()
     # what the driver's ACK waits for (daemon/app.py ``_settle``)
     settle = getattr(journal, "wait_committed", journal.wait_durable)
     numbers = "seq" not in inspect.signature(journal.append).parameters
-    wal = Path(f"{path}-wal")
-    phases.txn.clear()
-    phases.mark.clear()
+    wal = folder / "journal.sqlite-wal"
+    txn: list[float] = phases.txn if phases else []
+    mark: list[float] = phases.mark if phases else []
+    txn.clear()
+    mark.clear()
     waits: list[float] = []
     restarts = 0
     header = b""
@@ -174,7 +260,7 @@ async def run(
                     journal.append(seq, topic, PAYLOAD, retain=False, key=key)
             await settle(seq)
             waits.append((time.perf_counter() - t0) * 1e3)
-            if devices == 1:  # the WAL's salt changes when it starts over after a checkpoint
+            if devices == 1 and wal.exists():  # the WAL's salt changes when it starts over
                 now = wal_header(wal)
                 restarts += now != header and header != b""
                 header = now
@@ -185,7 +271,7 @@ async def run(
     elapsed = time.perf_counter() - started
     await journal.wait_durable(journal.next_seq - 1)
     commits = journal.commits
-    wal_mib = wal_size(wal) / 2**20
+    wal_mib = wal_size(wal) / 2**20 if wal.exists() else 0.0
     journal.close()
     return {
         "devices": devices,
@@ -193,8 +279,8 @@ async def run(
         "per_s": round(len(waits) / elapsed),
         "wait_ms": {k: round(pct(waits, q), 3) for k, q in QUANTILES},
         "commits": commits,
-        "txn_ms": {k: round(pct(phases.txn, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
-        "mark_ms": {k: round(pct(phases.mark, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
+        "txn_ms": {k: round(pct(txn, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
+        "mark_ms": {k: round(pct(mark, q), 3) for k, q in (("p50", 0.5), ("max", 1.0))},
         "wal_restarts": restarts if devices == 1 else None,
         "wal_mib": round(wal_mib, 1),
         "checkpoints_off_path": getattr(journal, "checkpoints", None),
@@ -208,22 +294,32 @@ async def main() -> None:
     parser.add_argument("--records", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--before", help="also measure the journal of this commit")
+    parser.add_argument(
+        "--twin",
+        action="store_true",
+        help="also measure this tree's "
+        "journal with no checkpoint during the run, and the durable twin's file",
+    )
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    variants: list[tuple[str, ModuleType]] = []
+    variants: list[tuple[str, Make, Phases | None]] = []
     if args.before:
-        variants.append((args.before, load_before(args.before)))
-    variants.append(("this tree", current))
-    phases = {name: Phases(module) for name, module in variants}
+        before = load_before(args.before)
+        variants.append((args.before, journal_of(before), Phases(before)))
+    this_tree = Phases(current)
+    variants.append(("this tree", journal_of(current), this_tree))
+    if args.twin:
+        variants.append(("no ckpt", journal_of(current, checkpoints=False), this_tree))
+        variants.append(("twin", lambda folder: Twin(folder / "twin.log"), None))
     results = []
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="tableside-commit-") as tmp:
         for round_ in range(args.rounds):
             for devices in (1, 8):
-                for name, module in variants:  # alternate, so drift hits both
-                    r = await run(module, phases[name], Path(tmp), args.records, devices)
+                for name, make, phases in variants:  # alternate, so drift hits each alike
+                    r = await run(make, phases, Path(tmp), args.records, devices)
                     r.update(journal=name, round=round_ + 1, load=round(os.getloadavg()[0], 2))
                     results.append(r)
                     w, t, m = r["wait_ms"], r["txn_ms"], r["mark_ms"]
