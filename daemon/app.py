@@ -55,6 +55,9 @@ __all__ = ["KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
 log = structlog.get_logger("tableside.daemon")
 
+#: start-up's objects are frozen once ``online`` is sent, or this long after start at most
+FREEZE_WITHIN_S = 2.0
+
 
 def _counts_cards(device: DeviceConfig) -> bool:
     """A shuffler's ``counts_cards`` option (drivers/shuffler ``ShufflerOptions``; a plug-in
@@ -231,14 +234,8 @@ class TableDaemon:
                     self._checkpoints(self.config.proof.checkpoint_interval_s),
                     name="proof.checkpoints",
                 )
+                tg.create_task(self._freeze_start_up(), name="gc.freeze")
                 await asyncio.sleep(0)  # the device and broker tasks have started
-                # What start-up made (modules, models, the restored table) lives as long as the
-                # daemon: out of the collector's sight, so that a full collection scans only
-                # what came since (measured: a 13 ms pause every few thousand events before).
-                # Collected first, so that no garbage is frozen with it (a process that runs
-                # the daemon more than once, as the tests do, would keep it for good).
-                gc.collect()
-                gc.freeze()
                 self.ready.set()
                 self._notify(self.notifier.ready, f"table {self.table}: started")
                 log.info("daemon_started", table=self.table, devices=list(self.runtime.devices))
@@ -283,6 +280,24 @@ class TableDaemon:
                                      fields).seq  # fmt: skip
         self.checkpointed = seq
         return seq
+
+    async def _freeze_start_up(self) -> None:
+        """What start-up made (modules, models, the restored table) lives as long as the
+        daemon: out of the collector's sight, so that a full collection scans only what came
+        since (measured: a 13 ms pause every few thousand events before). Collected first, so
+        that no garbage is frozen with it (a process that runs the daemon more than once, as
+        the tests do, would keep it for good). That collection takes some 20 ms: it waits until
+        the table's ``online`` is on its way to the broker (``FREEZE_WITHIN_S`` at most), which
+        it would delay. The collector was off through start-up when ``tableside run`` started
+        it (cli.py)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FREEZE_WITHIN_S):
+                await self.publisher.connected.wait()  # "online" is in the journal
+                await self.journal.wait_durable(self.journal.next_seq - 1)
+                await asyncio.sleep(0)  # the publisher, told after this task, sends it
+        gc.collect()
+        gc.freeze()
+        gc.enable()
 
     async def _checkpoints(self, interval: float) -> None:
         """A checkpoint every ``interval`` seconds, when anything was journaled since the last

@@ -11,10 +11,12 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tableside.daemon import proof
-from tableside.floor.store import Store, StoreError, TableState, open_store
+
+if TYPE_CHECKING:  # the store loads with a floor command, not with every command's parser
+    from tableside.floor.store import Store, TableState
 
 __all__ = ["DEFAULT_STORE", "DEFAULT_USERS", "add_parser", "command"]
 
@@ -198,6 +200,8 @@ def command(args: argparse.Namespace, run_async: Any) -> int:
             print(f"tableside floor run: --http needs users: {args.users} has none "
                   "(tableside floor user add NAME --role ROLE)", file=sys.stderr)  # fmt: skip
             return 2
+    from tableside.floor.store import StoreError, open_store
+
     try:
         store = open_store(args.store)
     except ValueError as exc:

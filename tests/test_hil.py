@@ -4,6 +4,7 @@ Mosquitto, checked by a plain MQTT subscriber."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import aiomqtt
 import pytest
 from pydantic import BaseModel
 
-from tableside.daemon.app import TableDaemon
+from tableside.daemon.app import FREEZE_WITHIN_S, TableDaemon
 from tableside.daemon.journal import export_records
 from tableside.daemon.payloads import (
     DeviceEventPayload,
@@ -34,6 +35,7 @@ from .hil import (
     start_simulator,
     state,
     stop,
+    until,
 )
 
 pytestmark = pytest.mark.hil
@@ -336,3 +338,22 @@ async def test_each_device_says_who_it_is_once_per_connection(
         await sub.wait_for(lambda m: m.kind == "command_result" and m.payload["request_id"] == "q")
         identities = [m.payload["device"] for m in sub.matching(event("identity"))]
         assert sorted(identities) == ["shoe", "shuffler"]
+
+
+async def test_start_up_is_frozen_once_online_and_the_collector_turned_back_on(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """``tableside run`` starts with the cyclic collector off (cli.py). Once the table's
+    ``online`` is on its way, the daemon collects once, freezes what start-up made and turns the
+    collector back on (daemon/app.py)."""
+    gc.unfreeze()
+    gc.disable()
+    try:
+        async with simulated_table(mosquitto.url, tmp_path, simulator()) as table:
+            await table.subscriber.wait_for(
+                lambda m: m.kind == "status" and m.payload["status"] == "online"
+            )
+            await until(gc.isenabled, within=FREEZE_WITHIN_S + 1)
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()

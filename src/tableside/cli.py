@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import signal
 import sys
@@ -1051,11 +1052,21 @@ _COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    from tableside.daemon.logging import configure_logging
+    # A table's start-up (the imports, the config, the journal's opening) makes objects that
+    # live as long as the process and no garbage worth a collection: the collector stays off
+    # until the daemon has started (it collects once, freezes what start-up made and turns it
+    # back on: daemon/app.py). docs/benchmarks.md, "Where the time, the CPU and the memory go".
+    gc.disable()
+    try:
+        args = _parser().parse_args(argv)
+        from tableside.daemon.logging import configure_logging
 
-    default_level = (
-        "warning" if args.command == "demo" and args.log_level == "info" else args.log_level
-    )
-    configure_logging(default_level, json=args.log_json)
-    return _COMMANDS[args.command](args)
+        default_level = (
+            "warning" if args.command == "demo" and args.log_level == "info" else args.log_level
+        )
+        configure_logging(default_level, json=args.log_json)
+        if args.command != "run":
+            gc.enable()
+        return _COMMANDS[args.command](args)
+    finally:
+        gc.enable()

@@ -10,7 +10,7 @@ import random
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tableside.shuffle import (
     CardSpellingError,
@@ -20,9 +20,9 @@ from tableside.shuffle import (
     parse_shuffle,
     spell,
 )
-from tableside.shuffle.battery import Batch, run_battery
-from tableside.shuffle.laws import guess_law, rising_law
-from tableside.shuffle.plots import heat_map, histogram
+
+if TYPE_CHECKING:  # the battery and its plots load with these commands, not with the parser
+    from tableside.shuffle.battery import Batch
 
 __all__ = ["add_parsers", "shuffle_decks", "shuffle_test"]
 
@@ -87,6 +87,8 @@ def shuffle_test(args: argparse.Namespace) -> int:
     except (OSError, DeckFileError) as error:
         print(f"shuffle-test: {error}", file=sys.stderr)
         return 2
+    from tableside.shuffle.battery import run_battery
+
     batch = run_battery(decks)
     known = sum(a is not None for a, _ in decks)
     print(f"{len(decks)} decks of {batch.cards} cards ({known} with their input order); "
@@ -106,6 +108,9 @@ def shuffle_test(args: argparse.Namespace) -> int:
 
 
 def _plots(batch: Batch, folder: Path) -> Iterator[Path]:
+    from tableside.shuffle.laws import guess_law, rising_law
+    from tableside.shuffle.plots import heat_map, histogram
+
     folder.mkdir(parents=True, exist_ok=True)
     if not batch.rising:
         return  # each figure needs the input orders
