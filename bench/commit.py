@@ -40,6 +40,7 @@ from types import ModuleType
 from typing import Any
 
 import structlog
+from provenance import commit, machine
 
 from tableside.daemon import journal as current
 
@@ -331,7 +332,9 @@ async def main() -> None:
                         f"  WAL restarts {r['wal_restarts']}, {r['wal_mib']} MiB  load {r['load']}"
                     )
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        where = {"command": " ".join(["bench/commit.py", *sys.argv[1:]]), "commit": commit(),
+                 "machine": machine(), "load": round(os.getloadavg()[0], 2)}  # fmt: skip
+        args.json.write_text(json.dumps({**where, "results": results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

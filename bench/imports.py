@@ -28,6 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from provenance import commit, machine
+
 STDLIB = "asyncio, ssl, sqlite3, json, logging, argparse, tomllib"
 #: each dependency as the daemon imports it
 #: each dependency the daemon imports, as it imports it (its MQTT client is its own, mqtt/;
@@ -121,6 +123,9 @@ def main() -> int:
     )
     if args.json:
         args.json.write_text(json.dumps({
+            "command": " ".join(["bench/imports.py", *sys.argv[1:]]),
+            "commit": commit(),
+            "machine": machine(),
             "rows": table,
             "fields": ["import_s", "rss_mib", "dataclasses_s", "dataclasses", "modules"],
             "samples": samples,
