@@ -756,7 +756,7 @@ def _up_card(turn: Turn, args: UpCard) -> TableState:
     if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
         # the shoe, torn up (551.16(b)); the up card is still to come.
-        turn.observe("ten_found", seen.Found(found=state.tens_found + 1, up_card=True))
+        turn.observe("ten_found", seen.TenFound(found=state.tens_found + 1, up_card=True))
         return dataclasses.replace(state, tens_found=state.tens_found + 1)
     return dataclasses.replace(state, up_card=args.rank)
 
@@ -772,10 +772,13 @@ for _gated_name, _gated_doc in (
 
 def _found(turn: Turn, args: NoArgs) -> TableState:
     """A card face up, or a ten, found in the shoe this round: counted, and judged."""
-    name = "face_up_found" if turn.kind == "card_face_up" else "tens_found"
-    found = getattr(turn.state, name) + 1
-    turn.observe(turn.kind, seen.Found(found=found))
-    return dataclasses.replace(turn.state, **{name: found})
+    if turn.kind == "card_face_up":
+        found = turn.state.face_up_found + 1
+        turn.observe(turn.kind, seen.FaceUpFound(found=found))
+        return dataclasses.replace(turn.state, face_up_found=found)
+    found = turn.state.tens_found + 1
+    turn.observe(turn.kind, seen.TenFound(found=found))
+    return dataclasses.replace(turn.state, tens_found=found)
 
 
 _table("card_face_up", "Spanish 21: a card found face up in the shoe; the first this round is "

@@ -23,7 +23,7 @@ __all__ = [
     "DeckInBoth",
     "DeviceInstalled",
     "DrawnInError",
-    "Found",
+    "FaceUpFound",
     "Gated",
     "HoleCardChecked",
     "Misdeal",
@@ -34,6 +34,7 @@ __all__ = [
     "ShoeBurn",
     "StubCount",
     "TableSeen",
+    "TenFound",
 ]
 
 
@@ -168,12 +169,20 @@ class Misdeal(TableSeen):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Found(TableSeen):
-    """Spanish 21: a card face up, or a ten, found in the shoe this round (the count so far)."""
+class FaceUpFound(TableSeen):
+    """Spanish 21: a card found face up in the shoe this round (the count so far)."""
 
-    kinds: ClassVar[tuple[str, ...]] = ("card_face_up", "ten_found")
+    kinds: ClassVar[tuple[str, ...]] = ("card_face_up",)
     found: int
-    #: a ten seen as the dealer's up card
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenFound(TableSeen):
+    """Spanish 21: a ten found in the shoe this round (the count so far; no tens are in play)."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("ten_found",)
+    found: int
+    #: the dealer gave it as the up card
     up_card: bool = False
 
 
@@ -236,8 +245,8 @@ class Coup(TableSeen):
 
 _SHAPES: tuple[type[TableSeen], ...] = (
     Noted, Gated, HoleCardChecked, RoundStarts, OtherMethod, StubCount, DeviceInstalled,
-    ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal, Found, Burn, ShoeBurn,
-    DrawnInError, DealPlanRefused, DeckInBoth, Coup,
+    ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal, FaceUpFound, TenFound,
+    Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
 )  # fmt: skip
 
 #: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in

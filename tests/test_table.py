@@ -376,6 +376,27 @@ def test_spanish_21_a_ten_is_never_the_up_card() -> None:
     assert table.state.up_card == "K"
 
 
+def test_spanish_21_each_card_found_cites_only_its_own_fields() -> None:
+    """A card face up cites how many were found this round; a ten also whether the dealer gave
+    it as the up card. Neither cites the other's fields."""
+    table = spanish_21()
+
+    def cited(kind: str, **data: Any) -> list[dict[str, object]]:
+        table.state, seen = step(table.facts, table.state, table_event(kind, table.now, data))
+        return [o.seen.data() for o in seen if o.kind == f"table.{kind}"]
+
+    round_ = table.state.round
+    assert cited("card_face_up") == [{"round": round_, "found": 1}]
+    assert cited("ten_found") == [{"round": round_, "found": 1, "up_card": False}]
+    up_card = [
+        o.seen.data()
+        for o in step(table.facts, table.state, table_event("up_card", table.now, {"rank": "10"}))[
+            1
+        ]
+    ]
+    assert up_card == [{"round": round_, "found": 2, "up_card": True}]
+
+
 def test_spanish_21_insurance_and_match_the_dealer_order() -> None:
     table = spanish_21()
     table("up_card", rank="A")
