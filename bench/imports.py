@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provenance import commit, machine
+from provenance import ROOT, commit, compiled, machine
 
 STDLIB = "asyncio, ssl, sqlite3, json, logging, argparse, tomllib"
 #: each dependency as the daemon imports it
@@ -96,6 +96,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every round here")
     args = parser.parse_args()
 
+    compiled(ROOT)  # as an install leaves it, and as bench/latency.py runs the daemon
     table = rows()
     samples: dict[str, list[tuple[float, float, float, int, int]]] = {name: [] for name in table}
     for _ in range(args.rounds):

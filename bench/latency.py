@@ -66,6 +66,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiomqtt
+from provenance import compiled
 
 from tableside.daemon.broker import free_port
 from tableside.drivers.framing import NakReason
@@ -444,14 +445,6 @@ def before_tree(commit: str, directory: Path) -> dict[str, str]:
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
     compiled(directory)
     return {**os.environ, "PYTHONPATH": str(directory / "src")}
-
-
-def compiled(root: Path) -> None:
-    """``root``'s package compiled to bytecode, as installing a wheel leaves it: otherwise a
-    run where ``PYTHONDONTWRITEBYTECODE`` is set (this machine sets it) compiles every module
-    at each start, which a table never does. Python reads the caches whatever that says."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "src" / "tableside")],
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
 
 
 #: the figures whose ratios to the baseline and the durable twin are printed at the end
