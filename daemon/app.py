@@ -51,7 +51,7 @@ from tableside.drivers.registry import get_driver
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
 
-__all__ = ["KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
+__all__ = ["FREEZE_WITHIN_S", "KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
 log = structlog.get_logger("tableside.daemon")
 
@@ -288,16 +288,22 @@ class TableDaemon:
         that no garbage is frozen with it (a process that runs the daemon more than once, as
         the tests do, would keep it for good). That collection takes some 20 ms: it waits until
         the table's ``online`` is on its way to the broker (``FREEZE_WITHIN_S`` at most), which
-        it would delay. The collector was off through start-up when ``tableside run`` started
-        it (cli.py)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(FREEZE_WITHIN_S):
-                await self.publisher.connected.wait()  # "online" is in the journal
-                await self.journal.wait_durable(self.journal.next_seq - 1)
-                await asyncio.sleep(0)  # the publisher, told after this task, sends it
-        gc.collect()
-        gc.freeze()
-        gc.enable()
+        it would delay.
+
+        ``tableside run`` keeps the collector off through start-up (cli.py); it is on once this
+        has run, or once the daemon stops before it could, whoever started the daemon."""
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FREEZE_WITHIN_S):
+                    await self.publisher.connected.wait()  # "online" is in the journal
+                    await self.journal.wait_durable(self.journal.next_seq - 1)
+                    # Woken with the devices' ACKs, before the publisher is told (the journal's
+                    # Progress): one more turn of the loop and it has sent what is durable.
+                    await asyncio.sleep(0)
+            gc.collect()
+            gc.freeze()
+        finally:
+            gc.enable()
 
     async def _checkpoints(self, interval: float) -> None:
         """A checkpoint every ``interval`` seconds, when anything was journaled since the last

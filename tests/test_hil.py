@@ -12,6 +12,7 @@ import aiomqtt
 import pytest
 from pydantic import BaseModel
 
+from tableside.daemon import app
 from tableside.daemon.app import FREEZE_WITHIN_S, TableDaemon
 from tableside.daemon.journal import export_records
 from tableside.daemon.payloads import (
@@ -341,11 +342,20 @@ async def test_each_device_says_who_it_is_once_per_connection(
 
 
 async def test_start_up_is_frozen_once_online_and_the_collector_turned_back_on(
-    mosquitto: Mosquitto, tmp_path: Path
+    mosquitto: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``tableside run`` starts with the cyclic collector off (cli.py). Once the table's
-    ``online`` is on its way, the daemon collects once, freezes what start-up made and turns the
-    collector back on (daemon/app.py)."""
+    ``online`` is on its way, not before, the daemon collects once, freezes what start-up made
+    and turns the collector back on (daemon/app.py)."""
+    seen_at_freeze: list[tuple[bool, bool]] = []
+    freeze = gc.freeze
+
+    def recorded_freeze() -> None:
+        daemon = table.daemon
+        seen_at_freeze.append((daemon.publisher.connected.is_set(), gc.isenabled()))
+        freeze()
+
+    monkeypatch.setattr(gc, "freeze", recorded_freeze)
     gc.unfreeze()
     gc.disable()
     try:
@@ -354,6 +364,27 @@ async def test_start_up_is_frozen_once_online_and_the_collector_turned_back_on(
                 lambda m: m.kind == "status" and m.payload["status"] == "online"
             )
             await until(gc.isenabled, within=FREEZE_WITHIN_S + 1)
+            assert seen_at_freeze == [(True, False)]  # once, connected, the collector still off
             assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
+
+
+async def test_a_daemon_stopped_before_it_is_online_turns_the_collector_back_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector ``tableside run`` turned off comes back on when the daemon stops before
+    its broker answered (here: none listens), long before it would have given up waiting."""
+    monkeypatch.setattr(app, "FREEZE_WITHIN_S", 60.0)
+    config = make_config("mqtt://127.0.0.1:1", "socket://127.0.0.1:1", tmp_path)
+    daemon = TableDaemon(config, shutdown_grace=0.2)  # no broker to flush to
+    gc.disable()
+    try:
+        task = asyncio.create_task(daemon.run())
+        await until(daemon.ready.is_set, within=10)
+        assert not gc.isenabled()  # waiting for the broker (FREEZE_WITHIN_S at most)
+        task.cancel()
+        await asyncio.wait([task])
+        assert gc.isenabled()
     finally:
         gc.enable()

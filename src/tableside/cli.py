@@ -1052,10 +1052,11 @@ _COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A table's start-up (the imports, the config, the journal's opening) makes objects that
-    # live as long as the process and no garbage worth a collection: the collector stays off
-    # until the daemon has started (it collects once, freezes what start-up made and turns it
-    # back on: daemon/app.py). docs/benchmarks.md, "Where the time, the CPU and the memory go".
+    # A table's start-up (the daemon's imports, the config, the journal's opening) makes
+    # objects that live as long as the process and no garbage worth a collection: from here the
+    # collector stays off until the daemon has started (it collects once, freezes what start-up
+    # made and turns it back on: daemon/app.py, ``_freeze_start_up``). docs/benchmarks.md,
+    # "Where the time, the CPU and the memory go".
     gc.disable()
     try:
         args = _parser().parse_args(argv)
