@@ -756,8 +756,7 @@ def _up_card(turn: Turn, args: UpCard) -> TableState:
     if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
         # the shoe, torn up (551.16(b)); the up card is still to come.
-        turn.observe("ten_found", seen.TenFound(found=state.tens_found + 1, up_card=True))
-        return dataclasses.replace(state, tens_found=state.tens_found + 1)
+        return _a_ten(turn, up_card=True)
     return dataclasses.replace(state, up_card=args.rank)
 
 
@@ -770,21 +769,29 @@ for _gated_name, _gated_doc in (
     _table(_gated_name, _gated_doc, _DEALERS, NoArgs)(_gated)
 
 
-def _found(turn: Turn, args: NoArgs) -> TableState:
-    """A card face up, or a ten, found in the shoe this round: counted, and judged."""
-    if turn.kind == "card_face_up":
-        found = turn.state.face_up_found + 1
-        turn.observe(turn.kind, seen.FaceUpFound(found=found))
-        return dataclasses.replace(turn.state, face_up_found=found)
+@_table("card_face_up", "Spanish 21: a card found face up in the shoe; the first this round is "
+        "discarded, a second voids the round (551.16(a))", _DEALERS, NoArgs)  # fmt: skip
+def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
+    """A card found face up in the shoe this round: counted, and judged."""
+    found = turn.state.face_up_found + 1
+    turn.observe("card_face_up", seen.FaceUpFound(found=found))
+    return dataclasses.replace(turn.state, face_up_found=found)
+
+
+@_table("ten_found", "Spanish 21: a 10 found in the shoe; the first this round is torn up, a "
+        "second voids the round (551.16(b))", _DEALERS, NoArgs)  # fmt: skip
+def _ten_found(turn: Turn, args: NoArgs) -> TableState:
+    return _a_ten(turn, up_card=False)
+
+
+def _a_ten(turn: Turn, *, up_card: bool) -> TableState:
+    """A ten found in the shoe this round (no tens are in play, 551.3(a)), or given as the
+    dealer's up card: counted, and judged."""
     found = turn.state.tens_found + 1
-    turn.observe(turn.kind, seen.TenFound(found=found))
+    turn.observe("ten_found", seen.TenFound(found=found, up_card=up_card))
     return dataclasses.replace(turn.state, tens_found=found)
 
 
-_table("card_face_up", "Spanish 21: a card found face up in the shoe; the first this round is "
-       "discarded, a second voids the round (551.16(a))", _DEALERS, NoArgs)(_found)  # fmt: skip
-_table("ten_found", "Spanish 21: a 10 found in the shoe; the first this round is torn up, a "
-       "second voids the round (551.16(b))", _DEALERS, NoArgs)(_found)  # fmt: skip
 _table(
     "too_few_cards",
     "too few cards for the round: Spanish 21 shuffles the discards, burns one and finishes the "
