@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,7 +32,6 @@ from pathlib import Path
 from provenance import ROOT, commit, compiled, machine
 
 STDLIB = "asyncio, ssl, sqlite3, json, logging, argparse, tomllib"
-#: each dependency as the daemon imports it
 #: each dependency the daemon imports, as it imports it (its MQTT client is its own, mqtt/;
 #: prometheus-client and pyusb load only when a table uses them)
 DEPENDENCIES = {
@@ -115,11 +115,10 @@ def main() -> int:
         took, mib = median(name, 0), median(name, 1)
         print(f"{name:24} {took * 1000:10.1f} {(took - stdlib_s) * 1000:+12.1f} {mib:8.1f}"
               f" {mib - stdlib_mib:+12.1f} {median(name, 4):8.0f}")  # fmt: skip
-    app = APP
     floor_s, floor_mib = median("floor", 0), median("floor", 1)
     print(
-        f"\n{app} over the floor: {(median(app, 0) - floor_s) * 1000:+.1f} ms, "
-        f"{median(app, 1) - floor_mib:+.1f} MiB; building its {median(COUNTED, 3):.0f} "
+        f"\n{APP} over the floor: {(median(APP, 0) - floor_s) * 1000:+.1f} ms, "
+        f"{median(APP, 1) - floor_mib:+.1f} MiB; building its {median(COUNTED, 3):.0f} "
         f"dataclasses takes {median(COUNTED, 2) * 1000:.1f} ms of it"
     )
     if args.json:
@@ -127,6 +126,7 @@ def main() -> int:
             "command": " ".join(["bench/imports.py", *sys.argv[1:]]),
             "commit": commit(),
             "machine": machine(),
+            "load": [round(x, 2) for x in os.getloadavg()],
             "rows": table,
             "fields": ["import_s", "rss_mib", "dataclasses_s", "dataclasses", "modules"],
             "samples": samples,

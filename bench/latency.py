@@ -66,7 +66,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiomqtt
-from provenance import compiled
+from provenance import commit, compiled
 
 from tableside.daemon.broker import free_port
 from tableside.drivers.framing import NakReason
@@ -428,18 +428,11 @@ heartbeat_timeout_s = 30
     return path
 
 
-def head_commit() -> str:
-    where = Path(__file__).resolve().parent
-    done = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True)  # fmt: skip
-    return done.stdout.strip()
-
-
-def before_tree(commit: str, directory: Path) -> dict[str, str]:
-    """``commit`` unpacked into ``directory``; the environment that runs it instead of this
+def before_tree(rev: str, directory: Path) -> dict[str, str]:
+    """``rev`` unpacked into ``directory``; the environment that runs it instead of this
     tree (its ``src`` first on the path)."""
     root = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(["git", "-C", str(root), "archive", commit], check=True,
+    archive = subprocess.run(["git", "-C", str(root), "archive", rev], check=True,
                              capture_output=True).stdout  # fmt: skip
     directory.mkdir(parents=True)
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
@@ -589,7 +582,7 @@ async def main() -> None:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "commit": head_commit(),
+        "commit": commit(),
         "before": args.before,
         "argv": sys.argv[1:],
         "load_at_end": os.getloadavg(),

@@ -37,7 +37,7 @@ def test_imports_measures_each_dependency_the_floor_and_the_daemon(tmp_path: Pat
     # fields: import_s, rss_mib, dataclasses_s, dataclasses, modules
     assert python[4] < floor[4] < app[4]  # each row imports more modules than the one before
     assert floor[1] < app[1]  # the daemon holds more than its dependencies alone
-    assert app[3] == 0 and counted[3] > 100 and counted[2] > 0  # only that row times its classes
+    assert counted[3] > 100 and counted[2] > 0  # the daemon's dataclasses, timed
     assert "over the floor" in printed
 
 
@@ -55,5 +55,8 @@ def test_commit_runs_the_journal_beside_no_checkpoint_and_the_twin(tmp_path: Pat
     assert by["this tree", 1]["commits"] == by["twin", 1]["commits"] == 400
     assert by["twin", 8]["commits"] < 400  # eight at once: grouped
     # as shipped, one device's 400 batches fill the WAL past the checkpoint's megabyte
-    assert by["no ckpt", 1]["checkpoints_off_path"] < by["this tree", 1]["checkpoints_off_path"]
-    assert by["twin", 1]["wal_mib"] == 0.0  # no database
+    assert by["this tree", 1]["checkpoints_off_path"] > 0
+    assert by["no ckpt", 1]["checkpoints_off_path"] == 0
+    assert by["twin", 1]["txn_ms"] is None  # no database transaction to time
+    assert by["this tree", 1]["wal_restarts"] > 0  # as shipped, the WAL started over
+    assert by["no ckpt", 1]["wal_restarts"] == 0 and by["no ckpt", 1]["wal_mib"] > 4
