@@ -40,6 +40,7 @@ from types import ModuleType
 from typing import Any
 
 import structlog
+from forwarder import append_durably
 from provenance import commit, machine
 
 from tableside.daemon import journal as current
@@ -185,8 +186,7 @@ class Twin:
                     items.append(self._queue.get_nowait())
             lines = [item for item in items if item is not None]
             if lines:
-                os.write(self._fd, b"".join(lines))
-                os.fdatasync(self._fd)
+                append_durably(self._fd, b"".join(lines))
                 self.commits += 1
                 done += len(lines)
                 loop.call_soon_threadsafe(self._durable, done)
