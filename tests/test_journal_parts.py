@@ -344,6 +344,19 @@ async def test_what_queued_up_is_one_commit_and_one_log_frame(tmp_path: Path) ->
         assert dict(conn.execute("SELECT key, seq FROM latest")) == {"k0": 48, "k1": 49, "k2": 47}
 
 
+async def _writer_stops(parts: Parts, match: str, *, within: float) -> None:
+    """Started with what is queued, the writer fails with ``match``, the daemon is told and
+    nothing became durable."""
+    parts.start()
+    try:
+        assert parts.progress.failed is not None
+        with pytest.raises(JournalError, match=match):
+            await asyncio.wait_for(parts.progress.failed, within)
+        assert parts.progress.durable_seq == -1
+    finally:
+        parts.close()
+
+
 async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -> None:
     """One batch whose last record cannot go in (seq 3 twice): none of it is committed, the
     daemon is told, and the log (the mark) stays where it was: SQLite goes first."""
@@ -352,14 +365,7 @@ async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -
     records = chain(0, 8)
     for record in [*records, records[3]]:
         parts.committer.queue.put(record)
-    parts.start()
-    try:
-        assert parts.progress.failed is not None
-        with pytest.raises(JournalError, match="UNIQUE"):
-            await asyncio.wait_for(parts.progress.failed, 10)
-        assert parts.progress.durable_seq == -1
-    finally:
-        parts.close()
+    await _writer_stops(parts, "UNIQUE", within=10)
     assert RedoLog(RedoLog.beside(path)).read().last[0] == -1
     summary, problems = verify_file(path)
     assert problems == [] and summary["records"] == 0, "none of the failed batch went in"
@@ -418,15 +424,8 @@ async def test_a_log_that_cannot_be_written_stops_the_daemon(tmp_path: Path) -> 
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
     parts.log.path.unlink()  # the writer opens it at its first append: gone
-    parts.start()
-    try:
-        parts.committer.queue.put(chain(0, 1)[0])
-        assert parts.progress.failed is not None
-        with pytest.raises(JournalError, match="No such file"):
-            await asyncio.wait_for(parts.progress.failed, 5)
-        assert parts.progress.durable_seq == -1
-    finally:
-        parts.close()
+    parts.committer.queue.put(chain(0, 1)[0])
+    await _writer_stops(parts, "No such file", within=5)
 
 
 async def test_the_log_starts_anew_only_after_a_checkpoint_put_it_all_in_the_main_file(
