@@ -37,6 +37,8 @@ __all__ = [
     "TablePayload",
     "Topic",
     "TopicKind",
+    "Undelivered",
+    "WithheldPayload",
     "model_of",
     "parse_payload",
     "parse_topic",
@@ -91,6 +93,16 @@ class Envelope(BaseModel):
     )
 
 
+class Undelivered(BaseModel):
+    """A record the broker refuses to take (docs/mqtt.md, "When the broker says no")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    seq: int = Field(ge=0, description="the oldest record the broker refuses")
+    topic: str = Field(description="the topic it goes to")
+    reason: str = Field(description="the broker's reason code and its name, e.g. '0x87 (not "
+                        "authorized)'")  # fmt: skip
+
+
 class StatusPayload(Envelope):
     """``<prefix>/<table>/status`` (retained). The offline form is also the last will."""
 
@@ -101,6 +113,23 @@ class StatusPayload(Envelope):
         description="true on the last will, sent by the broker when the daemon vanished; it "
         "repeats the seq of the last message queued before that connection was made",
     )
+    undelivered: Undelivered | None = Field(
+        default=None,
+        description="set while the broker refuses a record (it stays in the journal and goes "
+        "again; every later seq waits behind it for the acknowledged mark); null once it has "
+        "taken it",
+    )
+
+
+class WithheldPayload(Envelope):
+    """``<prefix>/<table>/withheld``: in place of a record larger than the broker's Maximum
+    Packet Size, under the record's own seq and chain entry, so that no seq goes missing; the
+    record itself stays in the journal (``tableside journal export``)."""
+
+    topic: str = Field(description="the topic the record was for")
+    retain: bool = Field(description="whether it was retained state")
+    size: int = Field(ge=0, description="the PUBLISH's size in bytes")
+    limit: int = Field(ge=0, description="the broker's Maximum Packet Size")
 
 
 class DeviceIdentity(BaseModel):
@@ -318,6 +347,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "command-result": CommandResult,
     "checkpoint": CheckpointPayload,
     "replay": ReplayPayload,
+    "withheld": WithheldPayload,
 }
 
 
@@ -335,6 +365,7 @@ class TopicKind(enum.StrEnum):
     TABLE = "table"
     CHECKPOINT = "checkpoint"
     REPLAY = "replay"
+    WITHHELD = "withheld"
     COMMAND = "command"
     COMMAND_RESULT = "command_result"
     RESPONSE = "response"
@@ -404,6 +435,7 @@ _MODEL_OF: dict[TopicKind, type[BaseModel]] = {
     TopicKind.TABLE: TablePayload,
     TopicKind.CHECKPOINT: CheckpointPayload,
     TopicKind.REPLAY: ReplayPayload,
+    TopicKind.WITHHELD: WithheldPayload,
     TopicKind.COMMAND: CommandRequest,
     TopicKind.COMMAND_RESULT: CommandResult,
     TopicKind.RESPONSE: CommandResult,

@@ -36,6 +36,7 @@ from tableside.daemon.journal import record_hash
 __all__ = [
     "CHAIN_HASH",
     "CHAIN_PREV",
+    "CHAIN_RETAIN",
     "CHAIN_TS",
     "FLAGS",
     "GENESIS",
@@ -55,6 +56,8 @@ __all__ = [
 CHAIN_PREV = "chain-prev"
 CHAIN_HASH = "chain-hash"
 CHAIN_TS = "chain-ts"
+#: ``true`` on a record journaled retained and sent unretained (a broker that keeps none)
+CHAIN_RETAIN = "chain-retain"
 #: the hash a table's first record chains from
 GENESIS = b"\x00" * 32
 #: the table's signing key, beside its journal

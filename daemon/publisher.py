@@ -16,6 +16,13 @@ On our own MQTT client (mqtt/connection.py, on public asyncio APIs only): record
 straight from the journal's "durable" callback and PUBACKs taken as they are read, each
 connection's in-flight window kept by mqtt/window.py (no I/O). A fresh connection, clean start,
 per attempt: nothing of a previous session is resent behind our own redelivery.
+
+What the broker's CONNACK allows is kept (docs/mqtt.md, "What each broker allows"): every QoS 1
+publish of the connection (records, responses, replays, republished state) shares its Receive
+Maximum; a record larger than its Maximum Packet Size goes as a ``withheld`` stand-in under
+its own seq and chain entry; retained state goes unretained to a broker that keeps none; a
+broker that takes QoS 0 only is not used (it could never say what it has). A record the broker
+refuses stays unacknowledged and goes again, and the table's status says so.
 """
 
 from __future__ import annotations
@@ -36,17 +43,38 @@ from tableside.daemon.payloads import (
     Envelope,
     StatusPayload,
     TopicKind,
+    Undelivered,
+    WithheldPayload,
     parse_topic,
     utc_ms,
 )
-from tableside.daemon.proof import Chain, marked
+from tableside.daemon.proof import CHAIN_RETAIN, Chain, marked
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.tasks import first_to_end
 from tableside.mqtt import codec
-from tableside.mqtt.connection import Connection, MqttError, connect
-from tableside.mqtt.window import Window
+from tableside.mqtt.connection import (
+    BeyondLimits,
+    Connection,
+    ConnectRefused,
+    MqttError,
+    Refused,
+    SubscriptionRefused,
+    connect,
+    describe,
+)
+from tableside.mqtt.window import Sent, Window
+from tableside.rules.commands import Role
 
-__all__ = ["CONNECT_TIMEOUT_S", "RETRY_MAX_S", "CommandHandler", "Publisher", "Topics", "marked"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "RESUBSCRIBE_S",
+    "RETRY_MAX_S",
+    "STABLE_S",
+    "CommandHandler",
+    "Publisher",
+    "Topics",
+    "marked",
+]
 
 log = structlog.get_logger("tableside.mqtt")
 
@@ -55,6 +83,12 @@ log = structlog.get_logger("tableside.mqtt")
 RETRY_MAX_S = 5.0
 #: one attempt, from the TCP connect to CONNACK (and a PUBACK or SUBACK after it), at most
 CONNECT_TIMEOUT_S = 10.0
+#: a connection that lasted this long was a working one: the next outage's waits start small
+#: again, and the next connection journals a new "online"; one that died younger (a broker
+#: that accepts, then cuts) keeps the waits growing and sends the same "online" again
+STABLE_S = 10.0
+#: a refused command subscription is asked for again after this long (an ACL being mended)
+RESUBSCRIBE_S = 60.0
 
 #: (topic, payload, where to send a response: (response topic, correlation data) or None)
 CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
@@ -80,6 +114,9 @@ class Topics:
         self.response_prefix = f"{self.base}/response/"
         self.checkpoint = f"{self.base}/checkpoint"
         self.replay = f"{self.base}/replay"
+        self.withheld = f"{self.base}/withheld"
+        #: each role's request topic, for a broker that takes no wildcard subscription
+        self.command_topics = [f"{self.base}/command/{role}" for role in Role]
 
     def device_state(self, device: str) -> str:
         return f"{self.base}/device/{device}/state"
@@ -131,8 +168,22 @@ class Publisher:
         self.connections = 0
         self.published = 0
         self.redelivered = 0
+        #: PUBACKs that refused a record (each refusal; the record goes again)
+        self.refusals = 0
+        #: records sent as a ``withheld`` stand-in (larger than the broker's Maximum Packet Size)
+        self.withheld = 0
+        #: the oldest record the broker refuses now, as the status says it
+        self.undelivered: Undelivered | None = None
+        #: whether the command subscription stands on the current connection
+        self.commands_subscribed = False
         self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S)
         self._conn: Connection | None = None
+        #: the will's retain flag: off once a broker said it keeps no retained messages (0x9A)
+        self._will_retain = True
+        #: "online" journaled and no working connection ended since: a reconnect sends the
+        #: same one again rather than a new one (STABLE_S)
+        self._online = False
+        self._accepted_at: float | None = None
 
     # -- what the daemon calls -------------------------------------------------------------
 
@@ -202,8 +253,8 @@ class Publisher:
     # -- the connection loop ---------------------------------------------------------------
 
     def _status(self, status: Literal["online", "offline"]) -> Record:
-        """Journal the table's status (retained)."""
-        fields = {"status": status, "version": __version__}
+        """Journal the table's status (retained), with the record the broker refuses if any."""
+        fields = {"status": status, "version": __version__, "undelivered": self.undelivered}
         return self.enqueue(self.topics.status, StatusPayload, utc_ms(), fields, retain=True)
 
     def stop(self) -> None:
@@ -211,15 +262,27 @@ class Publisher:
         self._status("offline")
 
     async def run(self) -> NoReturn:
+        loop = asyncio.get_running_loop()
         while True:
+            self._accepted_at = None
             try:
                 await self._connect_and_serve()
             except MqttError as exc:
                 self.connected.clear()
+                if isinstance(exc, ConnectRefused) and exc.reason == 0x9A and self._will_retain:
+                    self._will_retain = False  # retain not supported: the will goes unretained
+                    log.warning("broker_keeps_no_retained", url=self.broker.url)
+                if self._lived(loop.time()) >= STABLE_S:
+                    self._backoff.reset()  # a working connection ended: start small again
+                    self._online = False  # and say "online" anew when back
                 delay = self._backoff.next()
                 log.warning("broker_unavailable", url=self.broker.url, why=str(exc),
                             retry_in_s=round(delay, 2))  # fmt: skip
                 await asyncio.sleep(delay)
+
+    def _lived(self, now: float) -> float:
+        """How long the last connection lived after its CONNACK (0: none was accepted)."""
+        return 0.0 if self._accepted_at is None else now - self._accepted_at
 
     def _will(self) -> codec.Will:
         """Messages go out strictly in seq order. The will cannot know when it will be sent, so
@@ -227,7 +290,9 @@ class Publisher:
         payload = StatusPayload(**{**self._head, "ts": utc_ms(),
                                    "seq": max(self.journal.next_seq - 1, 0)},
                                 status="offline", version=__version__, will=True)  # fmt: skip
-        return codec.Will(self.topics.status, payload.model_dump_json().encode())
+        return codec.Will(
+            self.topics.status, payload.model_dump_json().encode(), retain=self._will_retain
+        )
 
     async def _connect_and_serve(self) -> None:
         conn = await connect(
@@ -235,35 +300,74 @@ class Publisher:
             clean_start=True, will=self._will(), on_messages=self._commands,
             within_s=CONNECT_TIMEOUT_S,
         )  # fmt: skip
+        self._accepted_at = asyncio.get_running_loop().time()
         try:
+            if conn.limits.maximum_qos == 0:
+                # QoS 0 has no PUBACK: the table could never know what the broker has
+                conn.fail(MqttError("QoS 0 only"), 0x9B)
+                raise MqttError("the broker takes QoS 0 only (its CONNACK's Maximum QoS): "
+                                "the table sends nothing it cannot see acknowledged")  # fmt: skip
             self.connections += 1
-            self._backoff.reset()
             await self._republish_retained(conn)
-            # "online" takes its place in the journal, behind anything queued while away.
-            self._status("online")
-            if self._on_command is not None:
-                await conn.subscribe([(self.topics.command_filter, 1)])
+            if not self._online:
+                # "online" takes its place in the journal, behind anything queued while away;
+                # once per run: a reconnect sends the same one again (_republish_retained)
+                self._status("online")
+                self._online = True
             self.connected.set()
             self._conn = conn
             log.info("broker_connected", url=self.broker.url, client_id=self.client_id,
-                     unsent=self.pending)  # fmt: skip
+                     unsent=self.pending, limits=_limits(conn))  # fmt: skip
             # not a TaskGroup: run() catches MqttError, and a 3.11 TaskGroup can absorb the
             # daemon's cancellation into the broker's disconnect error (drivers/tasks.py)
-            await first_to_end(
-                {"mqtt.closed": _closed(conn), "mqtt.drain": _Drain(self, conn).run()}
-            )
+            await first_to_end({
+                "mqtt.closed": _closed(conn),
+                "mqtt.drain": _Drain(self, conn).run(),
+                "mqtt.commands": self._subscribe_commands(conn),
+            })  # fmt: skip
         finally:
             self._conn = None
+            self.commands_subscribed = False
             conn.close()  # a stop says DISCONNECT; a lost connection is closed already
+            # the DISCONNECT leaves before a stopping process does (or the broker sends the will)
+            await conn.drained()
+
+    async def _subscribe_commands(self, conn: Connection) -> None:
+        """The request topics, subscribed (each role's own where the broker takes no wildcard);
+        a refusal is said and asked again every ``RESUBSCRIBE_S``: the table goes on sending
+        meanwhile, taking no requests."""
+        if self._on_command is None:
+            return await _closed(conn)
+        topics = [self.topics.command_filter]
+        if not conn.limits.wildcard_available:
+            topics = self.topics.command_topics
+        while True:
+            try:
+                await conn.subscribe([(t, 1) for t in topics], within_s=CONNECT_TIMEOUT_S)
+            except SubscriptionRefused as exc:
+                log.error("command_subscription_refused", url=self.broker.url, why=str(exc),
+                          retry_in_s=RESUBSCRIBE_S)  # fmt: skip
+                await asyncio.sleep(RESUBSCRIBE_S)
+                continue
+            self.commands_subscribed = True
+            return await _closed(conn)
 
     async def _republish_retained(self, conn: Connection) -> None:
         """Retained state whose latest payload is not still waiting to be sent, again: a broker
-        that restarted without persistence would otherwise serve stale state."""
+        that restarted without persistence would otherwise serve stale state, and the will a
+        broken connection left would stand for a table that is back. What the broker refuses
+        or cannot take is said and left: the record itself went when it was new."""
         for topic, (seq, payload) in list(self._retained.items()):
-            if seq <= self.journal.acked and topic != self.topics.status:
-                again = marked(payload, republished=True)
-                chain = await self._chain_of(seq) if self._v5 else None
-                await conn.publish(topic, again, retain=True, user_properties=chain)
+            if seq > self.journal.acked or (topic == self.topics.status and not self._online):
+                continue
+            again = marked(payload, republished=True)
+            chain = await self._chain_of(seq) if self._v5 else None
+            keep = conn.limits.retain_available
+            try:
+                await conn.publish(topic, again, retain=keep, within_s=CONNECT_TIMEOUT_S,
+                                   user_properties=_retained_as(chain, keep))  # fmt: skip
+            except (Refused, BeyondLimits) as exc:
+                log.warning("republish_refused", seq=seq, topic=topic, why=str(exc))
 
     def _commands(self, messages: list[codec.Publish]) -> None:
         """Requests, delivered in the order they came (each acknowledged once handled)."""
@@ -299,8 +403,9 @@ class Publisher:
 
     async def send_unjournaled(self, topic: str, payloads: list[bytes]) -> None:
         """Send these (QoS 1, not retained, not journaled: repeats such as replays) on the
-        current connection, up to ``window`` in flight; returns when the broker has
-        acknowledged them all. MqttError when there is no connection or it drops."""
+        current connection, in the broker's window with everything else; returns when the
+        broker has acknowledged them all. MqttError when there is no connection, it drops, or
+        the broker refuses one or cannot take it."""
         conn = self._conn
         if conn is None or not conn.is_open:
             raise MqttError("no broker connection")
@@ -308,36 +413,101 @@ class Publisher:
             chunk = payloads[start : start + self.window]
             await asyncio.gather(*(conn.publish(topic, p) for p in chunk))
 
+    def _refused(self, sent: Sent, topic: str) -> None:
+        """A PUBACK refused record ``sent``: said in the log each time, and in the status when
+        the table goes from nothing refused to something refused."""
+        self.refusals += 1
+        reason = describe(sent.reason)
+        log.error("publish_refused", seq=sent.seq, topic=topic, reason=reason,
+                  refusals=sent.refusals, retry_in_s=round(sent.due_at - sent.at, 1))  # fmt: skip
+        if self.undelivered is None:
+            self.undelivered = Undelivered(seq=sent.seq, topic=topic, reason=reason[7:])
+            self._status("online")
+
+    def _delivered(self) -> None:
+        """Nothing refused any more: the status says so."""
+        if self.undelivered is not None:
+            log.info("publish_taken", seq=self.undelivered.seq, topic=self.undelivered.topic)
+            self.undelivered = None
+            self._status("online")
+
+
+def _limits(conn: Connection) -> dict[str, object]:
+    """What the broker's CONNACK allows, for the log."""
+    limits = conn.limits
+    return {"receive_maximum": limits.receive_maximum,
+            "maximum_packet_size": limits.maximum_packet_size,
+            "retain_available": limits.retain_available, "maximum_qos": limits.maximum_qos,
+            "wildcard_available": limits.wildcard_available}  # fmt: skip
+
+
+def _retained_as(chain: list[tuple[str, str]] | None, kept: bool) -> list[tuple[str, str]] | None:
+    """A retained record sent unretained (the broker keeps none) says in its chain entry that
+    it was journaled retained, which its hash covers (docs/floor.md)."""
+    if chain is None or kept:
+        return chain
+    return [*chain, (CHAIN_RETAIN, "true")]
+
 
 async def _closed(conn: Connection) -> None:
     """Ends, raising why, when the connection does."""
-    await conn.closed
+    await conn.ended()
 
 
 class _Drain:
     """One connection's sending of the journal's durable records: in seq order, QoS 1, up to
-    the window (the publisher's, or fewer when the broker's Receive Maximum says so), each
-    marked acknowledged in the journal as its PUBACK comes (mqtt/window.py keeps the order).
+    the publisher's window and within the room the broker's Receive Maximum leaves (shared
+    with every other publish on the connection), each marked acknowledged in the journal as
+    its PUBACK comes (mqtt/window.py keeps the order and the refused).
 
     Records the journal holds in memory are sent from its "durable" callback and PUBACKs taken
     as the connection reads them, all on the event loop, without waking a task: the task runs
     only for what needs waiting (a read from disk, while nothing else sends), for what came
-    while the window was full, and once a second, to find a message the broker left
-    unacknowledged for ``CONNECT_TIMEOUT_S``, which drops the connection."""
+    while the window was full, and once a second, to send again what the broker refused and
+    is due, and to find a message the broker left unacknowledged for ``CONNECT_TIMEOUT_S``,
+    which drops the connection."""
 
     def __init__(self, publisher: Publisher, conn: Connection) -> None:
         self.publisher = publisher
         self.journal = journal = publisher.journal
         self.conn = conn
         self.v5 = publisher._v5
-        size = min(publisher.window, conn.receive_maximum)
-        self.window = Window(size, cursor=journal.acked + 1, attempted=publisher._attempted)
+        self.window = Window(publisher.window, cursor=journal.acked + 1,
+                             attempted=publisher._attempted)  # fmt: skip
         self.loop = asyncio.get_running_loop()
         self.wake = asyncio.Event()
         self.failed: list[Exception] = []  # raised in a callback: the task raises it
         self.reading = False  # the task waits for records from disk: only it sends meanwhile
         self.pumping = False  # a pump is scheduled for after this read's PUBACKs
         self.ticker: asyncio.TimerHandle | None = None
+        self.topics: dict[int, str] = {}  # seq → topic, while the broker refuses it
+        #: refused records' payloads, to send again without reading the journal
+        self.held: dict[int, Record] = {}
+
+    def _packet(self, record: Record, pid: int, again: bool) -> bytes:
+        """The record's PUBLISH as this broker can take it: unretained where it keeps nothing
+        retained; a ``withheld`` stand-in where it is larger than its Maximum Packet Size."""
+        publisher, conn = self.publisher, self.conn
+        payload = marked(record.payload, redelivered=True) if again else record.payload
+        chain = publisher.chain(record) if self.v5 else None
+        retain = record.retain and conn.limits.retain_available
+        if record.retain and not retain:
+            chain = _retained_as(chain, False)
+        packet = codec.publish(record.topic, payload, qos=1, packet_id=pid, retain=retain,
+                               user_properties=chain, v5=self.v5)  # fmt: skip
+        limit = conn.limits.maximum_packet_size
+        if limit is None or len(packet) <= limit:
+            return packet
+        publisher.withheld += 1
+        log.warning("record_withheld", seq=record.seq, topic=record.topic, size=len(packet),
+                    limit=limit)  # fmt: skip
+        stand_in = WithheldPayload(
+            **{**publisher._head, "ts": _json_ts(record.payload), "seq": record.seq,
+               "redelivered": again},
+            topic=record.topic, retain=record.retain, size=len(packet), limit=limit,
+        )  # fmt: skip
+        return codec.publish(publisher.topics.withheld, stand_in.model_dump_json().encode(),
+                             qos=1, packet_id=pid, user_properties=chain, v5=self.v5)  # fmt: skip
 
     def send(self, batch: list[Record]) -> None:
         """These records, next in seq order, in one write."""
@@ -346,36 +516,56 @@ class _Drain:
         packets = []
         for record in batch:
             pid = conn.claim_id()
-            payload = record.payload
-            if window.send(record.seq, pid, at):
-                payload = marked(payload, redelivered=True)
+            again = window.send(record.seq, pid, at)
+            if again:
                 publisher.redelivered += 1
-            chain = publisher.chain(record) if self.v5 else None
-            packets.append(codec.publish(record.topic, payload, qos=1, packet_id=pid,
-                                         retain=record.retain, user_properties=chain,
-                                         v5=self.v5))  # fmt: skip
+            packets.append(self._packet(record, pid, again))
+            self.held[record.seq] = record
         publisher._attempted = window.attempted
+        if packets:
+            conn.write(b"".join(packets))
+
+    def resend_due(self) -> None:
+        """What the broker refused and is due again, while the broker's window has room."""
+        conn, at = self.conn, self.loop.time()
+        packets = []
+        for sent in self.window.due(at):
+            if conn.room <= 0:
+                break
+            pid = conn.claim_id()
+            self.window.resend(sent.seq, pid, at)
+            packets.append(self._packet(self.held[sent.seq], pid, sent.again))
         if packets:
             conn.write(b"".join(packets))
 
     def on_puback(self, ack: codec.PubAck) -> None:
         """(the connection's callback, once per PUBACK of one of ours)"""
-        if ack.reason >= 0x80:  # the record stays in the journal; a replay can still serve it
-            log.warning("publish_refused", packet_id=ack.packet_id, reason=f"0x{ack.reason:02x}")
         journal, publisher = self.journal, self.publisher
+        if ack.refused:  # not delivered: it stays in its place and goes again
+            sent = self.window.refused(ack.packet_id, ack.reason, self.loop.time())
+            if sent is not None:
+                publisher._refused(sent, self.held[sent.seq].topic)
+            return
         for seq in self.window.acknowledged(ack.packet_id):
             journal.mark_acked(seq)
             publisher.published += 1
+            self.held.pop(seq, None)
+        if publisher.undelivered is not None and self.window.refusing() is None:
+            publisher._delivered()
         if not self.window and journal.acked >= journal.next_seq - 1:
             publisher._emptied.set()
+
+    def on_room(self) -> None:
+        """(the connection's callback) A place in the broker's window is free."""
         if not self.pumping:  # once for all the PUBACKs of this read
             self.pumping = True
             self.loop.call_soon(self.pump)
 
     def _due_in_memory(self) -> list[Record] | None:
-        """The durable records next in line, as many as the window has room for ([] when none
-        are due); None when memory no longer holds them (the task reads them from disk)."""
-        room, cursor = self.window.room, self.window.cursor
+        """The durable records next in line, as many as the window and the broker's have room
+        for ([] when none are due); None when memory no longer holds them (the task reads them
+        from disk)."""
+        room, cursor = min(self.window.room, self.conn.room), self.window.cursor
         if room <= 0 or self.journal.durable_seq < cursor:
             return []
         return self.journal.read_cached(cursor, room)
@@ -397,7 +587,7 @@ class _Drain:
             self.failed.append(exc)
             self.wake.set()
 
-    def _tick(self) -> None:  # a PUBACK that never comes is looked for once a second
+    def _tick(self) -> None:  # refusals due, and a PUBACK that never comes, once a second
         self.wake.set()
         self.ticker = self.loop.call_later(1.0, self._tick)
 
@@ -409,6 +599,7 @@ class _Drain:
     async def run(self) -> NoReturn:
         journal, window = self.journal, self.window
         self.conn.on_puback = self.on_puback
+        self.conn.on_room = self.on_room
         journal.on_durable = self.pump
         self._tick()
         try:
@@ -417,11 +608,13 @@ class _Drain:
                 if self.failed:
                     raise self.failed[0]
                 self._overdue()
+                self.resend_due()
                 batch = self._due_in_memory()
                 if batch is None:
                     self.reading = True
                     try:
-                        batch = await journal.read_from(window.cursor, window.room)
+                        room = min(window.room, self.conn.room)
+                        batch = await journal.read_from(window.cursor, room)
                     finally:
                         self.reading = False
                 if batch:
@@ -433,3 +626,13 @@ class _Drain:
                 self.ticker.cancel()
             journal.on_durable = None
             self.conn.on_puback = None
+            self.conn.on_room = None
+
+
+def _json_ts(payload: bytes) -> str:
+    """The ``ts`` a journaled payload carries (its envelope's), for its stand-in."""
+    try:
+        ts = json.loads(payload).get("ts")
+    except (ValueError, AttributeError):
+        return utc_ms()
+    return ts if isinstance(ts, str) else utc_ms()

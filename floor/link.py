@@ -93,7 +93,7 @@ class Link:
         self.subscribed.set()
         if self.on_subscribed is not None:
             self.on_subscribed()
-        await conn.closed
+        await conn.ended()
 
     def ack(self, generation: int, packet_ids: list[int]) -> bool:
         """Acknowledge messages received on connection ``generation``; False (and nothing sent)

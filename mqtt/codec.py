@@ -37,6 +37,8 @@ __all__ = [
     "MalformedPacket",
     "Other",
     "Packet",
+    "PacketTooLarge",
+    "ProtocolError",
     "PubAck",
     "Publish",
     "Reader",
@@ -87,11 +89,31 @@ _CORRELATION_DATA: Final = 0x09
 _MAXIMUM_PACKET_SIZE: Final = 0x27
 _SERVER_KEEP_ALIVE: Final = 0x13
 _ASSIGNED_CLIENT_ID: Final = 0x12
+_MAXIMUM_QOS: Final = 0x24
+_RETAIN_AVAILABLE: Final = 0x25
+_WILDCARD_AVAILABLE: Final = 0x28
+_SHARED_AVAILABLE: Final = 0x2A
 
 
 class MalformedPacket(ValueError):
     """Bytes that are not the MQTT packet they claim to be; says what, and at which byte of
-    the connection's stream."""
+    the connection's stream. ``reason``: the DISCONNECT reason code the client closes with
+    (4.13: 0x81 Malformed Packet)."""
+
+    reason = 0x81
+
+
+class PacketTooLarge(MalformedPacket):
+    """A packet longer than this client's Maximum Packet Size (3.1.2.11.4: 0x95)."""
+
+    reason = 0x95
+
+
+class ProtocolError(MalformedPacket):
+    """A well-formed packet that breaks the protocol's rules (4.13: 0x82 Protocol Error), such
+    as a CONNACK's Receive Maximum of 0 (3.2.2.3.3)."""
+
+    reason = 0x82
 
 
 # -- the packets received -------------------------------------------------------------------------
@@ -116,14 +138,27 @@ class Publish:
 
 @dataclass(frozen=True, slots=True)
 class ConnAck:
-    """3.2: the broker's answer to CONNECT."""
+    """3.2: the broker's answer to CONNECT, with the limits it sets for this connection (each
+    property absent means the spec's default; a v3.1.1 CONNACK has none of them)."""
 
     session_present: bool
     reason: int
     reason_string: str | None = None
+    #: QoS 1 publishes this client may have unacknowledged at once (3.2.2.3.3)
     receive_maximum: int = 65_535
     server_keep_alive: int | None = None
     assigned_client_id: str | None = None
+    #: the largest packet the broker takes (3.2.2.3.6); None: no limit but the protocol's
+    maximum_packet_size: int | None = None
+    #: 3.2.2.3.5: False, and a retained PUBLISH (or will) is a protocol error
+    retain_available: bool = True
+    #: 3.2.2.3.4: the highest QoS the broker takes from this client
+    maximum_qos: int = 2
+    #: 3.2.2.3.11, 3.2.2.3.13: wildcard and shared subscriptions
+    wildcard_available: bool = True
+    shared_available: bool = True
+    #: 3.2.2.3.2: the session expiry the broker will use instead of the one asked for
+    session_expiry: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +172,16 @@ class SubAck:
 
 @dataclass(frozen=True, slots=True)
 class PubAck:
-    """3.4: the broker has a QoS 1 message this client sent."""
+    """3.4: the broker's answer to a QoS 1 message this client sent: ``reason`` below 0x80, it
+    has it; 0x80 and up, it refused it (3.4.2.1: 0x87 not authorized, 0x97 quota exceeded …)."""
 
     packet_id: int
     reason: int = 0
+    reason_string: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.reason >= 0x80
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,14 +244,15 @@ class Reader:
                     if shift > 21:
                         raise self._bad(pos, "remaining length longer than 4 bytes")
                 if length > self.max_packet:
-                    raise self._bad(pos, f"remaining length {length} > {self.max_packet}")
+                    what = f"remaining length {length} > {self.max_packet}"
+                    raise self._bad(pos, what, PacketTooLarge)
                 if end - i < length:
                     return out
                 body = bytes(buf[i : i + length])
                 try:
                     out.append(_parse(first, body, self.v5))
                 except MalformedPacket as exc:
-                    raise self._bad(pos, str(exc)) from None
+                    raise self._bad(pos, str(exc), type(exc)) from None
                 except (IndexError, struct.error, UnicodeDecodeError) as exc:
                     raise self._bad(pos, f"type {first >> 4}: {exc}") from None
                 pos = i + length
@@ -220,10 +262,12 @@ class Reader:
                 del buf[:pos]
                 self._offset += pos
 
-    def _bad(self, pos: int, what: str) -> MalformedPacket:
+    def _bad(
+        self, pos: int, what: str, kind: type[MalformedPacket] = MalformedPacket
+    ) -> MalformedPacket:
         at = self._offset + pos
         head = bytes(self._buf[pos : pos + 16]).hex()
-        return MalformedPacket(f"{what} (packet at stream byte {at}, starting {head})")
+        return kind(f"{what} (packet at stream byte {at}, starting {head})")
 
     @property
     def buffered(self) -> int:
@@ -344,7 +388,7 @@ def _publish(flags: int, body: bytes, v5: bool = True) -> Publish:
     else:
         found, pairs, i = _properties(body, i)
         if _TOPIC_ALIAS in found:  # this client allows none (Topic Alias Maximum 0, 3.1.2.11.5)
-            raise MalformedPacket("PUBLISH with a topic alias; this client allows none")
+            raise ProtocolError("PUBLISH with a topic alias; this client allows none")
         answer_to, data = found.get(_RESPONSE_TOPIC), found.get(_CORRELATION_DATA)
         response_topic = answer_to if isinstance(answer_to, str) else None
         correlation = data if isinstance(data, bytes) else None
@@ -366,9 +410,12 @@ def _puback(flags: int, body: bytes) -> PubAck:
     _fixed_flags("PUBACK", flags)
     (packet_id,) = _U16.unpack_from(body, 0)
     reason = body[2] if len(body) > 2 else 0
+    said = None
     if len(body) > 3:
-        _properties(body, 3)
-    return PubAck(packet_id, reason)
+        found, _, _ = _properties(body, 3)
+        text = found.get(_REASON_STRING)
+        said = text if isinstance(text, str) else None
+    return PubAck(packet_id, reason, said)
 
 
 def _connack(flags: int, body: bytes) -> ConnAck:
@@ -378,16 +425,42 @@ def _connack(flags: int, body: bytes) -> ConnAck:
     found, _, end = _properties(body, 2)
     if end != len(body):
         raise MalformedPacket("CONNACK longer than its properties")
+
+    def number(ident: int, default: int) -> int:
+        value = found.get(ident, default)
+        return value if isinstance(value, int) else default
+
+    def flag(ident: int, name: str) -> bool:  # 3.2.2.3: a byte property that is 0 or 1
+        value = number(ident, 1)
+        if value not in (0, 1):
+            raise ProtocolError(f"CONNACK {name} {value} (0 or 1)")
+        return value == 1
+
+    receive_max = number(_RECEIVE_MAXIMUM, 65_535)
+    if receive_max == 0:
+        raise ProtocolError("CONNACK Receive Maximum 0 (3.2.2.3.3: a protocol error)")
+    packet_max = found.get(_MAXIMUM_PACKET_SIZE)
+    if packet_max == 0:
+        raise ProtocolError("CONNACK Maximum Packet Size 0 (3.2.2.3.6: a protocol error)")
+    maximum_qos = number(_MAXIMUM_QOS, 2)
+    if maximum_qos not in (0, 1, 2):
+        raise ProtocolError(f"CONNACK Maximum QoS {maximum_qos} (0 or 1)")
     reason_string = found.get(_REASON_STRING)
     keep_alive = found.get(_SERVER_KEEP_ALIVE)
     assigned = found.get(_ASSIGNED_CLIENT_ID)
-    receive_max = found.get(_RECEIVE_MAXIMUM, 65_535)
+    expiry = found.get(_SESSION_EXPIRY)
     return ConnAck(
         bool(body[0] & 1), body[1],
         reason_string if isinstance(reason_string, str) else None,
-        receive_max if isinstance(receive_max, int) else 65_535,
+        receive_max,
         keep_alive if isinstance(keep_alive, int) else None,
         assigned if isinstance(assigned, str) else None,
+        packet_max if isinstance(packet_max, int) else None,
+        flag(_RETAIN_AVAILABLE, "Retain Available"),
+        maximum_qos,
+        flag(_WILDCARD_AVAILABLE, "Wildcard Subscription Available"),
+        flag(_SHARED_AVAILABLE, "Shared Subscription Available"),
+        expiry if isinstance(expiry, int) else None,
     )  # fmt: skip
 
 
@@ -566,6 +639,7 @@ def pingreq() -> bytes:
     return b"\xc0\x00"
 
 
-def disconnect(reason: int = 0) -> bytes:
-    """3.14: DISCONNECT, normal (0) unless told."""
-    return b"\xe0\x00" if reason == 0 else b"\xe0\x01" + bytes([reason])
+def disconnect(reason: int = 0, *, v5: bool = True) -> bytes:
+    """3.14: DISCONNECT, normal (0) unless told; a v3.1.1 one has no reason code. Any reason but
+    0 keeps the will (3.1.2.5): the broker sends it, as for a lost connection."""
+    return b"\xe0\x01" + bytes([reason]) if reason and v5 else b"\xe0\x00"

@@ -21,6 +21,7 @@ Whatever ends the connection (the broker, a malformed packet, a lost socket, ``c
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ssl
 from collections.abc import Callable
@@ -32,13 +33,72 @@ import structlog
 
 from tableside.mqtt import codec
 
-__all__ = ["Connection", "Endpoint", "MqttError", "connect"]
+__all__ = [
+    "REASONS",
+    "BeyondLimits",
+    "ConnectRefused",
+    "Connection",
+    "Endpoint",
+    "MqttError",
+    "Refused",
+    "SubscriptionRefused",
+    "connect",
+    "describe",
+]
 
 log = structlog.get_logger("tableside.mqtt")
 
 
 class MqttError(Exception):
     """The broker refused, broke protocol, did not answer in time, or the connection is gone."""
+
+
+class Refused(MqttError):
+    """The broker answered a PUBLISH with a reason code of 0x80 or more (3.4.2.1): it does not
+    have the message. ``reason`` and its ``name``; the connection stays up."""
+
+    def __init__(self, topic: str, reason: int, said: str | None = None) -> None:
+        self.topic, self.reason = topic, reason
+        self.name = said or REASONS.get(reason, "")
+        super().__init__(f"the broker refused the publish to {topic}: {describe(reason, said)}")
+
+
+class SubscriptionRefused(MqttError):
+    """The broker refused one or more filters of a SUBSCRIBE (3.9.3: reason 0x80 or more)."""
+
+    def __init__(self, refused: dict[str, int]) -> None:
+        self.refused = refused
+        said = ", ".join(f"{f} ({describe(r)})" for f, r in refused.items())
+        super().__init__(f"the broker refused the subscription to {said}")
+
+
+class BeyondLimits(MqttError):
+    """A message this connection's broker cannot take as it is (larger than its Maximum Packet
+    Size, retained where it keeps none, QoS 1 where it takes QoS 0 only): never sent."""
+
+
+#: reason codes (2.4) a person may meet in a refusal, by number
+REASONS: dict[int, str] = {
+    0x80: "unspecified error", 0x81: "malformed packet", 0x82: "protocol error",
+    0x83: "implementation specific error", 0x84: "unsupported protocol version",
+    0x85: "client identifier not valid", 0x86: "bad user name or password",
+    0x87: "not authorized", 0x88: "server unavailable", 0x89: "server busy", 0x8A: "banned",
+    0x8B: "server shutting down", 0x8C: "bad authentication method",
+    0x8D: "keep alive timeout", 0x8E: "session taken over", 0x8F: "topic filter invalid",
+    0x90: "topic name invalid", 0x91: "packet identifier in use",
+    0x93: "receive maximum exceeded", 0x94: "topic alias invalid", 0x95: "packet too large",
+    0x97: "quota exceeded", 0x98: "administrative action", 0x99: "payload format invalid",
+    0x9A: "retain not supported", 0x9B: "QoS not supported", 0x9C: "use another server",
+    0x9D: "server moved", 0x9E: "shared subscriptions not supported",
+    0x9F: "connection rate exceeded", 0xA1: "subscription identifiers not supported",
+    0xA2: "wildcard subscriptions not supported",
+}  # fmt: skip
+
+
+def describe(reason: int, said: str | None = None) -> str:
+    """``reason 0x87 (not authorized)``, with the broker's own words when it gave some."""
+    name = said or REASONS.get(reason)
+    return f"reason 0x{reason:02x}" + (f" ({name})" if name else "")
 
 
 @dataclass(frozen=True)
@@ -77,27 +137,33 @@ class Endpoint:
 
 Messages = Callable[[list[codec.Publish]], None]
 
-#: the CONNACK refusals a person can act on, by (v5, reason code): 3.2.2.2, and 3.1.1's 3.2.2.3
-_REFUSALS = {
-    (True, 0x84): "(unsupported protocol version)",
-    (True, 0x85): "(client identifier not valid)",
-    (True, 0x86): "(bad user name or password)",
-    (True, 0x87): "(not authorized)",
-    (True, 0x8A): "(banned)",
-    (False, 0x01): "(unacceptable protocol version)",
-    (False, 0x02): "(identifier rejected)",
-    (False, 0x04): "(bad user name or password)",
-    (False, 0x05): "(not authorized)",
+#: the v3.1.1 CONNACK refusals (3.1.1's 3.2.2.3; v5's are REASONS)
+_REFUSALS_V3 = {
+    0x01: "unacceptable protocol version",
+    0x02: "identifier rejected",
+    0x03: "server unavailable",
+    0x04: "bad user name or password",
+    0x05: "not authorized",
 }
+
+#: what a client may assume of a broker until its CONNACK says more (3.2.2.3)
+_DEFAULTS = codec.ConnAck(False, 0)
 
 
 class Connection(asyncio.Protocol):
-    """One connection's packets. Made by ``connect``; its callbacks may be set before that."""
+    """One connection's packets. Made by ``connect``; its callbacks may be set before that.
+
+    One window for every QoS 1 PUBLISH this client sends on it (4.9: at most the broker's
+    Receive Maximum unacknowledged): ``publish`` waits for a place, and a PUBLISH built
+    elsewhere (``write`` with ``claim_id``) takes one, so the table's records, its command
+    responses and an auditor's replay share it."""
 
     def __init__(self, on_messages: Messages | None, *, auto_ack: bool, v5: bool) -> None:
         self.on_messages = on_messages
         #: the PUBACK of a message written with a packet id from ``claim_id``
         self.on_puback: Callable[[codec.PubAck], None] | None = None
+        #: a PUBACK freed a place in the broker's window (whoever waits for room looks again)
+        self.on_room: Callable[[], None] | None = None
         self.auto_ack = auto_ack
         self.v5 = v5
         self.reader = codec.Reader(v5=v5)
@@ -107,15 +173,20 @@ class Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         # read by whoever holds the connection; one that ended first must not log it as lost
         self.closed.add_done_callback(lambda f: f.cancelled() or f.exception())
+        #: the socket itself is closed (what was written has left, or was dropped)
+        self._lost: asyncio.Future[None] = loop.create_future()
         self._waiting: dict[int, asyncio.Future[codec.PubAck | codec.SubAck]] = {}
+        self._publishing: set[int] = set()  # packet ids of ``publish`` awaiting their PUBACK
         self._claimed: set[int] = set()
+        self._places: collections.deque[asyncio.Future[None]] = collections.deque()
         self._next_id = 0
         self.heard = loop.time()
         #: not reading (the owner holds enough): the broker's silence is then this side's
         self.paused = False
         self._pinger: asyncio.Task[None] | None = None
-        #: what the broker allows in flight to it (3.2.2.3.3), from its CONNACK
-        self.receive_maximum = 65_535
+        #: what the broker's CONNACK allows this connection (3.2.2.3): its Receive Maximum,
+        #: Maximum Packet Size, Retain Available, Maximum QoS, wildcard and shared subscriptions
+        self.limits = _DEFAULTS
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -129,21 +200,28 @@ class Connection(asyncio.Protocol):
             packets = self.reader.feed(data)
         except codec.MalformedPacket as exc:
             log.error("mqtt_malformed", error=str(exc))
-            self.fail(MqttError(f"malformed packet from the broker: {exc}"))
+            self.fail(MqttError(f"malformed packet from the broker: {exc}"), exc.reason)
             return  # the packets before it were all acknowledged or not: sent again either way
         publishes: list[codec.Publish] = []
         for packet in packets:
             if type(packet) is codec.Publish:
+                if not self.connack.done():  # 3.2.0-1: the broker's first packet is CONNACK
+                    self.fail(MqttError("a PUBLISH before the broker's CONNACK"), 0x82)
+                    return
                 if packet.qos == 2:  # subscribed at QoS 1 at most: a broker never sends 2 (3.8.4)
-                    self.fail(MqttError("a QoS 2 PUBLISH on a QoS 1 subscription"))
+                    self.fail(MqttError("a QoS 2 PUBLISH on a QoS 1 subscription"), 0x82)
                     return
                 publishes.append(packet)
             else:
                 self._control(packet)
+                if self.closed.done():
+                    return
         if publishes:
             self._deliver(publishes)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self._lost.done():
+            self._lost.set_result(None)
         self._end(MqttError(f"connection lost: {exc or 'closed by the broker'}"))
 
     # -- what comes in ---------------------------------------------------------------------
@@ -155,24 +233,72 @@ class Connection(asyncio.Protocol):
             self.ack([p.packet_id for p in publishes if p.packet_id is not None])
 
     def _control(self, packet: codec.Packet) -> None:
-        if isinstance(packet, codec.PubAck | codec.SubAck):
+        if isinstance(packet, codec.ConnAck):
+            if self.connack.done():
+                self.fail(MqttError("a second CONNACK"), 0x82)
+            else:
+                self.connack.set_result(packet)
+            return
+        if not self.connack.done():  # 3.2.0-1
+            self.fail(MqttError(f"a {type(packet).__name__} before the broker's CONNACK"), 0x82)
+            return
+        if isinstance(packet, codec.PubAck):
             pid = packet.packet_id
-            if pid in self._claimed and isinstance(packet, codec.PubAck):
+            if pid in self._claimed:
                 self._claimed.discard(pid)
+                self._freed()
                 if self.on_puback is not None:
                     self.on_puback(packet)
                 return
-            waiter = self._waiting.pop(pid, None)
+            if pid in self._publishing:
+                self._publishing.discard(pid)
+                self._freed()
+        if isinstance(packet, codec.PubAck | codec.SubAck):
+            waiter = self._waiting.pop(packet.packet_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(packet)
-        elif isinstance(packet, codec.ConnAck):
-            if self.connack.done():
-                self.fail(MqttError("a second CONNACK"))
-            else:
-                self.connack.set_result(packet)
         elif isinstance(packet, codec.Disconnect):
-            self.fail(MqttError(f"the broker disconnected: reason 0x{packet.reason:02x} "
-                                f"{packet.reason_string or ''}".rstrip()))  # fmt: skip
+            self.fail(MqttError(f"the broker disconnected: "
+                                f"{describe(packet.reason, packet.reason_string)}"))  # fmt: skip
+
+    # -- the broker's window (4.9) ---------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """QoS 1 publishes sent on this connection whose PUBACK has not come."""
+        return len(self._claimed) + len(self._publishing)
+
+    @property
+    def room(self) -> int:
+        """How many more QoS 1 publishes may go now (the broker's Receive Maximum, less those
+        in flight, less the places ``publish`` calls are waiting for)."""
+        return self.limits.receive_maximum - self.in_flight - len(self._places)
+
+    def _freed(self) -> None:
+        while self._places:
+            place = self._places.popleft()
+            if not place.done():
+                place.set_result(None)
+                break
+        if self.on_room is not None:
+            self.on_room()
+
+    async def _place(self) -> None:
+        """Returns once a QoS 1 publish may go (4.9: the broker's Receive Maximum)."""
+        while self.limits.receive_maximum - self.in_flight <= 0 or (
+            self._places and not self._places[0].done()
+        ):
+            if self.closed.done():
+                self.closed.result()
+            place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._places.append(place)
+            try:
+                await place
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._places.remove(place)
+            if self.limits.receive_maximum - self.in_flight > 0:
+                return
 
     # -- what goes out ---------------------------------------------------------------------
 
@@ -186,33 +312,60 @@ class Connection(asyncio.Protocol):
         self.transport.write(data)
 
     def claim_id(self) -> int:
-        """A packet id for a PUBLISH built elsewhere and written with ``write``; its PUBACK goes
-        to ``on_puback``, and the id is free again."""
+        """A packet id for a QoS 1 PUBLISH built elsewhere and written with ``write``: one place
+        of the broker's window, given back when its PUBACK comes (to ``on_puback``). Only while
+        ``room`` is above 0."""
+        if self.room <= 0:
+            raise MqttError(f"the broker's Receive Maximum ({self.limits.receive_maximum}) "
+                            "is in flight already")  # fmt: skip
         pid = self._free_id()
         self._claimed.add(pid)
         return pid
 
+    def check(self, topic: str, packet: bytes, *, retain: bool) -> None:
+        """``BeyondLimits`` when the broker cannot take this QoS 1 PUBLISH as it is."""
+        limits = self.limits
+        if limits.maximum_qos == 0:
+            raise BeyondLimits("the broker takes QoS 0 only (its CONNACK's Maximum QoS)")
+        if retain and not limits.retain_available:
+            raise BeyondLimits(f"the broker keeps no retained messages ({topic})")
+        if limits.maximum_packet_size is not None and len(packet) > limits.maximum_packet_size:
+            limit = limits.maximum_packet_size
+            raise BeyondLimits(f"a {len(packet)}-byte PUBLISH to {topic}: larger than the "
+                               f"broker's Maximum Packet Size, {limit}")  # fmt: skip
+
     def _free_id(self) -> int:
         for _ in range(0xFFFF):
             self._next_id = self._next_id % 0xFFFF + 1
-            if self._next_id not in self._waiting and self._next_id not in self._claimed:
-                return self._next_id
+            pid = self._next_id
+            if (
+                pid not in self._waiting
+                and pid not in self._claimed
+                and pid not in self._publishing
+            ):
+                return pid
         raise MqttError("every packet id is in use")
 
     async def _answer(
-        self, data: Callable[[int], bytes], within_s: float
+        self, data: Callable[[int], bytes], within_s: float, *, publish: bool = False
     ) -> codec.PubAck | codec.SubAck:
-        pid = self._free_id()
         waiter: asyncio.Future[codec.PubAck | codec.SubAck]
         waiter = asyncio.get_running_loop().create_future()
-        self._waiting[pid] = waiter
+        pid = 0
         try:
-            self.write(data(pid))
             async with asyncio.timeout(within_s):
+                if publish:
+                    await self._place()
+                pid = self._free_id()
+                self._waiting[pid] = waiter
+                if publish:
+                    self._publishing.add(pid)
+                self.write(data(pid))
                 return await waiter
         except TimeoutError as exc:
             raise MqttError(f"no answer to packet {pid} within {within_s:.0f} s") from exc
         finally:
+            # a publish given up on keeps its place (and its id) until the broker answers it
             self._waiting.pop(pid, None)
 
     async def publish(
@@ -226,8 +379,10 @@ class Connection(asyncio.Protocol):
         correlation: bytes | None = None,
         within_s: float = 10.0,
     ) -> None:
-        """QoS 1; returns once the broker has it (PUBACK). ``MqttError`` when there is no
-        connection, it is lost meanwhile, no PUBACK comes in time or the broker refuses it."""
+        """QoS 1; returns once the broker has it (PUBACK), waiting first for a place in the
+        broker's window. ``BeyondLimits`` (nothing sent) when the broker cannot take it as it
+        is; ``Refused`` when it answers no; ``MqttError`` when there is no connection, it is
+        lost meanwhile or no PUBACK comes in time."""
 
         def packet(pid: int) -> bytes:
             return codec.publish(
@@ -236,22 +391,29 @@ class Connection(asyncio.Protocol):
                 correlation=correlation,
             )  # fmt: skip
 
-        answer = await self._answer(packet, within_s)
+        self.check(topic, packet(1), retain=retain)
+        answer = await self._answer(packet, within_s, publish=True)
         if not isinstance(answer, codec.PubAck):
             raise MqttError("a SUBACK for a PUBLISH's packet id")
-        if answer.reason >= 0x80:
-            reason = f"0x{answer.reason:02x}"
-            raise MqttError(f"the broker refused the publish to {topic}: reason {reason}")
+        if answer.refused:
+            raise Refused(topic, answer.reason, answer.reason_string)
 
     async def subscribe(self, filters: list[tuple[str, int]], *, within_s: float = 10.0) -> None:
-        """SUBSCRIBE, each filter with its options byte (codec.subscribe); ``MqttError`` naming
-        the filters the broker refused."""
+        """SUBSCRIBE, each filter with its options byte (codec.subscribe). ``BeyondLimits``
+        (nothing sent) for a wildcard or shared filter the broker said it takes none of;
+        ``SubscriptionRefused`` naming the filters the broker refused."""
+        limits = self.limits
+        for topic, _ in filters:
+            if topic.startswith("$share/") and not limits.shared_available:
+                raise BeyondLimits(f"the broker takes no shared subscriptions ({topic})")
+            if ("+" in topic or "#" in topic) and not limits.wildcard_available:
+                raise BeyondLimits(f"the broker takes no wildcard subscriptions ({topic})")
         answer = await self._answer(lambda pid: codec.subscribe(pid, filters, v5=self.v5), within_s)
         if not isinstance(answer, codec.SubAck):
             raise MqttError("a PUBACK for a SUBSCRIBE's packet id")
-        refused = [f for (f, _), r in zip(filters, answer.reasons, strict=False) if r >= 0x80]
+        refused = {f: r for (f, _), r in zip(filters, answer.reasons, strict=False) if r >= 0x80}
         if refused:
-            raise MqttError(f"the broker refused the subscription to {refused}: {answer.reasons}")
+            raise SubscriptionRefused(refused)
 
     def ack(self, packet_ids: list[int]) -> bool:
         """Acknowledge received QoS 1 messages; False (nothing sent) when the connection is gone:
@@ -277,19 +439,42 @@ class Connection(asyncio.Protocol):
 
     # -- the end ---------------------------------------------------------------------------
 
-    def fail(self, exc: MqttError) -> None:
-        """End the connection at once (no DISCONNECT: the broker sends the will)."""
+    def fail(self, exc: MqttError, reason: int | None = None) -> None:
+        """End the connection at once, the will kept: with v5 and a ``reason`` (4.13: 0x81
+        malformed packet, 0x82 protocol error …) a DISCONNECT saying it goes first (any reason
+        but 0 keeps the will, 3.1.2.5); otherwise the socket is simply dropped."""
+        if reason and self.v5 and self.transport is not None and not self.transport.is_closing():
+            with contextlib.suppress(RuntimeError, MqttError):
+                self.write(codec.disconnect(reason))
         self._end(exc)
         if self.transport is not None:
-            self.transport.abort()
+            if reason and self.v5:
+                self.transport.close()  # what is buffered (the DISCONNECT) goes first
+            else:
+                self.transport.abort()
 
     def close(self) -> None:
         """A clean end: DISCONNECT (the broker drops the will), then close."""
         if self.transport is not None and not self.transport.is_closing():
             with contextlib.suppress(RuntimeError, MqttError):
-                self.write(codec.disconnect())
+                self.write(codec.disconnect(v5=self.v5))
             self.transport.close()
         self._end(MqttError("closed by this client"))
+
+    async def ended(self) -> None:
+        """Returns when the connection ends, raising why. A waiter cancelled here leaves the
+        connection as it is (awaiting ``closed`` itself would cancel that future: the
+        connection would read as ended, and ``close`` could not say DISCONNECT)."""
+        await asyncio.shield(self.closed)
+
+    async def drained(self, within_s: float = 2.0) -> None:
+        """Returns once what was written has left (the socket closed), at most ``within_s``: a
+        process about to exit waits here, or its last DISCONNECT may never leave."""
+        if self.transport is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s):
+                await asyncio.shield(self._lost)
 
     def _end(self, exc: MqttError) -> None:
         if not self.closed.done():
@@ -301,15 +486,22 @@ class Connection(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_exception(exc)
         self._waiting.clear()
+        for place in self._places:
+            if not place.done():
+                place.set_exception(exc)
+        self._places.clear()
         if self._pinger is not None:
             self._pinger.cancel()
 
     def accepted(self, connack: codec.ConnAck, keepalive: int) -> None:
         """The broker's CONNACK took this connection: its limits kept, the keep-alive begun
         (the broker's Server Keep Alive when it set one, 3.2.2.3.14)."""
-        self.receive_maximum = connack.receive_maximum
-        seconds = connack.server_keep_alive or keepalive
-        self._pinger = asyncio.create_task(self._ping(seconds), name="mqtt-ping")
+        self.limits = connack
+        seconds = connack.server_keep_alive
+        if seconds is None:
+            seconds = keepalive
+        if seconds:  # 0: no keep-alive (3.1.2.10)
+            self._pinger = asyncio.create_task(self._ping(seconds), name="mqtt-ping")
 
     async def _ping(self, keepalive: int) -> None:
         """PINGREQ every half keep-alive; a broker silent for 1.5 keep-alives is gone."""
@@ -338,8 +530,9 @@ async def connect(
     auto_ack: bool = True,
     within_s: float = 10.0,
 ) -> Connection:
-    """A connection the broker has accepted (CONNACK, reason 0), its keep-alive running.
-    ``MqttError`` for anything else, within ``within_s`` from the TCP connect to the CONNACK."""
+    """A connection the broker has accepted (CONNACK, reason 0), its keep-alive running and its
+    limits in ``limits``. ``MqttError`` for anything else, within ``within_s`` from the TCP
+    connect to the CONNACK: ``ConnectRefused`` when the broker's CONNACK says no."""
     loop = asyncio.get_running_loop()
     conn = Connection(on_messages, auto_ack=auto_ack, v5=endpoint.v5)
     try:
@@ -365,8 +558,19 @@ async def connect(
         raise
     if connack.reason != 0:
         conn.fail(MqttError("refused"))
-        said = connack.reason_string or _REFUSALS.get((endpoint.v5, connack.reason), "")
-        raise MqttError(f"the broker refused the connection: reason 0x{connack.reason:02x} "
-                        f"{said}".rstrip())  # fmt: skip
+        raise ConnectRefused(connack, endpoint.v5)
     conn.accepted(connack, keepalive)
     return conn
+
+
+class ConnectRefused(MqttError):
+    """The broker's CONNACK refused the connection (3.2.2.2): ``reason`` says why."""
+
+    def __init__(self, connack: codec.ConnAck, v5: bool) -> None:
+        self.reason = connack.reason
+        if v5:
+            said = describe(connack.reason, connack.reason_string)
+        else:
+            name = _REFUSALS_V3.get(connack.reason)
+            said = f"reason 0x{connack.reason:02x}" + (f" ({name})" if name else "")
+        super().__init__(f"the broker refused the connection: {said}")

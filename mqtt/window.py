@@ -2,12 +2,14 @@
 publishes out, PUBACKs in, acknowledged seqs out.
 
 The publisher (daemon/publisher.py) sends the journal's records in seq order, QoS 1, at most
-``size`` unacknowledged; the broker acknowledges in order on one connection, but a seq counts
-as acknowledged here only once every seq before it is, so the journal's acknowledged mark
-never passes a hole. A record that may already have reached the broker (at or below
-``attempted``: sent on an earlier connection or by an earlier run) is a redelivery, and goes
-out marked so (docs/mqtt.md). One window per connection: what it had in flight when the
-connection dropped is sent again from the journal's acknowledged mark on the next.
+``size`` unacknowledged; a seq counts as acknowledged here only once every seq before it is,
+so the journal's acknowledged mark never passes a hole. A record that may already have reached
+the broker (at or below ``attempted``: sent on an earlier connection or by an earlier run) is a
+redelivery, and goes out marked so (docs/mqtt.md). A record the broker refuses (a PUBACK with a
+reason code of 0x80 or more) is not acknowledged: it keeps its place and is due again after a
+growing pause (``due``), and every seq after it waits behind it for the mark. One window per
+connection: what it had in flight when the connection dropped is sent again from the journal's
+acknowledged mark on the next.
 """
 
 from __future__ import annotations
@@ -15,16 +17,25 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-__all__ = ["Sent", "Window"]
+__all__ = ["REFUSED_RETRY_MAX_S", "Sent", "Window"]
+
+#: a refused record goes again after 1 s, then 2, 4 … at most this long
+REFUSED_RETRY_MAX_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sent:
-    """One record in flight: its seq, the packet id it went with, when (the caller's clock)."""
+    """One record in the window: its seq, the packet id it last went with (0 while refused),
+    when (the caller's clock), whether it goes marked redelivered; after a refusal, how many
+    there were, the last reason code, and when it is due again."""
 
     seq: int
     packet_id: int
     at: float
+    again: bool
+    refusals: int = 0
+    reason: int = 0
+    due_at: float = 0.0
 
 
 class Window:
@@ -40,6 +51,7 @@ class Window:
         self._inflight: collections.deque[Sent] = collections.deque()
         self._seq_of: dict[int, int] = {}  # packet id → seq, until its PUBACK
         self._done: set[int] = set()  # seqs acknowledged behind an older one that is not
+        self._sent: dict[int, Sent] = {}  # seq → its entry, while in the window
 
     @property
     def room(self) -> int:
@@ -61,8 +73,10 @@ class Window:
         again = seq <= self.attempted
         self.attempted = max(self.attempted, seq)
         self.cursor = seq + 1
-        self._inflight.append(Sent(seq, packet_id, at))
+        sent = Sent(seq, packet_id, at, again)
+        self._inflight.append(sent)
         self._seq_of[packet_id] = seq
+        self._sent[seq] = sent
         return again
 
     def acknowledged(self, packet_id: int) -> list[int]:
@@ -77,9 +91,46 @@ class Window:
         while inflight and inflight[0].seq in done:
             first = inflight.popleft().seq
             done.discard(first)
+            del self._sent[first]
             out.append(first)
         return out
 
+    def refused(self, packet_id: int, reason: int, at: float) -> Sent | None:
+        """A PUBACK refusing ``packet_id``: its record stays unacknowledged and in its place,
+        due again after 1 s, 2 s, 4 s … (``REFUSED_RETRY_MAX_S`` at most); its entry, or None
+        for a packet id not in flight."""
+        seq = self._seq_of.pop(packet_id, None)
+        if seq is None:
+            return None
+        sent = self._sent[seq]
+        sent.packet_id = 0
+        sent.refusals += 1
+        sent.reason = reason
+        sent.due_at = at + min(REFUSED_RETRY_MAX_S, 2.0 ** (sent.refusals - 1))
+        return sent
+
+    def due(self, at: float) -> list[Sent]:
+        """The refused records due to go again by ``at``, in seq order."""
+        return [s for s in self._inflight if not s.packet_id and s.due_at <= at]
+
+    def resend(self, seq: int, packet_id: int, at: float) -> Sent:
+        """A refused record goes again with ``packet_id``."""
+        sent = self._sent.get(seq)
+        if sent is None or sent.packet_id:
+            raise ValueError(f"seq {seq} is not waiting to go again")
+        if packet_id in self._seq_of:
+            held = self._seq_of[packet_id]
+            raise ValueError(f"packet id {packet_id} is in flight already (seq {held})")
+        sent.packet_id, sent.at = packet_id, at
+        self._seq_of[packet_id] = seq
+        return sent
+
+    def refusing(self) -> Sent | None:
+        """The oldest record the broker has refused and not taken since, if any."""
+        return next((s for s in self._inflight if s.refusals and s.seq not in self._done), None)
+
     def oldest(self) -> Sent | None:
-        """The longest unacknowledged record, to find a broker that never answers."""
-        return self._inflight[0] if self._inflight else None
+        """The longest unanswered record (sent, no PUBACK yet), to find a broker that never
+        answers; a refused one waiting to go again is not waiting for the broker."""
+        waiting = [s for s in self._inflight if s.packet_id]
+        return min(waiting, key=lambda s: s.at) if waiting else None
