@@ -280,9 +280,9 @@ async def run_demo(
                   f"faults: {', '.join(faults) or 'none'}; "
                   + (f"{rounds} shuffles" if rounds else "until Ctrl-C"), file=out)  # fmt: skip
             last_outcome, seen = _last_outcome(config, shuffler, rounds)
-            # a persistent session (clean at the start of each demo, then kept across the
-            # monitor's reconnects): a broker outage does not cost the monitor what the table
-            # published meanwhile
+            # a persistent session (an earlier demo's ended at the start, then a new one kept
+            # across the monitor's reconnects and the broker's restarts): a broker outage does
+            # not cost the monitor what the table published meanwhile
             monitor = Monitor(
                 broker_url,
                 table_id,

@@ -1,14 +1,16 @@
 """``tableside monitor``: subscribe to one table and print its life, one line per message.
 
-It checks the sequence numbers as it goes and prints a ``GAP`` line when numbers are missing.
-Republished retained state and the last will are repeats by design and are not counted.
+Each message is read as its topic's payload model (daemon/payloads.py); one that does not read
+is printed as ``BAD`` and counts for nothing. It checks the sequence numbers as it goes and
+prints a ``GAP`` line when numbers are missing (``counted_seq``: retained and republished state,
+the last will, an auditor's replay and a requester's response are repeats by design).
 
 It connects with a persistent session (a stable client id, QoS 1), so what the table publishes
 while the monitor is away from the broker (a broker restart, a network blip) is kept for it by
 a broker with persistence on and arrives when it is back. A gap it still sees across one of its
-own reconnects is its own (the broker did not keep its session), said as such with the command
-that fetches the range from the table's journal; a gap while it stayed connected is a loss
-before or at the broker.
+own reconnects on which the broker had no session for it (CONNACK's session present) is its
+own, said as such with the command that fetches the range from the table's journal; a gap while
+it stayed connected, or across a reconnect to a kept session, is a loss before or at the broker.
 """
 
 from __future__ import annotations
@@ -21,12 +23,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from tableside.daemon.payloads import TopicKind, parse_topic
+from pydantic import BaseModel, ValidationError
+
+from tableside.daemon.payloads import (
+    Envelope,
+    StatusPayload,
+    Topic,
+    TopicKind,
+    model_of,
+    parse_topic,
+)
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
 
-__all__ = ["SESSION_EXPIRY_S", "Monitor", "default_client_id", "format_message"]
+__all__ = [
+    "SESSION_EXPIRY_S",
+    "Monitor",
+    "counted_seq",
+    "default_client_id",
+    "format_message",
+    "read_message",
+]
 
 #: MQTT v5: how long the broker keeps a monitor's session (and queues for it) while it is away
 SESSION_EXPIRY_S = 24 * 3600
@@ -39,6 +57,11 @@ def default_client_id(table: str) -> str:
 
 def _clock(ts: str) -> str:
     return ts[11:23] if len(ts) >= 23 else ts
+
+
+def _level(test: dict[str, object]) -> float:
+    level = test.get("level", 0)
+    return level if isinstance(level, int | float) and not isinstance(level, bool) else 0
 
 
 def format_message(topic: str, msg: dict[str, Any], prefix: str = "tableside") -> str:
@@ -98,9 +121,11 @@ def format_message(topic: str, msg: dict[str, Any], prefix: str = "tableside") -
         return line.rstrip()
     if kind is TopicKind.DEVICE_EVENT and msg.get("event") == "shuffle_statistics":
         data = msg.get("data", {})
-        tests = [t for t in data.get("tests", []) if isinstance(t, dict)]
-        top = max(tests, key=lambda t: t.get("level", 0), default={})
-        highest = f"highest level {top.get('level', 0)} ({top.get('test', '-')})"
+        # the device's own data, which the payload model takes as any object
+        tests = data.get("tests")
+        rows = [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
+        top = max(rows, key=_level, default={})
+        highest = f"highest level {_level(top)} ({top.get('test', '-')})"
         return (f"{head} {msg.get('device')!s:<10} shuffle_statistics: {data.get('shuffles')} "
                 f"tested ({data.get('with_input')} with the order fed), {data.get('alerts')} "
                 f"alerts; {highest}")  # fmt: skip
@@ -121,6 +146,38 @@ def format_message(topic: str, msg: dict[str, Any], prefix: str = "tableside") -
     return f"{head} {topic} {json.dumps(msg)}"
 
 
+#: kinds whose messages repeat a record rather than being one: the records an auditor's replay
+#: sends again (``"replayed": true``, each with its record's seq), and the copy of a result the
+#: table sends at once to the requester's response topic, ahead of the journal's queue
+_COPIES = frozenset({TopicKind.REPLAY, TopicKind.RESPONSE})
+
+
+def read_message(prefix: str, topic: str, payload: bytes) -> tuple[Topic, BaseModel]:
+    """The message as its topic's payload model; ValueError says why it is not one. Strict: the
+    loss rule reads ``seq`` and flags, and a lax reading (``parse_payload``'s) would take
+    ``"7"``, ``7.0`` or ``true`` for a seq and ``1`` or ``"true"`` for ``republished``."""
+    where = parse_topic(prefix, topic)
+    if where is None:
+        raise ValueError("not a topic docs/mqtt.md lists")
+    model = model_of(where.kind)
+    try:
+        return where, model.model_validate_json(payload, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(x) for x in first["loc"]) or "payload"
+        raise ValueError(f"{at}: {first['msg']}") from None
+
+
+def counted_seq(kind: TopicKind, message: BaseModel, retained: bool) -> int | None:
+    """The seq the loss rule counts for this message (docs/mqtt.md, "How to check for loss");
+    None for a repeat by design: retained or republished state, the last will, a copy."""
+    if retained or kind in _COPIES or not isinstance(message, Envelope):
+        return None
+    if message.republished or (isinstance(message, StatusPayload) and message.will):
+        return None
+    return message.seq
+
+
 @dataclass
 class Monitor:
     url: str
@@ -133,7 +190,8 @@ class Monitor:
     endpoint: Endpoint | None = None
     #: the session's client id; None: a clean session each time (what comes while away is lost)
     client_id: str | None = None
-    #: take up the session a previous run left (False: start clean, keep it across reconnects)
+    #: take up the session a previous run left (False: end it first, then keep a new one
+    #: across reconnects)
     resume: bool = True
     seen: set[int] = field(default_factory=set)
     #: seq ranges missing while the monitor stayed connected: lost before or at the broker
@@ -144,37 +202,40 @@ class Monitor:
     #: (how to fetch a range from the table's journal) e.g. "--config /etc/tableside/cs-01.toml"
     journal_hint: str = "--config <the table's config>"
     _high: int | None = None
-    _reconnected: bool = False
+    #: connected again to a broker that had no session for it: a gap before the next new seq
+    #: is the monitor's own
+    _session_lost: bool = False
 
-    def _check_seq(self, msg: dict[str, object], retained: bool) -> str | None:
-        seq = msg.get("seq")
-        repeat = msg.get("republished") or msg.get("will") or msg.get("replayed")
-        if not isinstance(seq, int) or retained or repeat:
+    def _count(self, seq: int) -> str | None:
+        """The loss rule for one counted seq: the GAP line when numbers before it are missing."""
+        if seq in self.seen:  # a repeat: the table's redelivered, or the broker's DUP
             return None
         self.seen.add(seq)
-        note = None
-        if self._high is not None and seq > self._high + 1:
-            first, last = self._high + 1, seq - 1
-            if self._reconnected:
-                self.missed.append((first, last))
-                note = (
-                    f"GAP (this monitor's): seq {first}..{last} not received while the monitor "
-                    "was away from the broker (the broker did not keep its session: restarted "
-                    "without persistence, or the session expired); the table has them: "
-                    f"tableside journal export {self.journal_hint} --from-seq {first} "
-                    f"--to-seq {last}"
-                )
-            else:
-                self.gaps.append((first, last))
-                note = f"GAP: seq {first}..{last} not received (lost before or at the broker)"
-        self._reconnected = False
-        if self._high is None or seq > self._high:
-            self._high = seq
-        return note
+        high = self._high
+        if high is not None and seq < high:  # late, behind a higher one: decides nothing
+            return None
+        self._high = seq
+        session_lost, self._session_lost = self._session_lost, False
+        if high is None or seq == high + 1:
+            return None
+        first, last = high + 1, seq - 1
+        if session_lost:
+            self.missed.append((first, last))
+            return (
+                f"GAP (this monitor's): seq {first}..{last} not received while the monitor "
+                "was away from the broker (the broker did not keep its session: restarted "
+                "without persistence, or the session expired); the table has them: "
+                f"tableside journal export {self.journal_hint} --from-seq {first} "
+                f"--to-seq {last}"
+            )
+        self.gaps.append((first, last))
+        return f"GAP: seq {first}..{last} not received (lost before or at the broker)"
 
-    def _on_connection(self) -> None:
-        """A connection is made: a gap before the next fresh message spans a reconnect."""
-        self._reconnected = self.connections > 0
+    def _on_connection(self, session_present: bool) -> None:
+        """A connection is made: when the broker had no session for the monitor (CONNACK), what
+        the table published since the last one is lost to it, and a gap before the next new
+        message is its own."""
+        self._session_lost = self.connections > 0 and not session_present
         self.connections += 1
 
     def _print(self, line: str) -> None:
@@ -183,21 +244,31 @@ class Monitor:
 
     def _session(self) -> Client:
         """This connection's client: with a client id, the session kept across the monitor's
-        reconnects (clean only on the first connection when not resuming)."""
+        reconnects and broker restarts. Its CONNECT never asks for a clean start: Mosquitto
+        saves to disk only the sessions whose CONNECT did not (persist__client_save), so one
+        begun clean lives only until the broker restarts."""
         endpoint = self.endpoint or Endpoint(self.url)
         if self.client_id is None:
             return Client(endpoint)
-        clean = self.connections == 0 and not self.resume
-        return Client(endpoint, self.client_id, clean_start=clean,
+        return Client(endpoint, self.client_id, clean_start=False,
                       session_expiry=SESSION_EXPIRY_S)  # fmt: skip
+
+    async def _end_old_session(self, client_id: str) -> None:
+        """Not resuming: the session a previous run left (and what it queued) ends with a
+        clean connection that keeps nothing; the monitor's own session then begins."""
+        endpoint = self.endpoint or Endpoint(self.url)
+        async with Client(endpoint, client_id, clean_start=True, session_expiry=0):
+            pass
 
     async def run(self) -> None:
         backoff = Backoff(initial=0.2, maximum=5.0)
         while True:
             try:
+                if self.client_id is not None and not self.resume and self.connections == 0:
+                    await self._end_old_session(self.client_id)
                 async with self._session() as c:
                     backoff.reset()
-                    self._on_connection()
+                    self._on_connection(c.conn.connack.result().session_present)
                     await c.subscribe(f"{self.prefix}/{self.table}/#")
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)
@@ -210,15 +281,15 @@ class Monitor:
         if where is not None and where.kind is TopicKind.COMMAND:
             return  # requests, not the table's own messages
         try:
-            msg = json.loads(payload)
-            if not isinstance(msg, dict):
-                raise ValueError("not a JSON object")
+            where, message = read_message(self.prefix, topic, payload)
         except ValueError as exc:
-            self._print(f"-- {topic}: unreadable payload ({exc}): {payload!r:.80}")
+            self._print(f"BAD {topic}: {exc}: {payload!r:.80}")
             return
-        note = self._check_seq(msg, retained)
+        seq = counted_seq(where.kind, message, retained)
+        note = self._count(seq) if seq is not None else None
         if note:
             self._print(note)
+        msg = message.model_dump(mode="json")
         self._print(format_message(topic, msg, self.prefix))
         if self.on_message is not None:
             self.on_message(topic, msg)
