@@ -154,9 +154,12 @@ class Publisher:
         self._emptied = asyncio.Event()
         # Latest retained payload per topic and its seq, to send again after a reconnect.
         self._retained: dict[str, tuple[int, bytes]] = {}
-        # Records up to here may have reached the broker already: from the previous run
-        # everything journaled but not acknowledged, then whatever this run has sent.
-        self._attempted = journal.durable_seq
+        # Records up to here may have reached the broker already: what the previous run sent
+        # (kept by its clean close; after a crash, everything it journaled), then whatever
+        # this run has sent.
+        self._attempted = (
+            journal.sent if journal.recovered_sent is not None else journal.durable_seq
+        )
         #: the envelope's fields, in the models' order; ts and seq are each message's own.
         #: Every message from a table on a lab's test clock says so.
         test = journal.test_clock
@@ -521,7 +524,7 @@ class _Drain:
                 publisher.redelivered += 1
             packets.append(self._packet(record, pid, again))
             self.held[record.seq] = record
-        publisher._attempted = window.attempted
+        publisher._attempted = self.journal.sent = window.attempted
         if packets:
             conn.write(b"".join(packets))
 

@@ -16,10 +16,20 @@ from typing import Any
 import aiomqtt
 import pytest
 
+from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import Config
 
-from .conftest import Mosquitto
-from .hil import Received, ruling, simulated_table, simulator, until
+from .conftest import Mosquitto, free_port
+from .hil import (
+    Received,
+    make_config,
+    ruling,
+    simulated_table,
+    simulator,
+    start_simulator,
+    stop,
+    until,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -154,3 +164,26 @@ async def test_after_a_clean_stop_the_retained_status_is_the_clean_offline(
                 break
     (status,) = retained
     assert (status["status"], status["will"], status["seq"]) == ("offline", False, last)
+
+
+async def test_records_never_sent_go_unmarked_after_a_clean_restart(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A table that ran with its broker away and stopped cleanly sent none of its records: the
+    next run sends them as new, not ``redelivered`` (every one was, before: the journal kept no
+    word of what had been sent)."""
+    nowhere = f"mqtt://127.0.0.1:{free_port()}"
+    sim_url, sim_task = await start_simulator(simulator(interval=0.05), "socket")
+    try:
+        first = TableDaemon(make_config(nowhere, sim_url, tmp_path))
+        task = asyncio.create_task(first.run())
+        await until(lambda: first.journal.next_seq > 10)
+        await stop(task)
+        unsent = first.journal.next_seq - 1
+        async with simulated_table(mosquitto.url, tmp_path, simulator()) as table:
+            await until(every_seq_arrived(table.subscriber.messages, unsent), 30)
+            early = [m for m in table.subscriber.messages
+                     if not m.retained and m.payload["seq"] <= unsent]  # fmt: skip
+    finally:
+        await stop(sim_task)
+    assert early and not [m.payload["seq"] for m in early if m.payload["redelivered"]]

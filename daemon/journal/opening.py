@@ -44,6 +44,8 @@ class Opened:
     last_seq: int
     last_hash: bytes
     acked: int
+    #: the last run's sent mark, kept by its clean close (None: it did not close cleanly)
+    sent: int | None
     newest_ts: float
     #: ``tableside journal recover`` made it and nothing has been written since
     fresh_from_recovery: bool
@@ -71,7 +73,10 @@ def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
             problems, missing = log_problems(path, conn, summary, found, live=True)
         if not problems and missing:
             summary = _roll_forward(conn, path, missing, summary)
+        sent = read_meta(conn).get("sent")
         if not problems:
+            # read once: a crash of this run must not find the last run's mark
+            conn.execute("DELETE FROM meta WHERE key = 'sent'")
             _start_log(conn, path, log, table, summary, found)
     except sqlite3.DatabaseError as exc:
         raise corrupt(path, f"not a readable journal ({exc})") from exc
@@ -86,6 +91,7 @@ def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
         last_seq=summary["last_seq"],
         last_hash=bytes.fromhex(summary["last_hash"]),
         acked=summary["acked"],
+        sent=None if sent is None else int(sent),
         newest_ts=summary["newest_ts"],
         fresh_from_recovery=read_meta(conn).get("recovered_after") == str(summary["last_seq"]),
     )

@@ -57,6 +57,12 @@ class Journal:
             housekeeping=self._housekeeping, log_bytes=log_bytes,
         )  # fmt: skip
         self.recovered_acked = -1
+        #: the highest seq the publisher has written to a broker, this run or before (set by
+        #: the publisher as it sends); a clean close keeps it as ``meta.sent``
+        self.sent = -1
+        #: what the last run's clean close kept of it; None after a crash (then whatever was
+        #: not acknowledged may have reached the broker)
+        self.recovered_sent: int | None = None
         #: the run's time (record times, retention, the table's clock): set by open()
         self.clock = RunClock()
         #: ``tableside journal recover`` made this journal and nothing has been written since:
@@ -74,6 +80,8 @@ class Journal:
         self._progress.reset(opened.last_seq)
         self._committer.reset(opened.acked, opened.last_seq, opened.last_hash)
         self.recovered_acked = opened.acked
+        self.recovered_sent = opened.sent
+        self.sent = opened.acked if opened.sent is None else max(opened.sent, opened.acked)
         self.clock = RunClock(not_before=opened.newest_ts, test=self.test_clock)
         self.fresh_from_recovery = opened.fresh_from_recovery
 
@@ -90,12 +98,15 @@ class Journal:
         self._committer.start(self._conn)
 
     def close(self) -> None:
-        """Commit and log what is queued, record the acknowledged mark, stop the threads."""
+        """Commit and log what is queued, record the acknowledged and sent marks, stop the
+        threads."""
         self._committer.stop()
         self._checkpointer.stop()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._committer.write_acked(self._conn)
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('sent', ?)",
+                                   (str(self.sent),))  # fmt: skip
             self._conn.close()
             self._conn = None
         self._reads.close()
