@@ -119,6 +119,27 @@ class DaemonCollector(Collector):
             "Connections made to the broker by this process.",
             publisher.connections,
         )
+        yield counter(
+            "tableside_messages_refused",
+            "PUBACKs refusing a record (reason 0x80 or more): each record goes again.",
+            publisher.refusals,
+        )
+        yield counter(
+            "tableside_messages_withheld",
+            "Records sent as a withheld stand-in (larger than the broker's Maximum Packet Size).",
+            publisher.withheld,
+        )
+        undelivered = publisher.undelivered
+        yield gauge(
+            "tableside_broker_refused_seq",
+            "The oldest record the broker refuses now (-1: none).",
+            -1 if undelivered is None else undelivered.seq,
+        )
+        yield gauge(
+            "tableside_broker_commands_subscribed",
+            "1 while the broker takes the table's command subscription.",
+            int(publisher.commands_subscribed),
+        )
 
     def _rulings(self) -> Iterator[Metric]:
         """Rulings given by clause, what waits for a person, and the requests answered."""

@@ -11,7 +11,11 @@ group). The Receive Maximum it asks for bounds how many the broker has out to it
 
 ``Link.run`` connects, subscribes and stays connected until cancelled: a broker that goes away
 or breaks protocol (a malformed packet: logged with what and where) is connected to again after
-a jittered, capped pause (drivers/backoff.py).
+a jittered, capped pause (drivers/backoff.py), which starts small again only after a connection
+that lived ``STABLE_S`` (one that accepts and cuts is not hammered). A broker that refuses the
+subscriptions, or takes no wildcard or shared ones, is said as an error each time. A session
+the broker did not keep (CONNACK's Session Present 0 on a reconnect) is said: what came while
+the floor was away is then missing at the broker, and the floor's gaps show it.
 """
 
 from __future__ import annotations
@@ -24,14 +28,23 @@ import structlog
 
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt import codec as mqtt
-from tableside.mqtt.connection import Connection, Endpoint, MqttError, connect
+from tableside.mqtt.connection import (
+    BeyondLimits,
+    Connection,
+    Endpoint,
+    MqttError,
+    SubscriptionRefused,
+    connect,
+)
 
-__all__ = ["RETAIN_AS_PUBLISHED", "Link", "Subscription"]
+__all__ = ["RETAIN_AS_PUBLISHED", "STABLE_S", "Link", "Subscription"]
 
 log = structlog.get_logger("tableside.floor.link")
 
 #: SUBSCRIBE options (3.8.3.1): QoS 1, Retain As Published
 RETAIN_AS_PUBLISHED = 0x01 | 0x08
+#: a connection that lived this long was a working one: the next waits start small again
+STABLE_S = 10.0
 
 #: what the floor is given: the messages of one socket read, and the connection they came on
 Take = Callable[[list[mqtt.Publish], int], None]
@@ -64,12 +77,17 @@ class Link:
     on_subscribed: Callable[[], None] | None = None
     generation: int = 0
     _conn: Connection | None = None
+    _accepted_at: float | None = None
 
     async def run(self) -> None:
         backoff = Backoff(initial=0.2, maximum=5.0)
+        loop = asyncio.get_running_loop()
         while True:
+            self._accepted_at = None
             try:
-                await self._session(backoff)
+                await self._session()
+            except (SubscriptionRefused, BeyondLimits) as exc:
+                log.error("floor_subscription_refused", broker=self.url, error=str(exc))
             except MqttError as exc:
                 log.warning("floor_broker_lost", broker=self.url, error=str(exc) or repr(exc))
             finally:
@@ -77,9 +95,16 @@ class Link:
                 conn, self._conn = self._conn, None
                 if conn is not None:
                     conn.close()  # a stop says DISCONNECT and keeps the session
+                    await conn.drained()
+            if self._lived(loop.time()) >= STABLE_S:
+                backoff.reset()
             await asyncio.sleep(backoff.next())
 
-    async def _session(self, backoff: Backoff) -> None:
+    def _lived(self, now: float) -> float:
+        """How long the last connection lived after its CONNACK (0: none was accepted)."""
+        return 0.0 if self._accepted_at is None else now - self._accepted_at
+
+    async def _session(self) -> None:
         self.generation += 1
         generation, take = self.generation, self.take
         self._conn = conn = await connect(
@@ -88,8 +113,10 @@ class Link:
             receive_maximum=self.receive_maximum, auto_ack=False,
             on_messages=lambda publishes: take(publishes, generation),
         )  # fmt: skip
+        self._accepted_at = asyncio.get_running_loop().time()
+        if generation > 1 and not conn.limits.session_present and self.session_expiry:
+            log.warning("floor_session_not_kept", broker=self.url, client_id=self.client_id)
         await conn.subscribe([(s.topic, s.options) for s in self.subscriptions])
-        backoff.reset()
         self.subscribed.set()
         if self.on_subscribed is not None:
             self.on_subscribed()
