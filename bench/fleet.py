@@ -20,7 +20,8 @@ Each simulated table is what a table's daemon is on the wire, built from the dae
   key, to enrol on the floor;
 * after a lost connection it connects again (backing off, at most 5 s apart), sends again the
   message whose acknowledgement never came, marked ``"redelivered": true`` (``proof.marked``:
-  its chain entry still holds), and journals a new ``online``, as the daemon does;
+  its chain entry still holds), and journals a new ``online`` (on every connection: the daemon
+  does so after a connection that lived ``STABLE_S``, and sends the same one again after a flap);
 * it answers the floor's ``replay`` (``<prefix>/<table>/command/auditor``, docs/floor.md) from
   its journal, kept in memory: each record asked for, again, on ``<prefix>/<table>/replay``
   (``ReplayPayload``, QoS 1), as the daemon sends them, and refuses what the daemon refuses
@@ -459,7 +460,8 @@ class Link:
             self._serving = asyncio.create_task(
                 self._serve(client), name=f"replays.{self.table.table}"
             )
-            # "online" takes its place behind what is queued, as the daemon's does
+            # "online" takes its place behind what is queued, as the daemon's does after an
+            # outage (after a flap the daemon sends its last one again instead)
             self.table.status("online")
             return client
 
