@@ -268,7 +268,7 @@ class Monitor:
                     await self._end_old_session(self.client_id)
                 async with self._session() as c:
                     backoff.reset()
-                    self._on_connection(c.conn.connack.result().session_present)
+                    self._on_connection(c.session_present)
                     await c.subscribe(f"{self.prefix}/{self.table}/#")
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)

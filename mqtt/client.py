@@ -67,6 +67,11 @@ class Client:
             raise MqttError("not connected (use the client in `async with`)")
         return self._conn
 
+    @property
+    def session_present(self) -> bool:
+        """Whether the broker kept a session for this client id (its CONNACK, 3.2.2.1.1)."""
+        return self.conn.limits.session_present
+
     async def subscribe(self, topic: str, options: int = 1) -> None:
         """QoS 1 unless ``options`` says otherwise (codec.subscribe's options byte)."""
         await self.conn.subscribe([(topic, options)])
