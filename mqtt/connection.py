@@ -559,6 +559,10 @@ async def connect(
     if connack.reason != 0:
         conn.fail(MqttError("refused"))
         raise ConnectRefused(connack, endpoint.v5)
+    if clean_start and connack.session_present:  # 3.2.2-2 (3.1.1: 3.2.2-1)
+        conn.fail(MqttError("session present"), 0x82)
+        raise MqttError("the broker said a session was present for a clean start (a protocol "
+                        "error)")  # fmt: skip
     conn.accepted(connack, keepalive)
     return conn
 

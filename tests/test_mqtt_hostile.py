@@ -242,3 +242,12 @@ async def test_the_floors_link_is_not_hammered_and_says_what_the_broker_will_not
         await until(lambda: len(broker.sessions) >= 2)
         await stop(task)
     assert not [f for s in broker.sessions for f in s.filters]
+
+
+async def test_a_session_present_on_a_clean_start_is_a_protocol_error(tmp_path: Path) -> None:
+    """3.2.2-2: a CONNACK accepting a clean start says no session is present; one that says
+    otherwise is refused (DISCONNECT 0x82) and tried again."""
+    policy = Policy(connack=lambda s: connack(session_present=s.index == 0))
+    async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
+        await every_seq_taken(broker, daemon, 10)
+    assert broker.sessions[0].disconnect == 0x82 and not broker.sessions[0].took
