@@ -42,9 +42,51 @@ need() {
     fi
 }
 
+# want WHAT PACKAGE CHECK...: like need, but the tests that use it skip, saying why, without it
+want() {
+    local what="$1" package="$2"
+    shift 2
+    if "$@" >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "dev.sh: installing $package ($what)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" \
+            >/dev/null || echo "dev.sh: $package did not install: its tests skip" >&2
+    else
+        echo "dev.sh: $what: sudo apt-get install $package (its tests skip meanwhile)" >&2
+    fi
+}
+
+# The broker matrix (tests/test_broker_matrix.py) runs aedes on Node.js (20 or newer), the
+# version tests/aedes/package-lock.json pins, installed into tests/aedes; without node and npm
+# (or the registry) its aedes tests skip, saying why.
+want_aedes() {
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        echo "dev.sh: the broker matrix's aedes needs Node.js 20+ with npm (its tests skip)" >&2
+        return
+    fi
+    # installed already, at the pinned version: nothing to do
+    if node -e 'const pin = require("./tests/aedes/package.json").dependencies.aedes;
+        const has = require("./tests/aedes/node_modules/aedes/package.json").version;
+        process.exit(has === pin ? 0 : 1)' >/dev/null 2>&1; then
+        return
+    fi
+    echo "dev.sh: installing aedes into tests/aedes (the broker matrix)" >&2
+    npm ci --prefix tests/aedes --no-audit --no-fund --silent ||
+        echo "dev.sh: npm could not install aedes: its tests skip" >&2
+}
+
 need_tools() {
     need "the tests start their own broker" mosquitto \
         sh -c 'command -v mosquitto || [ -x /usr/sbin/mosquitto ]'
+    # the broker matrix starts its own RabbitMQ node and NATS server on free ports
+    # (tests/brokers.py), never the machine's
+    want "the broker matrix runs RabbitMQ's MQTT plugin" rabbitmq-server \
+        sh -c 'ls /usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_mqtt-*'
+    want "the broker matrix runs NATS's MQTT" nats-server \
+        sh -c 'command -v nats-server || [ -x /usr/sbin/nats-server ]'
+    want_aedes
     # the floor's store tests start their own server from Debian's initdb and pg_ctl, in a
     # temporary directory on a free port (tests/postgres.py), never a cluster of the machine's
     need "the floor's store tests start their own server" postgresql \
@@ -69,7 +111,9 @@ case "$command" in
         # pytest exits 5 when it ran no test; that fails here like any other non-zero status.
         # In parallel (pytest-xdist): the suite mostly waits on brokers, daemons and devices,
         # and every test starts its own on free ports. TABLESIDE_TEST_WORKERS=0 runs it serially.
-        exec .venv/bin/pytest -n "${TABLESIDE_TEST_WORKERS:-4}" "$@"
+        # loadgroup: the tests marked xdist_group (the broker matrix: one group per broker) run
+        # on one worker each, which starts that broker once; the others are spread as usual.
+        exec .venv/bin/pytest -n "${TABLESIDE_TEST_WORKERS:-4}" --dist loadgroup "$@"
         ;;
     *)
         echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2

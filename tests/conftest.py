@@ -205,7 +205,7 @@ _SLOW_MODULES = frozenset({
     "test_cli", "test_contract", "test_flood", "test_hil", "test_integrity", "test_link_cuts",
     "test_lockout", "test_monitor", "test_packaging", "test_reconnect", "test_recovery",
     "test_replay", "test_requests", "test_security", "test_soak", "test_stopping",
-    "test_systemd", "test_table_proof", "test_test_clock",
+    "test_systemd", "test_table_proof", "test_test_clock", "test_broker_matrix",
 })  # fmt: skip
 
 
