@@ -178,8 +178,25 @@ def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
     return context
 
 
+#: the modules the ``floor`` extra brings (pyproject.toml); tests/test_cli_requests.py ties them
+FLOOR_EXTRA = frozenset({"aiohttp", "psycopg"})
+
+
 def command(args: argparse.Namespace, run_async: Any) -> int:
-    """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner."""
+    """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner. A module
+    of the ``floor`` extra that is not installed is one line naming the extra, wherever the
+    action imports it (the web view, the PostgreSQL store)."""
+    try:
+        return _command(args, run_async)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in FLOOR_EXTRA:
+            raise
+        print(f"tableside floor {args.floor_command}: needs {exc.name}, which the floor extra "
+              "brings: pip install 'tableside[floor]'", file=sys.stderr)  # fmt: skip
+        return 2
+
+
+def _command(args: argparse.Namespace, run_async: Any) -> int:
     if args.floor_command == "user":
         return _user(args)
     if args.floor_command == "run" and (args.tls_cert or args.tls_key) and not args.http:

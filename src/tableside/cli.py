@@ -8,7 +8,7 @@ import gc
 import json
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -719,6 +719,35 @@ def _command_args(name: str, items: Sequence[str]) -> dict[str, object]:
     return values
 
 
+def _nearest(word: str, words: Iterable[str]) -> str:
+    """``: did you mean 'x'?`` for the nearest spelling, or the whole list when none is near."""
+    import difflib
+
+    known = sorted(words)
+    near = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f": did you mean {near[0]!r}?" if near else f" (one of: {', '.join(known)})"
+
+
+def _check_request(role: str, name: str, values: Mapping[str, object]) -> None:
+    """What the table would refuse of a request it can judge without its state (an unknown
+    role, command or argument, an argument of the wrong type, a role that may not give it),
+    refused before anything is sent: ``ValueError`` with the nearest spelling."""
+    from tableside.rules.commands import COMMANDS, Role, authorise
+
+    if role not in {r.value for r in Role}:
+        raise ValueError(f"unknown role {role!r}{_nearest(role, (r.value for r in Role))}")
+    if name not in COMMANDS:
+        raise ValueError(f"unknown command {name!r}{_nearest(name, COMMANDS)}")
+    command = authorise(name, role)
+    fields = command.args.model_fields
+    for key in values:
+        if key not in fields and not fields:
+            raise ValueError(f"{name} takes no arguments ({key!r} given)")
+        if key not in fields:
+            raise ValueError(f"{name}: unknown argument {key!r}{_nearest(key, fields)}")
+    command.parse(values)
+
+
 def _cmd_monitor(args: argparse.Namespace) -> int:
     from tableside.daemon.monitor import Monitor, default_client_id
 
@@ -945,15 +974,16 @@ def _cmd_command(args: argparse.Namespace) -> int:
     from tableside.mqtt.client import Client
     from tableside.mqtt.connection import Endpoint, MqttError
 
+    try:
+        values = _command_args(args.name, args.args)
+        _check_request(args.role, args.name, values)
+    except ValueError as exc:  # refused here at once, as the table would refuse it
+        print(f"tableside command: {exc}", file=sys.stderr)
+        return 2
     where = _table_on_broker(args, "command")
     if where is None:
         return 2
     table, broker, prefix, config = where
-    try:
-        values = _command_args(args.name, args.args)
-    except ValueError as exc:
-        print(f"tableside command: {exc}", file=sys.stderr)
-        return 2
     base = f"{prefix}/{table}"
     request_id = f"cli-{uuid.uuid4().hex[:12]}"
     body = {"command": args.name, "device": args.device, "args": values,
