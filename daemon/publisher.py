@@ -373,10 +373,15 @@ class Publisher:
                 log.warning("republish_refused", seq=seq, topic=topic, why=str(exc))
 
     def _commands(self, messages: list[codec.Publish]) -> None:
-        """Requests, delivered in the order they came (each acknowledged once handled)."""
+        """Requests, delivered in the order they came (each acknowledged once handled); a
+        message on any other topic is no request, whatever the broker sends."""
         if self._on_command is None:
             return
         for message in messages:
+            if not self.topics.role_of_command(message.topic):
+                # not a request: a broker that pushes what it retains for others (amqtt)
+                log.warning("unrequested_message", topic=message.topic, retain=message.retain)
+                continue
             reply = None
             if message.response_topic:
                 reply = (message.response_topic, message.correlation or b"")

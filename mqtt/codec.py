@@ -418,8 +418,16 @@ def _puback(flags: int, body: bytes) -> PubAck:
     return PubAck(packet_id, reason, said)
 
 
+#: a v3.1.1 CONNACK's refusals (3.1.1's 3.2.2.3) as v5 reason codes
+_V3_REFUSALS: Final = {1: 0x84, 2: 0x85, 3: 0x88, 4: 0x86, 5: 0x87}
+
+
 def _connack(flags: int, body: bytes) -> ConnAck:
     _fixed_flags("CONNACK", flags)
+    if len(body) == 2 and body[1] in _V3_REFUSALS:
+        # a broker that speaks only 3.1.1 refuses a v5 CONNECT so (3.1.1's 3.1.2.2: return
+        # code 1, unacceptable protocol level), with no properties: the v5 reason says it
+        return _connack_v3(flags, bytes([body[0], _V3_REFUSALS[body[1]]]))
     if body[0] & 0xFE:
         raise MalformedPacket("CONNACK acknowledge flags with reserved bits set")
     found, _, end = _properties(body, 2)

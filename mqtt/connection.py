@@ -574,6 +574,8 @@ class ConnectRefused(MqttError):
         self.reason = connack.reason
         if v5:
             said = describe(connack.reason, connack.reason_string)
+            if connack.reason == 0x84:
+                said += ': it speaks MQTT 3.1.1 only ([broker] mqtt_version = "3.1.1")'
         else:
             name = _REFUSALS_V3.get(connack.reason)
             said = f"reason 0x{connack.reason:02x}" + (f" ({name})" if name else "")

@@ -251,3 +251,25 @@ async def test_a_session_present_on_a_clean_start_is_a_protocol_error(tmp_path: 
     async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
         await every_seq_taken(broker, daemon, 10)
     assert broker.sessions[0].disconnect == 0x82 and not broker.sessions[0].took
+
+
+async def test_a_broker_that_speaks_only_3_1_1_is_named_so() -> None:
+    """A 3.1.1 broker answers a v5 CONNECT with its own CONNACK, return code 1 (unacceptable
+    protocol level), as NATS and aedes do: a refusal that says to speak 3.1.1, not a malformed
+    packet."""
+    from tableside.mqtt.connection import ConnectRefused, Endpoint, connect
+
+    async with HostileBroker(Policy(connack=lambda s: b"\x20\x02\x00\x01")) as broker:
+        with pytest.raises(ConnectRefused, match=r'0x84 .*mqtt_version = "3\.1\.1"'):
+            await connect(Endpoint(broker.url), "t")
+
+
+async def test_a_message_on_no_request_topic_is_no_request(tmp_path: Path) -> None:
+    """amqtt sends a client every retained message that matches any client's subscription: the
+    table got its own retained state back, and answered each as a malformed request (a
+    ``command_result`` nobody asked for). What is not on a command topic is not a request."""
+    pushed = [("tableside/hil-1/table", b'{"seq": 1}'), ("elsewhere/x", b"{}")]
+    async with HostileBroker(Policy(requests=pushed)) as broker, table_on(broker, tmp_path) as d:
+        await every_seq_taken(broker, d, 10)
+        records = await journaled(d)
+    assert not [r for r in records if r.topic.endswith("/command_result")]
