@@ -8,14 +8,22 @@ seq is the head's plus one, a checkpoint whose signature verifies against the en
 verdict ``ok``: the table itself says it reached that seq), or what the chain walk verified in
 the store (``verified``). Only such a record moves the head; every other record, whatever seq
 it claims, is held apart: it is stored (a gap it opens is repaired from the table) but never
-decides what goes backwards; and two kinds are ``ahead``, stored as rejected, never the record
-for their seq:
+decides what goes backwards; and three kinds are ``ahead``, stored as rejected, never the
+record for their seq:
 
 * one more than ``MAX_AHEAD`` past the head (a forged seq far ahead would otherwise open a gap
   of a billion seqs for the floor to ask the table for);
 * a live one whose seq is the head's plus one and whose ``chain-prev`` is not the head's hash:
   the table's record of that seq links to it by construction, so this one is not it
   (``ahead`` 0). (One that links but whose own hash does not hold is kept as ``altered``.)
+* one past the head that carries no chain entry, from a table whose own messages (not replays)
+  this floor has heard chained (``chained``): such a table chains every record it sends, so
+  this one is not the table's (``ahead`` 0). A table that sends none (MQTT 3.1.1) is never in
+  ``chained``, and keeps its records as they come.
+
+What it misses (a claim that reached the store first: one with a chain entry of its own, or one
+that came before this floor knew the table's head) the chain walk settles: the seq goes to the
+record whose ``chain-prev`` links (floor/service.py ``Floor.walk``).
 
 Linking is not a signature: whoever sees a table's stream can make a record that links to its
 head. What that wins is bounded: the genuine record for that seq is kept beside it as a
@@ -79,6 +87,9 @@ class SeqOrder:
     """Per table, the head: the newest record chained to what is verified."""
 
     heads: dict[str, Head] = field(default_factory=dict)
+    #: the tables whose own messages (not replays) this floor has heard chained to the head:
+    #: their records all carry chain entries
+    chained: set[str] = field(default_factory=set)
 
     def verified(self, table: str, seq: int, digest: bytes) -> None:
         """The chain walk verified the table's records up to ``seq`` (its hash ``digest``)."""
@@ -100,6 +111,8 @@ class SeqOrder:
         if self._links(m, seq, head):
             assert m.hash is not None
             self.heads[m.table] = Head(seq, m.hash)
+            if not m.replayed:
+                self.chained.add(m.table)
             return m
         if head is None:
             return m
@@ -109,6 +122,8 @@ class SeqOrder:
             return replace(m, ahead=0)
         if seq > head.seq + MAX_AHEAD:
             return replace(m, ahead=MAX_AHEAD)
+        if m.hash is None and seq > head.seq and m.table in self.chained:  # no chain entry
+            return replace(m, ahead=0)
         return m
 
     @staticmethod

@@ -11,10 +11,13 @@ Named tasks in one TaskGroup:
 * ``floor-write``: takes whatever is held (a batch: one transaction), stores it, acknowledges
   it to the broker once committed (so a floor killed at any moment loses nothing the broker
   delivered: the broker sends it again), and walks the chain of each table it touched
-  (floor/verify.py) as far as its records are contiguous.
+  (floor/verify.py) as far as its records are contiguous and linked: at a record that does not
+  link, the seq goes to the conflict the chain vouches for, or the walk waits there for the
+  table's own record as at a gap (``Floor.walk``).
 * ``floor-repair``: every ``interval_s`` looks for gaps in the store (the store, not this
   instance's own view: floors sharing a subscription each see part of every table) and asks the
-  table for each missing range with the ``replay`` command as ``auditor``, at most ``rate_per_s``
+  table for each missing range (and each seq a walk waits at) with the ``replay`` command as
+  ``auditor``, at most ``rate_per_s``
   requests a second, again after ``retry_s`` (doubling, at most ``max_retry_s``) while the range
   is still missing, for as long as it is.
 * ``floor-tail``: once, at start: asks each known table for what came after the highest seq
@@ -33,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -45,7 +49,7 @@ from tableside.floor.link import Link, Subscription
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.order import SeqOrder
 from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
-from tableside.floor.verify import walk
+from tableside.floor.verify import vouched, waits, walk
 from tableside.mqtt import codec as mqtt
 from tableside.mqtt.connection import MqttError
 
@@ -145,6 +149,11 @@ class Floor:
     _order: SeqOrder = field(default_factory=SeqOrder)
     #: records the chain walks linked since the feed last took them (``on_stored``)
     _linked: list[Message] = field(default_factory=list)
+    #: per table, the seq its walk waits at: a record stored there does not link, and the
+    #: table's own record of that seq may still come (repair asks the table for it)
+    _held_at: dict[str, int] = field(default_factory=dict)
+    #: (table, seq) of each seq a walk waits at that the table answered a replay for
+    _told: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def session_expiry_s(self) -> int:
@@ -268,17 +277,27 @@ class Floor:
     async def _stored(self, written: Written, batch: list[Message]) -> None:
         """After a batch: metrics, flags, replay results, the chain walk."""
         self._count(batch, written)
+        told = [(m.table, m.seq) for m in batch if m.replayed and m.kind == "record"
+                and m.seq is not None and self._held_at.get(m.table) == m.seq]  # fmt: skip
+        self._told.update(told)
+        # each record the batch stored, as the store kept it: the first of its seq the order
+        # judge did not hold apart (not a copy held apart, nor a later one kept as a conflict)
         stored = set(written.stored)
-        for m in batch:  # a record of the table's chain, stored as it: not one held apart
-            if (m.what is TopicKind.COMMAND_RESULT and m.kind == "record" and m.verdict == "ok"
-                    and (m.table, m.seq) in stored):  # fmt: skip
-                await self._answered(m)
+        kept: list[Message] = []
+        for m in batch:
+            key = (m.table, m.seq)
+            if m.kind == "record" and key in stored and m.ahead is None and m.behind is None:
+                stored.discard(key)
+                kept.append(m)
         fresh: dict[str, list[Message]] = {}
-        for m in batch:  # the records this batch stored: the walk need not read them back
-            if m.kind == "record" and (m.table, m.seq) in stored:
-                fresh.setdefault(m.table, []).append(m)
+        for m in kept:  # a record of the table's chain, stored as it: not one held apart
+            if m.what is TopicKind.COMMAND_RESULT and m.verdict == "ok":
+                await self._answered(m)
+            fresh.setdefault(m.table, []).append(m)  # the walk need not read them back
         advanced: dict[str, Progress] = {}
-        for table, seqs in sorted(_by_table(written.stored).items()):
+        # a conflict, or an answer, at the seq a walk waits at may settle it
+        touched = _by_table([*written.stored, *written.conflicts, *told])
+        for table, seqs in sorted(touched.items()):
             known = self._walked.get(table)
             cont = known[0].contiguous_upto if known else None
             if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
@@ -399,6 +418,8 @@ class Floor:
                 return
             known = (state.progress, state.pruned_before or 0)
         before, start = known
+        passes: set[int] = set()  # seqs settled as breaks
+        held: int | None = None
         while True:
             cont = before.contiguous_upto
             first = cont + 1 if cont is not None else start
@@ -410,22 +431,40 @@ class Floor:
             if not records or records[0].seq != first:
                 break  # the next record (or the chain's start) is not stored yet
             linked = self._linked if self.on_stored is not None else None
-            progress, findings = walk(before, records, start, linked=linked)
+            contested: list[int] = []
+            progress, findings = walk(before, records, start, linked=linked,
+                                      contested=contested, passes=passes)  # fmt: skip
             for finding in findings:
                 if finding.verdict is not None:
                     await self.store.flag(table, finding.seq, finding.verdict, finding.what)
                     self.metrics.failures.labels(finding.verdict).inc()
                 else:
                     await self.store.problem(table, finding.seq, finding.what)
-            if progress == before:
+            moved = progress != before
+            if moved:
+                if not progress.broken and progress.contiguous_hash is not None:
+                    self._order.verified(
+                        table, progress.contiguous_upto or 0, progress.contiguous_hash
+                    )
+                if advanced is None:
+                    await self.store.advance(table, progress)
+                else:
+                    advanced[table] = progress
+                before = progress
+            if contested:
+                seq = contested[0]
+                settled = await self._settle(table, seq, before, start, records)
+                if settled == "waits":
+                    held = seq
+                    break
+                if settled == "passes":
+                    passes.add(seq)
+                    records = [m for m in records if (m.seq or 0) >= seq]
+                else:  # promoted: the seq's record is another now, read it back
+                    records = None
+                continue
+            if not moved:
                 break
-            if not progress.broken and progress.contiguous_hash is not None:
-                self._order.verified(table, progress.contiguous_upto or 0, progress.contiguous_hash)
-            if advanced is None:
-                await self.store.advance(table, progress)
-            else:
-                advanced[table] = progress
-            before = progress
             if from_batch and progress.contiguous_upto != records[-1].seq:
                 records = None  # a seq the batch lacks: the store may have it (stored before)
                 continue
@@ -433,6 +472,46 @@ class Floor:
                 break
             records = None  # the next page, from the store
         self._walked[table] = (before, start)
+        if held is not None:
+            self._held_at[table] = held
+        elif self._held_at.pop(table, None) is not None:
+            self._told = {(t, s) for t, s in self._told if t != table}
+
+    async def _settle(
+        self, table: str, seq: int, walked: Progress, start: int, page: list[Message]
+    ) -> Literal["promoted", "waits", "passes"]:
+        """A record the walk could not link (``walked``: the progress up to the seq before
+        it): the seq goes to the conflict kept for it that the chain vouches for; or the walk
+        waits there for the table's own record, as at a gap; or passes it as a break
+        (floor/verify.py ``vouched``, ``waits``)."""
+        stored = {m.seq: m for m in page}
+        found = await self.store.records(table, seq, seq, 1)  # as stored (a batch's has no id)
+        walked_it = stored[seq]
+        if not found or (found[0].hash, found[0].payload) != (walked_it.hash, walked_it.payload):
+            return "promoted"  # another floor sharing the store settled it: read it back
+        occupant = found[0]
+        before = proof.GENESIS if seq == 0 else walked.contiguous_hash
+        if before is not None:
+            claim = vouched(self.prefix, before, await self.store.claims(table, seq), self._keys)
+            if claim is not None:
+                await self.store.promote(occupant, claim)
+                if claim.what is TopicKind.COMMAND_RESULT and claim.verdict == "ok":
+                    await self._answered(claim)  # the answer to a replay request, it may be
+                self.metrics.failures.labels("unvouched").inc()
+                log.warning("floor_claim_gave_way", table=table, seq=seq,
+                            chained=occupant.hash is not None)  # fmt: skip
+                self._told.discard((table, seq))
+                return "promoted"
+        previous = stored.get(seq - 1)
+        if previous is None and seq > start:
+            found = await self.store.records(table, seq - 1, seq - 1, 1)
+            previous = found[0] if found else None
+        rivals = await self.store.claims(table, seq - 1) if occupant.hash is not None else []
+        told = (table, seq) in self._told
+        if waits(occupant, previous, rivals, start=start, told=told):
+            return "waits"
+        self._told.discard((table, seq))
+        return "passes"
 
     # -- repairing -------------------------------------------------------------------------------
 
@@ -464,6 +543,9 @@ class Floor:
                     missing += last - first + 1
                     for low in range(first, last + 1, MAX_REPLAY):
                         current.add((table, low, min(last, low + MAX_REPLAY - 1)))
+                held = self._held_at.get(table)
+                if held is not None:  # the table's own record of the seq the walk waits at
+                    current.add((table, held, held))
             self.metrics.missing.set(missing)
             await self._feed(self._linked_since())
             for key in sorted(current):

@@ -5,7 +5,11 @@ the default, nothing to set up) and PostgreSQL (``postgresql://…``, production
 A journal record (a table message with a seq) is stored once per (table, seq): a second copy with
 the same content (a redelivery, a republished retained state, a replay of one already here) is
 counted as a duplicate, and one with other content is stored beside it as a ``conflict`` and
-flagged. A live record whose seq went backwards (floor/order.py) is a duplicate if it is the
+flagged. Which of them is the record for the seq is the chain's to say, not the order they came
+in: a conflict whose chain-prev is the hash of the record before it, and whose chain-hash holds,
+takes the seq from a record that carries no chain entry or does not link (``claims``,
+``promote``; the chain walk decides, floor/service.py), and that record is kept as the conflict.
+A live record whose seq went backwards (floor/order.py) is a duplicate if it is the
 stored record, and is otherwise stored as ``rejected``. Everything else (wills, requests to a
 table, rejected input) is stored as it came. Every message of a flagged table (a forged or
 unenrolled checkpoint, until a key is enrolled) is stored carrying the flag.
@@ -109,8 +113,11 @@ class Message:
     #: the table (floor/order.py); not stored: the store keeps it, if it is not a repeat, as
     #: rejected
     behind: int | None = None
-    #: a record that links to nothing verified and is this far ahead of the newest chained seq
-    #: (floor/order.py): not stored as the record for its seq, but as rejected
+    #: a record held apart by floor/order.py, not stored as the record for its seq but as
+    #: rejected: 0, one that is not chained to the newest chained seq where the table's own
+    #: record would be (the next seq, not linked to it; or any later seq, with no chain entry,
+    #: from a table whose records carry one); otherwise, how far past that seq it was (more
+    #: than ``MAX_AHEAD``, linked to nothing verified)
     ahead: int | None = None
     #: the store's row id (None until stored)
     id: int | None = None
@@ -252,13 +259,24 @@ def _backwards(m: Message) -> Message:
 
 def _ahead(m: Message) -> Message:
     why = (
-        f"seq {m.seq} does not link to seq {(m.seq or 0) - 1}, the newest chained from this "
-        "table (the table's own record of it does)" if m.ahead == 0 else
         f"seq {m.seq} is more than {m.ahead} ahead of the newest seq chained from this table "
-        "and links to nothing verified"
+        "and links to nothing verified" if m.ahead else
+        f"seq {m.seq} carries no chain entry, from a table whose records carry one (its own "
+        "record of that seq links to the one before it)" if m.hash is None else
+        f"seq {m.seq} does not link to seq {(m.seq or 0) - 1}, the newest chained from this "
+        "table (the table's own record of it does)"
     )  # fmt: skip
     return replace(m, kind="rejected", verdict="rejected", ahead=None,
                    reason=f"{why}: held apart, never the record for its seq")  # fmt: skip
+
+
+def _gave_way(m: Message) -> str:
+    """Why a record stored under its seq was moved beside the one the chain vouches for."""
+    seq = m.seq or 0
+    linked = f"the hash of seq {seq - 1}" if seq else "the chain's start"
+    what = "it carries no chain entry" if m.hash is None else f"its chain-prev is not {linked}"
+    return (f"seq {seq}: {what}; it gave its seq to the record whose chain-prev is {linked} "
+            "(the table's own), and is kept as a claim the chain does not vouch for")  # fmt: skip
 
 
 def _conflict(m: Message, stored: tuple[Any, object]) -> Message:
@@ -463,6 +481,26 @@ class Store(abc.ABC):
     async def problem(self, table: str, seq: int, what: str) -> None:
         await self._execute([self._ensure(table), self._problem_sql(table, seq, what)])
 
+    async def promote(self, occupant: Message, claim: Message) -> None:
+        """Give a stored record's seq to one of its ``claims``, the one the chain vouches for
+        (its verdict and reason worked out again as the record's: floor/verify.py
+        ``vouched``); the record is kept beside it as a conflict, with why, and noted as a
+        problem. One transaction; nothing happens when the seq is no longer the occupant's
+        (another floor sharing the store promoted first)."""
+        if occupant.id is None or claim.id is None or occupant.seq is None:
+            raise ValueError("promote: the record and the claim must both be stored")
+        why = _gave_way(occupant)
+        await self._execute([
+            ("UPDATE messages SET kind = 'conflict', record_seq = NULL, verdict = 'conflict', "
+             "reason = ? WHERE id = ? AND record_seq = ?", (why, occupant.id, occupant.seq)),
+            ("UPDATE messages SET kind = 'record', record_seq = ?, verdict = ?, reason = ? "
+             "WHERE id = ? AND kind = 'conflict' AND NOT EXISTS (SELECT 1 FROM messages AS m "
+             "WHERE m.table_id = ? AND m.record_seq = ?)",
+             (occupant.seq, claim.verdict, _clean(claim.reason), claim.id, occupant.table,
+              occupant.seq)),
+            self._problem_sql(occupant.table, occupant.seq, why),
+        ])  # fmt: skip
+
     def _ensure(self, table: str) -> tuple[str, Sequence[object]]:
         return ("INSERT INTO floor_tables (table_id) VALUES (?) ON CONFLICT (table_id) DO NOTHING",
                 (table,))  # fmt: skip
@@ -597,6 +635,16 @@ class Store(abc.ABC):
         )
         return [Problem(*row) for row in rows]
 
+    async def claims(self, table: str, seq: int) -> list[Message]:
+        """The conflicts kept for the table's seq (records that came for it with other content
+        than the one stored), oldest first: one the chain vouches for takes the seq
+        (``promote``)."""
+        rows = await self._query(
+            f"{_SELECT} WHERE table_id = ? AND seq = ? AND kind = 'conflict' ORDER BY id",
+            (table, seq),
+        )
+        return [_message(row) for row in rows]
+
     async def records(
         self, table: str, first: int = 0, last: int = 2**62, limit: int = 10_000
     ) -> list[Message]:
@@ -659,6 +707,7 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (table_id, topic, id);
 CREATE INDEX IF NOT EXISTS messages_by_table ON messages (table_id, id);
+CREATE INDEX IF NOT EXISTS messages_claims ON messages (table_id, seq) WHERE kind = 'conflict';
 CREATE TABLE IF NOT EXISTS floor_tables (
     table_id TEXT PRIMARY KEY,
     highest_seq BIGINT,

@@ -6,22 +6,29 @@ dropped between two stored ones is found from either side, whichever arrived las
 checkpoint's signed head must be the stored hash of the record it names. The floor walks after
 every batch it stores, as far as the records are contiguous; ``tableside floor verify`` walks
 the whole store across its gaps, and compares it with the table's own ``journal export``.
+
+A record stored under its seq is a claim until the walk links it. The floor's walk stops at one
+that does not link (``contested``: no chain entry, or a chain-prev that is not the hash of the
+record before it) and settles it (floor/service.py ``Floor.walk``): the seq goes to the
+conflict kept for it that the chain vouches for (``vouched``), if one is stored; otherwise the
+walk waits there for the table's own record of that seq, as at a gap (``waits``), or, when
+nothing of the table's is to come, passes it as a break.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
 from tableside.daemon.payloads import TopicKind, parse_topic
-from tableside.floor.judge import _proof
+from tableside.floor.judge import _proof, judge
 from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict
 
-__all__ = ["Finding", "against_export", "export_line", "recheck", "walk"]
+__all__ = ["Finding", "against_export", "export_line", "recheck", "vouched", "waits", "walk"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +62,18 @@ def walk(
     *,
     across_gaps: bool = False,
     linked: list[Message] | None = None,
+    contested: list[int] | None = None,
+    passes: Collection[int] = (),
 ) -> tuple[Progress, list[Finding]]:
     """Progress after these records (seq order, from ``progress.contiguous_upto + 1``; the
     chain starts at ``start``: seq 0, a table's first, or the first its journal still has). Without
     ``across_gaps`` it stops at the first missing seq; with it, a gap is a finding and the
     link across it is not checked. ``linked`` gets each record walked whose ``chain-prev`` is
     the stored hash of the record before it and whose own verdict is ``ok``: what the web view
-    shows (a record after a break links again from the next one on)."""
+    shows (a record after a break links again from the next one on). With ``contested``, it
+    stops before a record that does not link to a record before it that has a hash (it carries
+    no chain entry, or its chain-prev is another) and puts its seq there, for the caller to
+    settle, unless the seq is in ``passes`` (settled as a break)."""
     p, found = progress, []
     expected = p.contiguous_upto + 1 if p.contiguous_upto is not None else start
     before = p.contiguous_hash if p.contiguous_upto is not None else None
@@ -76,6 +88,14 @@ def walk(
             before, broken = None, True
         if r.seq == 0:  # a table's first record chains from nothing
             before = proof.GENESIS
+        if (
+            contested is not None
+            and before is not None
+            and (r.hash is None or r.prev != before)
+            and r.seq not in passes
+        ):
+            contested.append(r.seq)
+            break
         if r.hash is None:
             if before is not None:  # a chained table's record without its chain entry
                 found.append(Finding(r.seq, "carries no chain entry: the chain stops here"))
@@ -119,6 +139,58 @@ def walk(
         )
         before, expected = r.hash, r.seq + 1
     return p, found
+
+
+def vouched(
+    prefix: str,
+    before: bytes,
+    claims: Iterable[Message],
+    keys: Mapping[str, Ed25519PublicKey],
+) -> Message | None:
+    """The first of a seq's claims (``Store.claims``, oldest first) that the chain vouches for:
+    its chain-prev is ``before``, the hash of the record before it, and its chain-hash is the
+    hash of what it carried. It comes back as the record for its seq, its verdict worked out
+    again (its payload against its model, a checkpoint's signature against ``keys``). None:
+    none is."""
+    for c in claims:
+        if c.hash is None or c.prev != before or c.chain_ts is None or c.seq is None:
+            continue
+        entry = proof.Chain(c.prev, c.hash, c.chain_ts)
+        again = judge(prefix, c.topic, c.payload, c.retain, entry.properties(), c.arrival, keys)
+        if again.kind != "record" or again.seq != c.seq or again.verdict in ("altered", "rejected"):
+            continue
+        return replace(c, kind="record", verdict=again.verdict, reason=again.reason)
+    return None
+
+
+def waits(
+    occupant: Message,
+    previous: Message | None,
+    rivals: Iterable[Message],
+    *,
+    start: int,
+    told: bool,
+) -> bool:
+    """Whether the walk waits at a record it could not link (``walk``'s ``contested``, with no
+    claim ``vouched`` for) for the table's own record of that seq, as at a gap, rather than
+    pass it as a break. ``previous`` is the record before it, ``rivals`` the conflicts kept for
+    that seq before, ``start`` the first seq the table's journal still has, ``told`` whether
+    the table answered a replay request for this seq (and its answer did not take it).
+
+    It waits unless the table's own record cannot come or has come: its journal no longer has
+    that seq; it answered for it; the record has no chain entry and the one before it came by
+    replay or without one (a table that sends none, MQTT 3.1.1: only a table whose own
+    messages carry chain entries is waited for); or the record links to a rival of the seq
+    before it that links where the stored one does (two records of that seq link to the one
+    before, the first came first: linking is not signing, and the break is real)."""
+    seq = occupant.seq
+    if seq is None or seq < start or told:
+        return False
+    if occupant.hash is None:
+        return previous is not None and previous.hash is not None and not previous.replayed
+    if previous is None:
+        return True
+    return not any(r.hash == occupant.prev and r.prev == previous.prev for r in rivals)
 
 
 def recheck(

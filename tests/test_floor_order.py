@@ -3,6 +3,7 @@ which repeats are exempt (pure)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from tableside.floor.judge import judge
@@ -63,3 +64,41 @@ def test_a_checkpoint_signed_with_the_enrolled_key_is_the_head() -> None:
     unenrolled = SeqOrder()
     unenrolled.mark([peer.judged(peer.checkpoint())])
     assert unenrolled.heads == {}
+
+
+def test_a_record_without_chain_entry_past_the_head_of_a_chained_table_is_held_apart() -> None:
+    """Issue 27: a table whose own messages this floor heard chained sends every record with
+    its chain entry, so one without, at any seq past the head, is not the table's. A table
+    this floor never heard chained (MQTT 3.1.1, its head only from replays, or a floor that
+    knows the head only from its walk) keeps such records as they come."""
+    peer = PeerTable()
+    order = SeqOrder()
+    order.mark([peer.judged(peer.event()) for _ in range(3)])  # 0..2, heard chained
+    assert order.chained == {"cs-01"}
+
+    def status(seq: int) -> bytes:
+        body = {"table": "cs-01", "ts": "x", "seq": seq, "republished": False,
+                "redelivered": False, "status": "online", "version": "0"}  # fmt: skip
+        return json.dumps(body).encode()
+
+    far, near, retained, below = (
+        judge("tableside", "tableside/cs-01/status", status(seq), retain, None, 0.0, {})
+        for seq, retain in ((9, False), (3, False), (40, True), (1, False))
+    )
+    marked = order.mark([far, near, retained, below])
+    assert [m.ahead for m in marked] == [0, 0, 0, None]
+    assert marked[3].behind == 2  # below the head: going backwards, as before
+    assert order.heads["cs-01"].seq == 2
+
+    plain = PeerTable(table="cs-02")  # an MQTT 3.1.1 table: its gap repaired by replays
+    records = [plain.event() for _ in range(4)]
+    replays = SeqOrder()
+    replays.mark([plain.replayed(records[0]), plain.replayed(records[1])])
+    assert replays.heads["cs-02"].seq == 1 and replays.chained == set()
+    later = judge("tableside", records[3].topic, records[3].payload, False, None, 0.0, {})
+    (kept,) = replays.mark([later])
+    assert kept.ahead is None
+    walked = SeqOrder()  # a floor started again: the head from its walk, nothing heard yet
+    walked.verified("cs-01", 2, peer.records[2].hash)
+    (kept,) = walked.mark([far])
+    assert kept.ahead is None and walked.chained == set()
