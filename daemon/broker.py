@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
@@ -22,6 +23,7 @@ from tableside.mqtt.connection import Endpoint, MqttError
 __all__ = [
     "NoEmbeddedBroker",
     "broker_answers",
+    "broker_version",
     "embedded_broker",
     "forget_retained",
     "free_port",
@@ -49,6 +51,19 @@ async def broker_answers(url: str, within: float = 1.5) -> bool:
             return True
     except MqttError:
         return False
+
+
+async def broker_version(url: str, within: float = 1.5) -> Literal["5", "3.1.1"] | None:
+    """The MQTT version the broker at ``url`` takes: "5" when it accepts a v5 CONNECT, else
+    "3.1.1" when it accepts that (a 3.1.1 broker refuses v5 with return code 1, or closes the
+    connection, or says nothing); None when no broker answers."""
+    for version in ("5", "3.1.1"):
+        try:
+            async with Client(Endpoint(url, v5=version == "5"), within_s=within):
+                return version
+        except MqttError:
+            continue
+    return None
 
 
 async def forget_retained(endpoint: Endpoint, topics: str, within: float = 0.5) -> int:

@@ -23,7 +23,7 @@ import structlog
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.broker import (
     NoEmbeddedBroker,
-    broker_answers,
+    broker_version,
     embedded_broker,
     forget_retained,
     mosquitto_broker,
@@ -162,9 +162,10 @@ async def _broker(
 ) -> tuple[str, Literal["5", "3.1.1"]]:
     """The broker the demo uses, and the MQTT version to speak to it: the configured one if it
     answers, else one of the demo's own (held open by ``stack``)."""
-    if await broker_answers(url):
-        print(f"-- broker: {url} answers; using it", file=out)
-        return url, "5"
+    version = await broker_version(url)
+    if version is not None:
+        print(f"-- broker: {url} answers (MQTT {version}); using it", file=out)
+        return url, version
     if embedded != "amqtt" and (program := mosquitto_program()) is not None:
         url = await stack.enter_async_context(mosquitto_broker(program))
         print(f"-- broker: none at the configured URL; a Mosquitto of ours on {url}", file=out)

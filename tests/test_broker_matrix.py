@@ -306,7 +306,7 @@ async def test_the_demo_delivers_every_seq(target: Target, broker: Broker) -> No
         await stop(watching)
         print(out.getvalue())
     printed = out.getvalue()
-    assert f"-- broker: {broker.url} answers; using it" in printed
+    assert f"-- broker: {broker.url} answers (MQTT {target.mqtt_version}); using it" in printed
     assert status == 0, "the demo's monitor saw a gap"
     assert re.search(r"^-- done: .*, 0 seq gaps", printed, re.M), printed[-2000:]
     (offline,) = sub.matching(clean_offline)

@@ -175,7 +175,7 @@ def test_demo_uses_a_broker_that_answers(mosquitto: Mosquitto) -> None:
         capture_output=True, text=True, env=_env(), timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert f"{mosquitto.url} answers; using it" in result.stdout
+    assert f"{mosquitto.url} answers (MQTT 5); using it" in result.stdout
     assert "RULING  58 Pa. Code § 551.3(a) → remove_deck" in result.stdout
     assert "card_reader on usb://1209:7ab1" in result.stdout  # the reader, on the simulated bus
     assert "card_reader hole_card_checked" in result.stdout
