@@ -179,14 +179,13 @@ class Publisher:
         self.undelivered: Undelivered | None = None
         #: whether the command subscription stands on the current connection
         self.commands_subscribed = False
-        self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S)
+        self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S, stable_s=STABLE_S)
         self._conn: Connection | None = None
         #: the will's retain flag: off once a broker said it keeps no retained messages (0x9A)
         self._will_retain = True
         #: "online" journaled and no working connection ended since: a reconnect sends the
         #: same one again rather than a new one (STABLE_S)
         self._online = False
-        self._accepted_at: float | None = None
 
     # -- what the daemon calls -------------------------------------------------------------
 
@@ -267,7 +266,6 @@ class Publisher:
     async def run(self) -> NoReturn:
         loop = asyncio.get_running_loop()
         while True:
-            self._accepted_at = None
             try:
                 await self._connect_and_serve()
             except MqttError as exc:
@@ -275,17 +273,12 @@ class Publisher:
                 if isinstance(exc, ConnectRefused) and exc.reason == 0x9A and self._will_retain:
                     self._will_retain = False  # retain not supported: the will goes unretained
                     log.warning("broker_keeps_no_retained", url=self.broker.url)
-                if self._lived(loop.time()) >= STABLE_S:
-                    self._backoff.reset()  # a working connection ended: start small again
-                    self._online = False  # and say "online" anew when back
+                if self._backoff.ended(loop.time()):  # a working connection ended:
+                    self._online = False  # say "online" anew when back
                 delay = self._backoff.next()
                 log.warning("broker_unavailable", url=self.broker.url, why=str(exc),
                             retry_in_s=round(delay, 2))  # fmt: skip
                 await asyncio.sleep(delay)
-
-    def _lived(self, now: float) -> float:
-        """How long the last connection lived after its CONNACK (0: none was accepted)."""
-        return 0.0 if self._accepted_at is None else now - self._accepted_at
 
     def _will(self) -> codec.Will:
         """Messages go out strictly in seq order. The will cannot know when it will be sent, so
@@ -303,7 +296,7 @@ class Publisher:
             clean_start=True, will=self._will(), on_messages=self._commands,
             within_s=CONNECT_TIMEOUT_S,
         )  # fmt: skip
-        self._accepted_at = asyncio.get_running_loop().time()
+        self._backoff.connected(asyncio.get_running_loop().time())
         try:
             if conn.limits.maximum_qos == 0:
                 # QoS 0 has no PUBACK: the table could never know what the broker has

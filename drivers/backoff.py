@@ -1,4 +1,6 @@
-"""Capped exponential backoff with jitter, for reconnect loops."""
+"""Capped exponential backoff with jitter, for reconnect loops; and, for a connection that can
+be accepted and then cut at once (an MQTT broker), the rule that only a working connection
+starts the waits small again (``connected``, ``ended``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ class Backoff:
     factor: float = 2.0
     jitter: float = 0.5
     rng: random.Random = field(default_factory=random.Random)
+    #: a connection that lived this long was a working one (``ended``)
+    stable_s: float = 10.0
     _attempt: int = 0
+    _since: float | None = None
 
     def next(self) -> float:
         delay = min(self.maximum, self.initial * self.factor**self._attempt)
@@ -27,3 +32,18 @@ class Backoff:
 
     def reset(self) -> None:
         self._attempt = 0
+
+    def connected(self, now: float) -> None:
+        """A connection was accepted at ``now``; the waits grow on until it has lived
+        ``stable_s``."""
+        self._since = now
+
+    def ended(self, now: float) -> bool:
+        """The connection (or the attempt) ended at ``now``: True, and the waits small again,
+        when it was a working one (it lived ``stable_s``); False for a flap or a failed try,
+        the waits growing on."""
+        since, self._since = self._since, None
+        if since is not None and now - since >= self.stable_s:
+            self.reset()
+            return True
+        return False

@@ -77,15 +77,13 @@ class Link:
     on_subscribed: Callable[[], None] | None = None
     generation: int = 0
     _conn: Connection | None = None
-    _accepted_at: float | None = None
 
     async def run(self) -> None:
-        backoff = Backoff(initial=0.2, maximum=5.0)
+        backoff = Backoff(initial=0.2, maximum=5.0, stable_s=STABLE_S)
         loop = asyncio.get_running_loop()
         while True:
-            self._accepted_at = None
             try:
-                await self._session()
+                await self._session(backoff)
             except (SubscriptionRefused, BeyondLimits) as exc:
                 log.error("floor_subscription_refused", broker=self.url, error=str(exc))
             except MqttError as exc:
@@ -96,15 +94,10 @@ class Link:
                 if conn is not None:
                     conn.close()  # a stop says DISCONNECT and keeps the session
                     await conn.drained()
-            if self._lived(loop.time()) >= STABLE_S:
-                backoff.reset()
+            backoff.ended(loop.time())
             await asyncio.sleep(backoff.next())
 
-    def _lived(self, now: float) -> float:
-        """How long the last connection lived after its CONNACK (0: none was accepted)."""
-        return 0.0 if self._accepted_at is None else now - self._accepted_at
-
-    async def _session(self) -> None:
+    async def _session(self, backoff: Backoff) -> None:
         self.generation += 1
         generation, take = self.generation, self.take
         self._conn = conn = await connect(
@@ -113,7 +106,7 @@ class Link:
             receive_maximum=self.receive_maximum, auto_ack=False,
             on_messages=lambda publishes: take(publishes, generation),
         )  # fmt: skip
-        self._accepted_at = asyncio.get_running_loop().time()
+        backoff.connected(asyncio.get_running_loop().time())
         if generation > 1 and not conn.limits.session_present and self.session_expiry:
             log.warning("floor_session_not_kept", broker=self.url, client_id=self.client_id)
         await conn.subscribe([(s.topic, s.options) for s in self.subscriptions])

@@ -223,9 +223,10 @@ async def test_a_broker_that_takes_qos0_only_is_told_and_given_nothing(tmp_path:
 
 
 async def test_the_floors_link_is_not_hammered_and_says_what_the_broker_will_not_take() -> None:
-    """The floor's link: against a broker that cuts each connection 50 ms after its CONNACK
-    the waits keep growing (it reset them on every CONNACK); against one that takes no
+    """The floor's link and the monitor: against a broker that cuts each connection 50 ms after
+    its CONNACK the waits keep growing (they reset them on every CONNACK); against one that takes no
     wildcard subscriptions it says so rather than asking for one (3.2.2.3.11)."""
+    from tableside.daemon.monitor import Monitor
     from tableside.floor.link import Link, Subscription
 
     subs = [Subscription("tableside/+/status")]
@@ -235,6 +236,12 @@ async def test_the_floors_link_is_not_hammered_and_says_what_the_broker_will_not
         await asyncio.sleep(6)
         await stop(task)
     assert 3 <= len(broker.sessions) <= 10, f"{len(broker.sessions)} connections in 6 s"
+    async with HostileBroker(Policy(cut_after_s=lambda s: 0.05)) as broker:
+        monitor = Monitor(broker.url, "hil-1")
+        task = asyncio.create_task(monitor.run())
+        await asyncio.sleep(6)
+        await stop(task)
+    assert 3 <= len(broker.sessions) <= 10, f"the monitor: {len(broker.sessions)} in 6 s"
     policy = Policy(connack=lambda s: connack(wildcard_available=0))
     async with HostileBroker(policy) as broker:
         link = Link(broker.url, "floor", subs, lambda ps, g: None, 60)
