@@ -485,9 +485,10 @@ class _Drain:
         #: refused records' payloads, to send again without reading the journal
         self.held: dict[int, Record] = {}
 
-    def _packet(self, record: Record, pid: int, again: bool) -> bytes:
+    def _packet(self, record: Record, pid: int, again: bool) -> bytes | None:
         """The record's PUBLISH as this broker can take it: unretained where it keeps nothing
-        retained; a ``withheld`` stand-in where it is larger than its Maximum Packet Size."""
+        retained; a ``withheld`` stand-in where it is larger than its Maximum Packet Size;
+        None where even the stand-in is (a broker that takes next to nothing)."""
         publisher, conn = self.publisher, self.conn
         payload = marked(record.payload, redelivered=True) if again else record.payload
         chain = publisher.chain(record) if self.v5 else None
@@ -507,8 +508,22 @@ class _Drain:
                "redelivered": again},
             topic=record.topic, retain=record.retain, size=len(packet), limit=limit,
         )  # fmt: skip
-        return codec.publish(publisher.topics.withheld, stand_in.model_dump_json().encode(),
-                             qos=1, packet_id=pid, user_properties=chain, v5=self.v5)  # fmt: skip
+        packet = codec.publish(publisher.topics.withheld, stand_in.model_dump_json().encode(),
+                               qos=1, packet_id=pid, user_properties=chain, v5=self.v5)  # fmt: skip
+        return packet if len(packet) <= limit else None
+
+    def _take(self, record: Record, pid: int, again: bool, at: float) -> bytes:
+        """The record's packet, or b"" when the broker can take nothing of it: then its place
+        is given back and it is refused here as the broker would (0x95, packet too large), so
+        it stays unacknowledged, goes again, and the status says so."""
+        packet = self._packet(record, pid, again)
+        if packet is not None:
+            return packet
+        self.conn.release(pid)
+        sent = self.window.refused(pid, 0x95, at)
+        if sent is not None:
+            self.publisher._refused(sent, record.topic)
+        return b""
 
     def send(self, batch: list[Record]) -> None:
         """These records, next in seq order, in one write."""
@@ -520,8 +535,8 @@ class _Drain:
             again = window.send(record.seq, pid, at)
             if again:
                 publisher.redelivered += 1
-            packets.append(self._packet(record, pid, again))
             self.held[record.seq] = record
+            packets.append(self._take(record, pid, again, at))
         publisher._attempted = self.journal.sent = window.attempted
         if packets:
             conn.write(b"".join(packets))
@@ -535,7 +550,7 @@ class _Drain:
                 break
             pid = conn.claim_id()
             self.window.resend(sent.seq, pid, at)
-            packets.append(self._packet(self.held[sent.seq], pid, sent.again))
+            packets.append(self._take(self.held[sent.seq], pid, sent.again, at))
         if packets:
             conn.write(b"".join(packets))
 

@@ -158,7 +158,14 @@ class Connection(asyncio.Protocol):
     elsewhere (``write`` with ``claim_id``) takes one, so the table's records, its command
     responses and an auditor's replay share it."""
 
-    def __init__(self, on_messages: Messages | None, *, auto_ack: bool, v5: bool) -> None:
+    def __init__(
+        self,
+        on_messages: Messages | None,
+        *,
+        auto_ack: bool,
+        v5: bool,
+        receive_maximum: int = 65_535,
+    ) -> None:
         self.on_messages = on_messages
         #: the PUBACK of a message written with a packet id from ``claim_id``
         self.on_puback: Callable[[codec.PubAck], None] | None = None
@@ -166,6 +173,10 @@ class Connection(asyncio.Protocol):
         self.on_room: Callable[[], None] | None = None
         self.auto_ack = auto_ack
         self.v5 = v5
+        #: what this client asked the broker to have unacknowledged to it at most (3.3.4)
+        self.receive_maximum = receive_maximum
+        #: received QoS 1 messages the owner has not acknowledged yet (``auto_ack`` off)
+        self._held: set[int] = set()
         self.reader = codec.Reader(v5=v5)
         self.transport: asyncio.Transport | None = None
         loop = asyncio.get_running_loop()
@@ -211,6 +222,12 @@ class Connection(asyncio.Protocol):
                 if packet.qos == 2:  # subscribed at QoS 1 at most: a broker never sends 2 (3.8.4)
                     self.fail(MqttError("a QoS 2 PUBLISH on a QoS 1 subscription"), 0x82)
                     return
+                if packet.packet_id is not None and not self.auto_ack:
+                    self._held.add(packet.packet_id)
+                    if len(self._held) > self.receive_maximum:  # 3.3.4: 0x93
+                        why = f"more than the Receive Maximum asked for, {self.receive_maximum}"
+                        self.fail(MqttError(f"the broker sent {why}"), 0x93)
+                        return
                 publishes.append(packet)
             else:
                 self._control(packet)
@@ -322,6 +339,13 @@ class Connection(asyncio.Protocol):
         self._claimed.add(pid)
         return pid
 
+    def release(self, packet_id: int) -> None:
+        """A packet id from ``claim_id`` whose PUBLISH was not written after all: its place
+        in the broker's window is free again."""
+        if packet_id in self._claimed:
+            self._claimed.discard(packet_id)
+            self._freed()
+
     def check(self, topic: str, packet: bytes, *, retain: bool) -> None:
         """``BeyondLimits`` when the broker cannot take this QoS 1 PUBLISH as it is."""
         limits = self.limits
@@ -411,7 +435,12 @@ class Connection(asyncio.Protocol):
         answer = await self._answer(lambda pid: codec.subscribe(pid, filters, v5=self.v5), within_s)
         if not isinstance(answer, codec.SubAck):
             raise MqttError("a PUBACK for a SUBSCRIBE's packet id")
-        refused = {f: r for (f, _), r in zip(filters, answer.reasons, strict=False) if r >= 0x80}
+        if len(answer.reasons) != len(filters):  # 3.9.3: one reason code per filter
+            error = MqttError(f"a SUBACK with {len(answer.reasons)} reason codes for "
+                              f"{len(filters)} filters")  # fmt: skip
+            self.fail(error, 0x82)
+            raise error
+        refused = {f: r for (f, _), r in zip(filters, answer.reasons, strict=True) if r >= 0x80}
         if refused:
             raise SubscriptionRefused(refused)
 
@@ -420,6 +449,7 @@ class Connection(asyncio.Protocol):
         the broker sends them again on the next."""
         if not packet_ids:
             return False
+        self._held.difference_update(packet_ids)
         try:
             self.write(codec.pubacks(packet_ids))
         except MqttError:
@@ -534,7 +564,9 @@ async def connect(
     limits in ``limits``. ``MqttError`` for anything else, within ``within_s`` from the TCP
     connect to the CONNACK: ``ConnectRefused`` when the broker's CONNACK says no."""
     loop = asyncio.get_running_loop()
-    conn = Connection(on_messages, auto_ack=auto_ack, v5=endpoint.v5)
+    conn = Connection(
+        on_messages, auto_ack=auto_ack, v5=endpoint.v5, receive_maximum=receive_maximum
+    )
     try:
         async with asyncio.timeout(within_s):
             await loop.create_connection(

@@ -104,6 +104,8 @@ class Policy:
     publish: Callable[[Session, Got], int | None] = lambda s, g: 0
     #: a SUBACK reason code for each filter
     subscribe: Callable[[Session, str], int] = lambda s, f: 1
+    #: reason codes a SUBACK carries beyond one per filter (a broker that miscounts)
+    suback_extra: bytes = b""
     #: bytes sent before the CONNACK (a broker that breaks 3.2.0-1)
     before_connack: Callable[[Session], bytes] = lambda s: b""
     #: close the connection this long after its CONNACK (None: never)
@@ -184,6 +186,7 @@ class HostileBroker:
                     pid, filters = _subscribe(body, session.v5)
                     session.filters += filters
                     codes = bytes(self.policy.subscribe(session, f) for f in filters)
+                    codes += self.policy.suback_extra
                     writer.write(_packet(0x90, struct.pack(">H", pid) + b"\x00" + codes))
                     for n, (topic, payload) in enumerate(self.policy.requests, 1):
                         writer.write(publish(topic, payload, 1000 + n))

@@ -280,3 +280,48 @@ async def test_a_message_on_no_request_topic_is_no_request(tmp_path: Path) -> No
         await every_seq_taken(broker, d, 10)
         records = await journaled(d)
     assert not [r for r in records if r.topic.endswith("/command_result")]
+
+
+async def test_a_suback_that_miscounts_its_filters_is_a_protocol_error() -> None:
+    """3.9.3: a SUBACK has one reason code per filter; one with more is the broker's protocol
+    error (DISCONNECT 0x82), not a subscription taken."""
+    from tableside.mqtt.client import Client
+    from tableside.mqtt.connection import Endpoint, MqttError
+
+    async with HostileBroker(Policy(suback_extra=b"\x01")) as broker:
+        async with Client(Endpoint(broker.url)) as client:
+            with pytest.raises(MqttError, match="2 reason codes for 1 filters"):
+                await client.subscribe("t/#")
+        await until(lambda: broker.sessions[0].disconnect is not None)
+    assert broker.sessions[0].disconnect == 0x82
+
+
+async def test_a_broker_past_the_receive_maximum_asked_for_is_refused() -> None:
+    """3.3.4: the floor asks for Receive Maximum 2 and acknowledges only what it stored; a
+    broker that sends a third unacknowledged message is told 0x93 and left."""
+    from tableside.floor.link import Link, Subscription
+
+    pushed = [(f"tableside/t{n}/status", b"{}") for n in range(3)]
+    async with HostileBroker(Policy(requests=pushed)) as broker:
+        link = Link(broker.url, "floor", [Subscription("tableside/+/status")],
+                    lambda ps, g: None, 60, receive_maximum=2)  # fmt: skip
+        task = asyncio.create_task(link.run())
+        try:
+            await until(lambda: bool(broker.sessions) and broker.sessions[0].disconnect is not None)
+        finally:
+            await stop(task)
+    assert broker.sessions[0].disconnect == 0x93
+
+
+async def test_a_broker_that_takes_next_to_nothing_is_sent_nothing_too_large(
+    tmp_path: Path,
+) -> None:
+    """Maximum Packet Size 150: not even a record's stand-in fits. Nothing over the limit is
+    sent (the broker would cut the connection, again and again); such a record is refused here
+    as the broker would (0x95), stays unacknowledged and goes again."""
+    policy = Policy(connack=lambda s: connack(maximum_packet_size=150))
+    async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
+        await until(lambda: daemon.publisher.refusals >= 3)
+        assert daemon.journal.acked < 0
+    assert max(s.largest for s in broker.sessions) <= 150
+    assert len(broker.sessions) == 1
