@@ -321,10 +321,15 @@ class Publisher:
                 "mqtt.drain": _Drain(self, conn).run(),
                 "mqtt.commands": self._subscribe_commands(conn),
             })  # fmt: skip
+        except MqttError as exc:
+            # the table ends a connection it cannot use (a PUBACK that never came …) saying so:
+            # DISCONNECT 0x80 (unspecified error), which keeps the will; a lost one is gone
+            conn.fail(exc, 0x80)
+            raise
         finally:
             self._conn = None
             self.commands_subscribed = False
-            conn.close()  # a stop says DISCONNECT; a lost connection is closed already
+            conn.close()  # a stop says DISCONNECT (normal: no will); a failed one is closed
             # the DISCONNECT leaves before a stopping process does (or the broker sends the will)
             await conn.drained()
 

@@ -325,3 +325,18 @@ async def test_a_broker_that_takes_next_to_nothing_is_sent_nothing_too_large(
         assert daemon.journal.acked < 0
     assert max(s.largest for s in broker.sessions) <= 150
     assert len(broker.sessions) == 1
+
+
+async def test_a_connection_the_table_gives_up_on_ends_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker that never acknowledges: the table ends the connection after
+    ``CONNECT_TIMEOUT_S`` (1 s here) with a DISCONNECT saying it is an error (0x80, which keeps
+    the will), not a normal one (which would drop it, as if the table had stopped), nor none."""
+    from tableside.daemon import publisher
+
+    monkeypatch.setattr(publisher, "CONNECT_TIMEOUT_S", 1.0)
+    policy = Policy(publish=lambda s, g: None if s.index == 0 else 0)
+    async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
+        await every_seq_taken(broker, daemon, 10)
+    assert broker.sessions[0].disconnect == 0x80
