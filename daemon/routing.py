@@ -133,16 +133,24 @@ class CommandRouter:
         return runtime
 
     def _deal_gate(self, command: Command, args: Args, role: str) -> str | None:
-        """A deal the rules forbid is refused, not ruled on afterwards: an unresolved ruling
-        that halts dealing (rules/rulings.py) refuses it with its id and clause, and so does a
-        rule that would halt the round it starts, tried on the table's state as it is
-        (551.16(m), 551.2(e), …). A floorperson may override with a reason, which is returned
-        (and journaled with the result): one deal goes ahead, the rulings stay unresolved."""
-        if not command.deals:
-            return None
+        """A dealing command the rules forbid is refused, not ruled on afterwards, whatever the
+        phase (the round in play included: 551.16(m) "may not continue dealing"): an
+        unresolved ruling that halts dealing (rules/rulings.py) refuses it with its id and
+        clause, and so does a rule that would halt what it deals, tried on the table's state
+        as it is (551.16(m), 551.2(e), …: the command itself when the table carries it out, a
+        round's start when a device deals it). A floorperson may override with a reason, which
+        is returned (and journaled with the result): that one command goes ahead, the rows
+        judge its dealing (rules/table.py ``dealt``) and the rulings stay unresolved."""
         facts, state = self.table.facts, self.table.state
-        trial = COMMANDS["start_round"].said(Override(), self.table.clock.now())
-        _, seen = step(facts, state, trial)
+        if not command.deals_in(facts.game):
+            return None
+        now = self.table.clock.now()
+        trial = (command.said(args, now) if command.target == "table"
+                 else COMMANDS["start_round"].said(Override(), now))  # fmt: skip
+        try:
+            _, seen = step(facts, state, trial)
+        except ValueError:
+            seen = []  # the table refuses the command itself, saying why
         halts = [r.rule for o in seen for r in evaluate(facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
         held = halting(state.rulings)
@@ -154,6 +162,8 @@ class CommandRouter:
             + [f"{r.citation}: {r.summary}" for r in halts]
         )  # fmt: skip
         override = getattr(args, "override", None)
+        if "override" not in type(args).model_fields:
+            raise Refused(f"{command.name}: dealing is halted — {why}")
         if override is None:
             raise Refused(f"{command.name}: dealing is halted — {why} (a floorperson may "
                           'override with args "override": "<reason>")')  # fmt: skip

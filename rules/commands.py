@@ -25,6 +25,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -52,6 +53,7 @@ from tableside.rules.table import (
     burn,
     coup,
     coup_begins,
+    dealt,
     gate,
     meter,
     open_betting,
@@ -99,8 +101,11 @@ Hand = Literal["royal_flush", "straight_flush", "four_of_a_kind", "full_house", 
 class _Ranked(Args):
     @field_validator("*", mode="before")
     @classmethod
-    def _upper(cls, value: object) -> object:
-        """Card ranks are taken in either case (``k`` is ``K``)."""
+    def _upper(cls, value: object, info: ValidationInfo) -> object:
+        """Card ranks are taken in either case (``k`` is ``K``); a floorperson's reason is
+        kept as written."""
+        if info.field_name == "override":
+            return value
         if isinstance(value, str):
             return value.upper()
         if isinstance(value, list):
@@ -108,11 +113,15 @@ class _Ranked(Args):
         return value
 
 
+#: a floorperson's reason for dealing while the rules halt it
+Reason = Annotated[str, Field(min_length=3)]
+
+
 class Override(Args):
     """A deal the rules would refuse (dealing halted, 551.16(m) …) goes ahead only when a
     floorperson gives the reason; the reason is journaled with the result."""
 
-    override: Annotated[str, Field(min_length=3)] | None = None
+    override: Reason | None = None
 
 
 class StubCount(Args):
@@ -161,6 +170,13 @@ class UpCard(_Ranked):
     rank: Rank
 
 
+class DealtCard(UpCard):
+    """A card dealt to the round in play (Spanish 21's up card): dealing, so refused while a
+    rule halts it unless a floorperson overrides."""
+
+    override: Reason | None = None
+
+
 class DrawnInError(Args):
     disclosed: StrictBool
 
@@ -169,6 +185,7 @@ class Coup(_Ranked):
     player: Annotated[list[Rank], Field(min_length=2, max_length=3)]
     banker: Annotated[list[Rank], Field(min_length=2, max_length=3)]
     extra: list[Rank] = Field(default_factory=list)
+    override: Reason | None = None
 
 
 class DealRound(Override):
@@ -232,6 +249,9 @@ _TECH = frozenset({Role.TECHNICIAN})
 #: a table command's handler: the table as it was and the arguments as parsed → the table
 Handler = Callable[[Turn, A], TableState]
 
+#: the games a dealing command deals in (``deals=True``: every game)
+_ALL_GAMES = frozenset(Game)
+
 
 @dataclass(frozen=True, slots=True)
 class Command:
@@ -246,9 +266,11 @@ class Command:
     #: who carries it out: "table" (its ``run``), or the device class whose driver does it
     #: ("shoe"), or "device" for any device whose driver has it
     target: str = "table"
-    #: it deals (a round starts): refused while a rule halts dealing, unless a floorperson
-    #: overrides with a reason
-    deals: bool = False
+    #: the games in which it deals cards (a round starts, or cards go to the round in play):
+    #: refused there while a rule halts dealing, in any phase, unless a floorperson overrides
+    #: with a reason (daemon/routing.py); a table command's dealing is judged by the rows
+    #: (rules/table.py ``dealt``)
+    deals: frozenset[Game] = frozenset()
     #: why these roles, for docs/commands.md
     why: str = ""
     #: arguments that work, for the docs and the tests that send every command
@@ -265,6 +287,10 @@ class Command:
     @property
     def device_command(self) -> str:
         return self.via or self.name
+
+    def deals_in(self, game: Game) -> bool:
+        """Whether it deals cards at a table of ``game``."""
+        return game in self.deals
 
     @property
     def phases(self) -> frozenset[Phase] | None:
@@ -305,7 +331,7 @@ def _device(
     """A command a device's driver carries out, as drivers/commands.py declares it (its name and
     arguments); or, with ``name``, a person's command that becomes that device command."""
     _DECLARED.append(Command(name or carried.name, doc, roles, args or carried.args, target,
-                             deals, why, example or {},
+                             _ALL_GAMES if deals else frozenset(), why, example or {},
                              carried.name if name else None))  # fmt: skip
 
 
@@ -317,18 +343,28 @@ def _table(
     *,
     why: str = "",
     example: Mapping[str, object] | None = None,
-    deals: bool = False,
+    deals: bool | frozenset[Game] = False,
     supervised_in: frozenset[Phase] = frozenset(),
 ) -> Callable[[Handler[A]], Handler[A]]:
-    """A command the table itself takes, declared on its handler."""
+    """A command the table itself takes, declared on its handler. One that ``deals`` (in
+    every game, or in those named) has its dealing judged while dealing is halted (rules/
+    table.py ``dealt``), whatever its handler does."""
+    games = _ALL_GAMES if deals is True else frozenset() if deals is False else deals
+    if games and "override" not in args.model_fields:
+        raise TypeError(f"{name} deals: its arguments take a floorperson's override")
 
     def declare(handler: Handler[A]) -> Handler[A]:
         def run(turn: Turn, given: Args) -> TableState:
             if not isinstance(given, args):
                 raise TypeError(f"{name} takes {args.__name__}, not {type(given).__name__}")
-            return handler(turn, given)
+            new = handler(turn, given)
+            if turn.facts.game in games and not any(
+                what == "dealt_while_halted" for what, _, _ in turn.notes
+            ):  # a round's start judged it already (rules/table.py round_begins)
+                dealt(turn)
+            return new
 
-        _DECLARED.append(Command(name, doc, roles, args, "table", deals, why, example or {},
+        _DECLARED.append(Command(name, doc, roles, args, "table", games, why, example or {},
                                  None, supervised_in, run))  # fmt: skip
         return handler
 
@@ -399,6 +435,8 @@ _device(
     _TECH,
     why="raw stacks from the shoe are for testing a shoe, not for dealing a round",
     example={"round": 90, "stacks": [{"target": 1, "size": 5}]},
+    # the shoe's deal starts a round at the table all the same (rules/table.py)
+    deals=True,
 )
 _device(device.SELF_TEST, "card_reader", "the card reader tests itself (551.2(e))", _EVERYONE)
 _device(device.QUERY_STATUS, "device", "the device reports its status", _EVERYONE)
@@ -451,7 +489,9 @@ def _start_round(turn: Turn, args: Override) -> TableState:
 
 _table("deal_done", "every card of the round is out (when no automated shoe says so)",
        _DEALERS, NoArgs)(_same)  # fmt: skip
-_table("reveal", "decisions are made; the dealer reveals", _DEALERS, NoArgs)(_same)
+_table("reveal", "decisions are made; the dealer reveals (Spanish 21: turns the hole card and "
+       "draws the dealer's additional cards, 551.8(h))", _DEALERS, Override,
+       deals=frozenset({Game.SPANISH_21}))(_same)  # fmt: skip
 _table("round_settled", "every wager of the round is settled", _DEALERS, NoArgs)(_same)
 
 
@@ -748,10 +788,11 @@ def _misdeal(turn: Turn, args: Misdeal) -> TableState:
     "model (551.16(l)(1) or (2)); a 10 is no up card (no tens are in play, 551.3(a)) but a "
     "ten found in the shoe (551.16(b))",
     _DEALERS,
-    UpCard,
+    DealtCard,
     example={"rank": "K"},
+    deals=True,
 )
-def _up_card(turn: Turn, args: UpCard) -> TableState:
+def _up_card(turn: Turn, args: DealtCard) -> TableState:
     state = turn.state
     if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
@@ -760,8 +801,9 @@ def _up_card(turn: Turn, args: UpCard) -> TableState:
     return dataclasses.replace(state, up_card=args.rank)
 
 
+_table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards",
+       _DEALERS, Override, deals=True)(_gated)  # fmt: skip
 for _gated_name, _gated_doc in (
-    ("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards"),
     ("insurance_placed", "Spanish 21: an Insurance Wager was placed (551.10(b))"),
     ("insurance_collected", "Spanish 21: losing Insurance Wagers were collected (551.10(d))"),
     ("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))"),
@@ -869,6 +911,7 @@ def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
     _DEALERS,
     Coup,
     example={"player": ["K", "7"], "banker": ["5", "Q", "2"]},
+    deals=True,
 )
 def _coup(turn: Turn, args: Coup) -> TableState:
     new = coup_begins(turn, turn.state)
@@ -1017,7 +1060,11 @@ def render_table() -> str:
                   else ", ".join(p.value for p in Phase if p in c.phases))  # fmt: skip
         what = c.doc + (f" — {c.why}" if c.why else "")
         if c.deals:
-            what += "; refused while a rule halts dealing (a floorperson may give `override`)"
+            where = "" if c.deals == _ALL_GAMES else " (" + ", ".join(
+                sorted(g.value for g in c.deals)) + ")"  # fmt: skip
+            who = ("a floorperson may give `override`" if "override" in c.args.model_fields
+                   else "nobody overrides it")  # fmt: skip
+            what += f"; it deals{where}: refused in any phase while a rule halts dealing ({who})"
         lines.append(f"| `{c.name}` | {device} | {marks} | {_args_doc(c.args)} | {phases} "
                      f"| {what} |")  # fmt: skip
     lines += ["", END]

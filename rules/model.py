@@ -202,7 +202,7 @@ class Observation:
     seen: Seen
 
 
-Op = Literal["==", "!=", "in", "not in", "startswith", ">="]
+Op = Literal["==", "!=", "in", "not in", "has", "startswith", ">="]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -255,6 +255,8 @@ class When:
                 return actual in expected
             case "not in":
                 return actual not in expected
+            case "has":  # a tuple field that holds the value
+                return isinstance(actual, tuple) and expected in actual
             case "startswith":
                 return isinstance(actual, str) and actual.startswith(expected)
             case ">=":

@@ -118,6 +118,37 @@ ENFORCED_ELSEWHERE: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
+def _halts() -> list[str]:
+    """The section on halts: what stops, when, and what becomes of the round in play."""
+    from tableside.rules.commands import COMMANDS  # the declarations, not the rows'
+
+    dealing = ", ".join(
+        f"`{c.name}`" + ("" if len(c.deals) > 1 else f" ({next(iter(c.deals)).value})")
+        for c in COMMANDS.values() if c.deals
+    )  # fmt: skip
+    return [
+        "## Halts",
+        "",
+        "A ruling whose actions include `halt_dealing` or `remove_deck` halts dealing until a",
+        "floorperson resolves it, or until the end its clause names is seen (551.16(m): the",
+        "card reader repaired, its self-test passed, or replaced, `device_installed`; 551.2(e):",
+        "the day's inspection). A halt stops dealing at once, in every phase, the round in play",
+        f"included: every command that deals ({dealing}) is refused",
+        "while it holds, naming the ruling and its clause; a floorperson may override with a",
+        "reason (journaled with the result), and the cards so dealt are ruled on again: its",
+        "clause's `…-dealt-while-halted` row, or 551.16(m)'s `halted-reader` while the reader",
+        "is not repaired or replaced. A device cannot be refused what it already did: a shoe",
+        "that deals a round while dealing is halted is ruled on the same way.",
+        "",
+        "What becomes of the round in play is the clause's to say. 551.16(m) voids nothing",
+        '("the dealer may not continue dealing … until the card reader device is repaired or',
+        'replaced"): the round stays where it is, its wagers stand, and it is dealt on once the',
+        "reader is repaired or replaced. A halting ruling that also voids (551.16(b)'s second",
+        "ten, a wrong stub count not misdealt) says so in its own actions (`void_all_hands`,",
+        "`return_wagers`); 555.5(b) and its like remove the deck and void nothing.",
+    ]
+
+
 def index_clauses(index: Path) -> set[str]:
     """Every clause the regulations' index names (``555.14(f)``, ``643a.9(a)(1)``)."""
     return set(_CLAUSE.findall(index.read_text(encoding="utf-8")))
@@ -165,6 +196,8 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
             + " |"
             for clause, (where, how) in ENFORCED_ELSEWHERE.items()
         ),
+        "",
+        *_halts(),
         "",
         "## Not rows",
         "",

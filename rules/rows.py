@@ -10,10 +10,10 @@ from tableside.drivers.shoe.events import CardFaceUp, ShoeFault, StackDispensed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
-from tableside.rules.seen import Misdeal
+from tableside.rules.seen import DealtWhileHalted, Misdeal
 from tableside.rules.table_rows import READER_REPAIRED, TABLE_RULES
 
-__all__ = ["REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
+__all__ = ["DEALT_WHILE_HALTED", "REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
 
 _CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21
 
@@ -272,11 +272,37 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
     if rule.trigger == "shoe.stack_dispensed"
 )
 
-#: every rule, in the order rulings are given
-RULES: tuple[Rule, ...] = (
-    *SHUFFLER_RULES,
-    *SHOE_RULES,
-    *REPORTED_MISDEALS,
-    *TABLE_RULES,
-    *BACCARAT_RULES,
+_GIVEN: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *TABLE_RULES,
+                            *BACCARAT_RULES)  # fmt: skip
+#: what halts dealing until a floorperson resolves it (rules/rulings.py HALTING)
+_HALTS = frozenset({Action.HALT_DEALING, Action.REMOVE_DECK})
+
+
+def _dealt_while_halted(rule: Rule) -> Rule:
+    """``rule``'s ruling halts dealing, and cards were dealt all the same (a floorperson's
+    override, or a device that deals by itself): the same clause, said again. A row that
+    judges every round already judges a round dealt under its own halt."""
+    when = [When(DealtWhileHalted, lambda e: e.halting, "has", rule.id)]
+    if rule.trigger == "table.round":
+        when.append(When(DealtWhileHalted, lambda e: e.round_start, "==", False))
+    return dataclasses.replace(
+        rule, id=f"{rule.id}-dealt-while-halted", trigger="table.dealt_while_halted",
+        when=tuple(when), actions=(Action.ALERT,), affects="none",
+        needs_counting_shuffler=False, until=(),
+        summary=f"Cards were dealt while this clause's ruling halts dealing ({rule.summary})",
+    )  # fmt: skip
+
+
+#: a halting ruling's clause, said again of cards dealt while it halts (whichever way they
+#: came: rules/table.py ``dealt``). A device's own halt (551.16(m): the reader) is judged by
+#: its table row instead, for as long as the device is not repaired or replaced.
+DEALT_WHILE_HALTED: tuple[Rule, ...] = tuple(
+    _dealt_while_halted(rule)
+    for rule in _GIVEN
+    if _HALTS & set(rule.actions)
+    and rule.trigger != "table.dealt_while_halted"
+    and not (rule.trigger.split(".")[0] != "table" and Action.HALT_DEALING in rule.actions)
 )
+
+#: every rule, in the order rulings are given
+RULES: tuple[Rule, ...] = (*_GIVEN, *DEALT_WHILE_HALTED)

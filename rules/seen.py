@@ -20,6 +20,7 @@ __all__ = [
     "ChipsCollected",
     "Coup",
     "DealPlanRefused",
+    "DealtWhileHalted",
     "DeckInBoth",
     "DeviceInstalled",
     "DrawnInError",
@@ -95,10 +96,25 @@ class RoundStarts(TableSeen):
     counting_shuffler: bool
     stub_count_overdue: bool
     same_deck: bool
-    halted_by: str | None
     reader_inspected_today: bool
     game: str
     past_last_hand: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DealtWhileHalted(TableSeen):
+    """Cards are dealt while dealing is halted: by a person's dealing command a floorperson
+    overrode, or by a device that deals by itself (a shoe's round, a reading shoe's coup)."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("dealt_while_halted",)
+    #: what dealt: the command (``start_round``, ``more_cards`` …) or the device's event
+    how: str
+    #: it starts a round (the ``table.round`` rows judge the round by themselves)
+    round_start: bool
+    #: the device whose halt is on (551.16(m): ``card_reader``), None: none
+    halted_by: str | None
+    #: the rule ids of the rulings that halt dealing now
+    halting: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,9 +260,9 @@ class Coup(TableSeen):
 
 
 _SHAPES: tuple[type[TableSeen], ...] = (
-    Noted, Gated, HoleCardChecked, RoundStarts, OtherMethod, StubCount, DeviceInstalled,
-    ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal, FaceUpFound, TenFound,
-    Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
+    Noted, Gated, HoleCardChecked, RoundStarts, DealtWhileHalted, OtherMethod, StubCount,
+    DeviceInstalled, ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal,
+    FaceUpFound, TenFound, Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
 )  # fmt: skip
 
 #: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in

@@ -59,6 +59,7 @@ from tableside.rules.rulings import RulingRecord, end_halts, escalate, halt_ends
 from tableside.rules.seen import (
     Coup,
     DealPlanRefused,
+    DealtWhileHalted,
     DeckInBoth,
     Noted,
     RoundStarts,
@@ -81,6 +82,8 @@ __all__ = [
     "TableEvent",
     "TableState",
     "Turn",
+    "dealt",
+    "halting_rules",
     "refusal",
     "step",
 ]
@@ -585,9 +588,31 @@ def open_betting(state: TableState) -> TableState:
 
 def round_begins(turn: Turn) -> TableState:
     """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``): the rows
-    judge it (``table.round``) from the table before it."""
+    judge it (``table.round``) from the table before it, and, while dealing is halted, that
+    it was dealt all the same (``dealt``)."""
     turn.observe("round", _round_facts(turn.facts, turn.state, turn.at))
+    dealt(turn, round_start=True)
     return _round_begins(turn.state)
+
+
+def halting_rules(state: TableState) -> tuple[str, ...]:
+    """The rule ids of the rulings that halt dealing now (rules/rulings.py), each once."""
+    return tuple(dict.fromkeys(r.rule_id for r in state.rulings if r.halts))
+
+
+def dealt(turn: Turn, *, round_start: bool = False) -> None:
+    """Cards are dealt: a person's dealing command (rules/commands.py ``deals``) or a device
+    that deals by itself. While dealing is halted (a device's halt, 551.16(m); a ruling that
+    halts it) the rows judge that it was (``table.dealt_while_halted``), whichever way the
+    cards came: a person's command only with a floorperson's override (daemon/routing.py
+    refuses it otherwise), a device's deal always (the device says it happened)."""
+    state = turn.state
+    rules = halting_rules(state)
+    if state.halted_by is None and not rules:
+        return
+    turn.observe("dealt_while_halted", DealtWhileHalted(
+        how=turn.kind, round_start=round_start, halted_by=state.halted_by,
+        halting=rules))  # fmt: skip
 
 
 def _round_begins(state: TableState) -> TableState:
@@ -618,7 +643,6 @@ def _round_facts(facts: TableFacts, state: TableState, at: float) -> RoundStarts
         counting_shuffler=facts.shuffler_counts and "shuffler" in state.devices,
         stub_count_overdue=state.rounds_since_stub_count >= 5,
         same_deck=two_decks and state.deck_ready == state.deck_last_dealt,
-        halted_by=state.halted_by,
         reader_inspected_today=state.reader_inspected_on == facts.gaming_day.of(at),
         game=facts.game.value,
         past_last_hand=state.cover_card_round is not None

@@ -13,6 +13,7 @@ from tableside.rules.model import Action, FieldRef, Game, Rule, Until, When
 from tableside.rules.seen import (
     CardExposed,
     ChipsCollected,
+    DealtWhileHalted,
     DeviceInstalled,
     DrawnInError,
     FaceUpFound,
@@ -562,10 +563,11 @@ TABLE_RULES: tuple[Rule, ...] = (
         until=READER_INSPECTED,
     ),
     dataclasses.replace(
-        _row("551.16(m)", _S21, "halted-reader", "table.round",
-             (When(RoundStarts, lambda e: e.halted_by, "==", "card_reader"),),
+        _row("551.16(m)", _S21, "halted-reader", "table.dealt_while_halted",
+             (When(DealtWhileHalted, lambda e: e.halted_by, "==", "card_reader"),),
              (Action.HALT_DEALING, Action.ALERT),
-             "A round is being dealt while dealing is halted for the card reader."),
+             "Cards are dealt (a round, or more cards in the round in play) while dealing is "
+             "halted for the card reader: no more until it is repaired or replaced."),
         until=READER_REPAIRED,
     ),
 )  # fmt: skip

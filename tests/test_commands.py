@@ -147,7 +147,14 @@ async def test_a_deal_the_rules_halt_is_refused_unless_a_floorperson_overrides(
         assert table.daemon.runtime.state.phase.value == "dealing"
         (dealt,) = await table.subscriber.wait_for(lambda m: m.kind == "ruling")
         assert dealt.payload["rule_id"] == "551.2(e).reader-inspection" and dealt.payload["halts"]
-        assert (await ask("dealer", "reveal", "r"))["ok"]
+        # the override was for that deal: the round's next dealing (Spanish 21's reveal draws
+        # the dealer's cards, 551.8(h)) is refused again, until a floorperson overrides it too
+        held = await ask("dealer", "reveal", "r")
+        assert held["error"].startswith(
+            f"reveal: dealing is halted — ruling {dealt.payload['seq']} is open (58 Pa. Code § "
+            "551.2(e)"
+        ), held["error"]
+        assert (await ask("floorperson", "reveal", "r2", override="last hand of the shift"))["ok"]
         assert (await ask("dealer", "round_settled", "rs"))["ok"]
         held = await ask("dealer", "start_round", "s4")
         assert held["error"].startswith(
