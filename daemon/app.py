@@ -115,7 +115,8 @@ def table_runtime(
 
 
 class KeyUnreadable(RuntimeError):
-    """The table's signing key file is there but is no Ed25519 key: the daemon does not start."""
+    """The table's signing key file is there but is no Ed25519 key, or it is missing beside a
+    journal that holds records: the daemon does not start."""
 
 
 async def _raise_when(failed: asyncio.Future[None]) -> None:
@@ -144,15 +145,26 @@ class TableDaemon:
             test_clock=config.test_clock.clock() if config.test_clock else None,
         )
         self.journal.open()
-        # before going online: a table whose key cannot be read or made does not start
+        # before going online: a table whose key cannot be read or made does not start, and one
+        # whose journal holds records never makes a new key by itself (an identity the floor
+        # never enrolled, in place of the one its records were signed with)
+        key_file = state_dir / proof.KEY_FILE
+        if self.journal.next_seq > 0 and not key_file.exists():
+            self.journal.close()
+            raise KeyUnreadable(
+                f"the table's key {key_file} is missing, and its journal holds records up to "
+                f"seq {self.journal.next_seq - 1} signed with it. Put back a copy of the key; to "
+                "give the table a new identity on purpose, make one with `tableside key "
+                "--create --config …` and enrol it on the floor"
+            )
         try:
             self.key = proof.load_or_create_key(state_dir)
         except ValueError as exc:
             self.journal.close()
             raise KeyUnreadable(
                 f"the table's key {state_dir / proof.KEY_FILE} cannot be read ({exc}). The "
-                "floor trusts this key: put back a good copy, or move it aside (a new key is "
-                "made at the next start) and enrol the new one (`tableside key`)"
+                "floor trusts this key: put back a good copy, or move it aside, make a new one "
+                "(`tableside key --create`) and enrol the new one on the floor"
             ) from exc
         self.public_key = proof.public_key_hex(self.key)
         #: the seq of the newest checkpoint journaled (-1: none this run)

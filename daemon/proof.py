@@ -175,7 +175,8 @@ def trusted_key(text: str) -> Ed25519PublicKey:
 
 
 def load_or_create_key(directory: Path) -> Ed25519PrivateKey:
-    """The table's signing key from ``directory/table-key.pem``, made (mode 0600) when absent."""
+    """The table's signing key from ``directory/table-key.pem``, made (mode 0600, the file and
+    its directory synced) when absent."""
     path = directory / KEY_FILE
     try:
         data = path.read_bytes()
@@ -192,6 +193,13 @@ def load_or_create_key(directory: Path) -> Ed25519PrivateKey:
             out.write(pem)
             out.flush()
             os.fsync(out.fileno())
+        # the file's name too: a power cut before the directory reaches the disk would lose
+        # it, and the next start would make another key, one the floor never enrolled
+        where = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(where)
+        finally:
+            os.close(where)
         return key
     loaded = serialization.load_pem_private_key(data, password=None)
     if not isinstance(loaded, Ed25519PrivateKey):

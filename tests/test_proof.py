@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -73,9 +76,46 @@ def test_a_table_with_an_unreadable_key_does_not_start(tmp_path: Path) -> None:
     (tmp_path / "hil-1").mkdir()
     (tmp_path / "hil-1" / proof.KEY_FILE).write_text("not a key\n")
     config = make_config("mqtt://127.0.0.1:1", "socket://127.0.0.1:1", tmp_path)
-    with pytest.raises(KeyUnreadable, match=r"table-key.pem cannot be read .* enrol the new one"):
+    with pytest.raises(
+        KeyUnreadable, match=r"cannot be read .* enrol the new one on the floor"
+    ):
         TableDaemon(config)
     assert (tmp_path / "hil-1" / proof.KEY_FILE).read_text() == "not a key\n"
+
+
+def test_a_new_key_is_synced_with_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key file is synced, and so is its directory (its name): a power cut before the
+    directory reached the disk lost the file, and the next start made a key the floor never
+    enrolled."""
+    synced: list[bool] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    proof.load_or_create_key(tmp_path / "t1")
+    assert synced == [False, True]  # the file, then its directory
+
+
+async def test_a_table_whose_key_went_missing_does_not_make_another(tmp_path: Path) -> None:
+    """A journal holding records signed with a key that is no longer there: the daemon does
+    not start, and makes no new key (the floor would never have enrolled it), saying how to
+    recover."""
+    from tableside.daemon.app import KeyUnreadable, TableDaemon
+
+    from .hil import make_config, stop, until
+
+    config = make_config("mqtt://127.0.0.1:1", "socket://127.0.0.1:1", tmp_path)
+    first = TableDaemon(config)
+    task = asyncio.create_task(first.run())
+    await until(lambda: first.journal.next_seq > 0)
+    await stop(task)
+    (tmp_path / "hil-1" / proof.KEY_FILE).unlink()
+    with pytest.raises(KeyUnreadable, match=r"is missing.* Put back .*tableside key --create"):
+        TableDaemon(config)
+    assert not (tmp_path / "hil-1" / proof.KEY_FILE).exists()
 
 
 @pytest.mark.parametrize("pairs", [
