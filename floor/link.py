@@ -107,8 +107,13 @@ class Link:
             on_messages=lambda publishes: take(publishes, generation),
         )  # fmt: skip
         backoff.connected(asyncio.get_running_loop().time())
-        if generation > 1 and not conn.limits.session_present and self.session_expiry:
+        limits = conn.limits
+        if generation > 1 and not limits.session_present and self.session_expiry:
             log.warning("floor_session_not_kept", broker=self.url, client_id=self.client_id)
+        if limits.session_expiry is not None and limits.session_expiry < self.session_expiry:
+            # 3.2.2.3.2: the broker keeps the session for less than asked
+            log.warning("floor_session_expiry_shortened", broker=self.url,
+                        asked_s=self.session_expiry, kept_s=limits.session_expiry)  # fmt: skip
         await conn.subscribe([(s.topic, s.options) for s in self.subscriptions])
         self.subscribed.set()
         if self.on_subscribed is not None:
