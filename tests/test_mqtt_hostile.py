@@ -296,9 +296,11 @@ async def test_a_suback_that_miscounts_its_filters_is_a_protocol_error() -> None
     assert broker.sessions[0].disconnect == 0x82
 
 
-async def test_a_broker_past_the_receive_maximum_asked_for_is_refused() -> None:
-    """3.3.4: the floor asks for Receive Maximum 2 and acknowledges only what it stored; a
-    broker that sends a third unacknowledged message is told 0x93 and left."""
+async def test_a_broker_past_the_receive_maximum_asked_for_is_counted_not_obeyed() -> None:
+    """3.3.4, 4.9: the floor asks for Receive Maximum 2 and acknowledges only what it stored; a
+    broker that sends a third unacknowledged message is counted and said, and the connection
+    kept (4.9's DISCONNECT 0x93 would cut the floor off Mosquitto 2.0.11, which does so after
+    acknowledgements: tests/test_floor_link.py); the floor bounds what it holds itself."""
     from tableside.floor.link import Link, Subscription
 
     pushed = [(f"tableside/t{n}/status", b"{}") for n in range(3)]
@@ -307,10 +309,10 @@ async def test_a_broker_past_the_receive_maximum_asked_for_is_refused() -> None:
                     lambda ps, g: None, 60, receive_maximum=2)  # fmt: skip
         task = asyncio.create_task(link.run())
         try:
-            await until(lambda: bool(broker.sessions) and broker.sessions[0].disconnect is not None)
+            await until(lambda: link._conn is not None and link._conn.past_receive_maximum > 0)
         finally:
             await stop(task)
-    assert broker.sessions[0].disconnect == 0x93
+    assert len(broker.sessions) == 1 and broker.sessions[0].disconnect == 0
 
 
 async def test_a_broker_that_takes_next_to_nothing_is_sent_nothing_too_large(
