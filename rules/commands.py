@@ -699,7 +699,8 @@ def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
 @_table(
     "chips_collected",
     "the progressive (or bonus) wager chips collected; a count other than the wagers the "
-    "acceptors accepted since betting opened is a ruling (555.8(b), 559.12(a)(2))",
+    "acceptors accepted since betting opened is a ruling, by the clause of the dealing method "
+    "in use (555.8(b); Let It Ride 559.10(b), 643a.9(a)(3)(i), 559.12(a)(2))",
     _DEALERS,
     ChipsCollected,
     example={"count": 0},
@@ -709,7 +710,7 @@ def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
     turn.observe("chips_collected", seen.ChipsCollected(
         count=args.count, accepted=state.wagers_accepted,
         events_unaccounted=state.events_unaccounted, resets_unaccounted=state.resets_unaccounted,
-        game=turn.facts.game.value))  # fmt: skip
+        game=turn.facts.game.value, dealing=state.dealing.value))  # fmt: skip
     return state
 
 

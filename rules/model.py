@@ -299,6 +299,9 @@ class Rule:
     #: a halting row whose clause names its own end: any one of these ends the halt (the
     #: ruling stays unresolved for a floorperson); none: only its resolution ends it
     until: tuple[Until, ...] = ()
+    #: the clause this one replaced (``"58 Pa. Code § 559.11(d)"`` beside 643a.9(d), the text
+    #: in force), named for a reader of older records; empty: none
+    replaces: str = ""
 
     def __post_init__(self) -> None:
         if not self.affects:

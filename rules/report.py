@@ -16,7 +16,7 @@ _GAMES = {"caribbean_stud": "CS", "four_card_poker": "FCP", "let_it_ride": "LIR"
           "spanish_21": "S21"}  # fmt: skip
 
 
-_CLAUSE = re.compile(r"\b((?:5\d\d|643a)\.\d+\([a-z]\)(?:\(\d+\))?)")
+_CLAUSE = re.compile(r"\b((?:5\d\d|643a)\.\d+\([a-z]\)(?:\(\d+\)(?:\([ivx]+\))?)?)")
 
 
 def _clause(rule: Rule) -> str:
@@ -109,12 +109,6 @@ ENFORCED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "559.14(d)": ("rules/paytables.py (checked when a config loads), rules/table.py",
                   "a Let It Ride Bonus pay table below the minimums is refused; pay_bonus pays "
                   "the table's amounts"),
-    "643a.9(a)(1)": ("rules/table_rows.py (559.11(a)(1)'s row)",
-                     "the later version of 559.11(a)(1), the same requirement (cards dealt by "
-                     "hand need an automated shuffler): covered by that row, not cited twice"),
-    "643a.9(a)(3)": ("rules/table_rows.py (559.12(a)(2)'s row)",
-                     "the later version of 559.12(a)(2), the same requirement (chips counted "
-                     "equal the wagers accepted): covered by that row, not cited twice"),
 }  # fmt: skip
 
 
@@ -175,8 +169,11 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
             ends = " or ".join(f"`{u.trigger}`" + (f" ({_when_of(u.when)})" if u.when else "")
                                for u in rule.until)  # fmt: skip
             actions += f"; the halt ends at {ends} (the ruling stays open)"
+        clause = _clause(rule)
+        if rule.replaces:
+            clause += f" (replaced {rule.replaces.removeprefix('58 Pa. Code § ')})"
         lines.append(
-            f"| {_clause(rule)} | `{rule.id}`: {rule.summary} | {games} | `{rule.trigger}` "
+            f"| {clause} | `{rule.id}`: {rule.summary} | {games} | `{rule.trigger}` "
             f"| {_when(rule)} | {actions} | {rule.affects} | {proved} |"
         )
     lines += [
@@ -196,6 +193,21 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
             + " |"
             for clause, (where, how) in ENFORCED_ELSEWHERE.items()
         ),
+        "",
+        "## The clause of the dealing method",
+        "",
+        "A chapter deals from a manual shoe, from the hand or from an automated shoe, each in a",
+        "section of its own words (555.8, 555.9, 555.10 and their like); a row that enforces one",
+        "of them applies only to the method the table declared (`declare_method`; an automated",
+        "shoe until then), so a ruling cites the clause whose words fit how the cards were dealt:",
+        "the stub count, its outcomes, the automated shuffler for hand dealing, and the chips",
+        "counted against the wagers the system accepted (Caribbean Stud: 555.8(b), a manual",
+        "shoe's; dealt from the hand or an automated shoe, 555.9(a)(3) and 555.10(a)(2) ask for",
+        "the lock-out only, so a count there is journaled with the table and cites nothing; Let",
+        "It Ride: 559.10(b), 643a.9(a)(3)(i), 559.12(a)(2)). Let It Ride dealt from the hand",
+        "cites 643a.9, the text in force, its words as the regulations hold them; the 2010",
+        "clause it replaced (559.11) is named beside it, in the table above and in each ruling's",
+        "summary, for a reader of older records.",
         "",
         *_halts(),
         "",

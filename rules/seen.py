@@ -36,6 +36,7 @@ __all__ = [
     "StubCount",
     "TableSeen",
     "TenFound",
+    "WagersUnaccounted",
 ]
 
 
@@ -167,6 +168,20 @@ class ChipsCollected(TableSeen):
     events_unaccounted: int
     resets_unaccounted: int
     game: str
+    #: how the round's cards are dealt: each dealing section asks for the count in its words
+    dealing: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WagersUnaccounted(TableSeen):
+    """A seat's acceptor took events that cannot be read (more than its buffer held, or a
+    reset): its wagers are unaccounted for, judged by how the round is dealt."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("events_lost",)
+    seat: int
+    #: events lost; None: a reset, how many unknown
+    lost: int | None
+    dealing: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,6 +278,7 @@ _SHAPES: tuple[type[TableSeen], ...] = (
     Noted, Gated, HoleCardChecked, RoundStarts, DealtWhileHalted, OtherMethod, StubCount,
     DeviceInstalled, ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal,
     FaceUpFound, TenFound, Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
+    WagersUnaccounted,
 )  # fmt: skip
 
 #: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in

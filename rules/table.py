@@ -65,6 +65,7 @@ from tableside.rules.seen import (
     RoundStarts,
     ShoeBurn,
     TableSeen,
+    WagersUnaccounted,
 )
 from tableside.rules.seen import HoleCardChecked as HoleCardSeen
 
@@ -485,6 +486,8 @@ def _wager_accepted(turn: Turn, event: WagerAccepted) -> TableState:
 @_on(EventsLost)
 def _events_lost(turn: Turn, event: EventsLost) -> TableState:
     state = turn.state
+    turn.observe("events_lost", WagersUnaccounted(seat=event.seat, lost=event.lost,
+                                                  dealing=state.dealing.value))  # fmt: skip
     if event.lost is None:  # a reset: how many is unknown
         return dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
     return dataclasses.replace(state, events_unaccounted=state.events_unaccounted + event.lost)

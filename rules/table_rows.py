@@ -23,6 +23,7 @@ from tableside.rules.seen import (
     RoundStarts,
     StubCount,
     TenFound,
+    WagersUnaccounted,
 )
 
 __all__ = ["TABLE_RULES"]
@@ -235,7 +236,6 @@ _WORDS: dict[str, str] = {
 # The same words in another chapter or dealing section:
 _WORDS["559.3(b)(4)"] = _WORDS["555.3(b)(4)"]
 _WORDS["557.9(a)(1)"] = _WORDS["555.9(a)(1)"]
-_WORDS["559.11(a)(1)"] = _WORDS["555.9(a)(1)"]
 _WORDS["557.13(g)"] = _WORDS["555.14(g)"]
 _WORDS["555.9(d)"] = _WORDS["555.8(f)"]
 _WORDS["555.9(f)"] = _WORDS["555.8(h)"]
@@ -244,9 +244,55 @@ _WORDS["555.10(f)"] = _WORDS["555.8(h)"]
 _WORDS["557.10(d)"] = _WORDS["557.9(d)"]
 _WORDS["557.10(f)"] = _WORDS["557.9(f)"]
 _WORDS["559.10(f)"] = _WORDS["555.8(f)"]
-_WORDS["559.11(d)"] = _WORDS["555.8(f)"]
-_WORDS["559.11(f)"] = _WORDS["559.10(h)"]
 _WORDS["559.12(d)"] = _WORDS["555.8(f)"]
+# Let It Ride dealt from the hand: 643a.9, the text in force (amended 2014 and 2019; it
+# replaced 559.11), as ../shared/regulations holds it, its typography kept.
+_WORDS["643a.9(a)(1)"] = (
+    "If the cards are dealt from the dealer\u2019s hand, the following requirements shall be "
+    "observed: An automated shuffling device shall be used to shuffle the cards."
+)
+_WORDS["643a.9(a)(3)(i)"] = (
+    "If the cards are dealt from the dealer\u2019s hand, the following requirements shall be "
+    "observed: Prior to dealing any cards, the dealer shall announce \u2018\u2018no more "
+    "bets\u2019\u2019 and: If the Five Card Bonus Wager is being offered utilizing a table game "
+    "system, use the table game system to prevent the placement of any additional Five Card "
+    "Bonus Wagers. If any Five Card Bonus Wagers have been made, the dealer shall collect the "
+    "wagers and, on the layout in front of the table inventory container, verify that the "
+    "number of value chips wagered equals the number of Five Card Bonus Wagers accepted by the "
+    "table game system. The dealer shall then place the value chips into the table inventory "
+    "container."
+)
+_WORDS["643a.9(d)"] = (
+    "If an automated card shuffling device, which counts the number of cards in the deck after "
+    "the completion of each shuffle and indicates whether 52 cards are present, is not being "
+    "used, the dealer shall count the stub at least once every 5 rounds of play to determine if "
+    "the correct number of cards are still present in the deck. The dealer shall determine the "
+    "number of cards in the stub by counting the cards face down on the layout."
+)
+_WORDS["643a.9(f)"] = (
+    "If the count of the stub indicates that the number of cards in the deck is incorrect, the "
+    "dealer shall determine if the cards were misdealt. If the cards were misdealt (a player "
+    "has more or less than 3 cards or the area designed for the placement of the community "
+    "cards has more or less than 2 cards) but 52 cards remain in the deck, all hands shall be "
+    "void and all wagers shall be returned to the players. If the cards were not misdealt, all "
+    "hands shall be void, all wagers shall be returned to the players and the entire deck of "
+    "cards shall be removed from the table."
+)
+#: the 2010 clause each 643a.9 row replaced, named beside it for a reader of older records
+REPLACED = {
+    "643a.9(a)(1)": "559.11(a)(1)",
+    "643a.9(a)(3)(i)": "559.11(a)(3)",
+    "643a.9(d)": "559.11(d)",
+    "643a.9(f)": "559.11(f)",
+}
+_WORDS["559.10(b)"] = (
+    "The dealer shall announce ''no more bets'' prior to dealing any cards. If any Let It Ride "
+    "Bonus Wagers have been made, the dealer shall also collect these wagers from the approved "
+    "wagering devices and shall then verify, on the layout in front of the table inventory "
+    "container, that the number of gaming chips wagered equals the number of wagers "
+    "acknowledged or accepted by the wagering devices. The dealer shall then place the gaming "
+    "chips into the table inventory container."
+)
 _WORDS["555.8(b)"] = (
     "Prior to dealing the cards and after all Ante and progressive payout wagers have been "
     "placed, the dealer shall announce ''no more bets'' and use the table game progressive "
@@ -375,12 +421,12 @@ _WORDS["551.16(m)"] = (
 _STUB_SECTIONS = {
     _CS: (("555.8", "f", "h"), ("555.9", "d", "f"), ("555.10", "d", "f")),
     _FCP: (("557.8", "f", "h"), ("557.9", "d", "f"), ("557.10", "d", "f")),
-    _LIR: (("559.10", "f", "h"), ("559.11", "d", "f"), ("559.12", "d", "f")),
+    _LIR: (("559.10", "f", "h"), ("643a.9", "d", "f"), ("559.12", "d", "f")),
 }
 _METHODS = ("manual_shoe", "hand", "automated_shoe")
 _CHAPTER = {_CS: "555", _FCP: "557", _LIR: "559"}
 _OTHER_METHOD = {_CS: "555.14(g)", _FCP: "557.13(g)", _LIR: "559.15(f)"}
-_HAND_DEALING = {_CS: "555.9(a)(1)", _FCP: "557.9(a)(1)", _LIR: "559.11(a)(1)"}
+_HAND_DEALING = {_CS: "555.9(a)(1)", _FCP: "557.9(a)(1)", _LIR: "643a.9(a)(1)"}
 _SHOE_DEALING = {_CS: "555.10(b)", _FCP: "557.10(b)", _LIR: "559.12(b)"}
 _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
 
@@ -402,7 +448,11 @@ def _row(
     citation: str, game: Game, name: str, trigger: str, when: tuple[When, ...],
     actions: tuple[Action, ...], summary: str,
 ) -> Rule:  # fmt: skip
-    return Rule.of(citation, game, name, trigger, when, actions, _WORDS[citation], summary)
+    replaced = REPLACED.get(citation, "")
+    if replaced:
+        summary += f" (§ {citation}, in force; it replaced § {replaced})"
+    rule = Rule.of(citation, game, name, trigger, when, actions, _WORDS[citation], summary)
+    return dataclasses.replace(rule, replaces=replaced and f"58 Pa. Code § {replaced}")
 
 
 def _game_rows(game: Game) -> list[Rule]:
@@ -468,30 +518,49 @@ _RESHUFFLE_VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE
 _CHIPS_DIFFER = (
     When(ChipsCollected, lambda e: e.count, "!=", FieldRef(ChipsCollected, lambda e: e.accepted)),
 )
+#: the clause that asks the dealer to count the wager chips against the wagers the system
+#: accepted, by game and dealing method: each dealing section has its own words. Caribbean Stud
+#: asks it of a manual shoe only (555.8(b)); dealt from the hand or an automated shoe it asks
+#: for the lock-out alone (555.9(a)(3), 555.10(a)(2)), so a count there is no ruling.
+CHIP_COUNT = {
+    (_CS, "manual_shoe"): "555.8(b)",
+    (_LIR, "manual_shoe"): "559.10(b)",
+    (_LIR, "hand"): "643a.9(a)(3)(i)",
+    (_LIR, "automated_shoe"): "559.12(a)(2)",
+}
+_CHIP_WHAT = {_CS: "progressive wager", _LIR: "bonus wager"}
+
+
+def _chip_rows() -> list[Rule]:
+    rows = []
+    for (game, method), clause in CHIP_COUNT.items():
+        what = _CHIP_WHAT[game]
+        rows += [
+            _row(clause, game, "chips-match-wagers", "table.chips_collected",
+                 (When(ChipsCollected, lambda e: e.dealing, "==", method), *_CHIPS_DIFFER),
+                 (Action.ALERT,),
+                 f"The {what} chips collected differ from the wagers the system accepted."),
+            _row(clause, game, "wagers-unaccounted", "table.events_lost",
+                 (When(WagersUnaccounted, lambda e: e.dealing, "==", method),),
+                 (Action.ALERT,),
+                 "A seat's acceptor took events that cannot be read (more than its buffer "
+                 "holds, or a reset): its wagers are unaccounted for; reconcile the "
+                 f"{what} chips collected against the wagers by hand."),
+        ]  # fmt: skip
+    return rows
+
 
 TABLE_RULES: tuple[Rule, ...] = (
     *_game_rows(_CS),
     *_game_rows(_FCP),
     *_game_rows(_LIR),
-    _row("555.8(b)", _CS, "chips-match-wagers", "table.chips_collected", _CHIPS_DIFFER,
-         (Action.ALERT,),
-         "The progressive wager chips collected differ from the wagers the system accepted."),
-    _row("559.12(a)(2)", _LIR, "chips-match-wagers", "table.chips_collected", _CHIPS_DIFFER,
-         (Action.ALERT,),
-         "The bonus wager chips collected differ from the wagers the devices accepted."),
+    *_chip_rows(),
     # -- the progressive / bonus wager system's acceptors (their events, not the table's) -----
     *(
         _row(clause, game, "lockout-failed", "acceptors.lockout_failed", (), (Action.ALERT,),
              "A seat's acceptor did not confirm the lock-out: a floorperson stops wagers at "
              "that seat by hand; none it takes after \"no more bets\" is recognised.")
         for game, clause in ((_CS, "555.2(f)(2)"), (_LIR, "559.2(f)(2)"))
-    ),
-    *(
-        _row(clause, game, "wagers-unaccounted", "acceptors.events_lost", (), (Action.ALERT,),
-             "A seat's acceptor took events that cannot be read (more than its buffer holds, "
-             "or a reset): its wagers are unaccounted for; reconcile the chips collected "
-             "against the wagers by hand.")
-        for game, clause in ((_CS, "555.8(b)"), (_LIR, "559.12(a)(2)"))
     ),
     _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
          (When(CardExposed, lambda e: e.card, "==", "hole"),

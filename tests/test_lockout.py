@@ -20,7 +20,7 @@ import pytest
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
-from tableside.drivers.cctalk.events import EventsLost, LockoutFailed
+from tableside.drivers.cctalk.events import LockoutFailed
 from tableside.rules import Action, Observation, TableFacts, evaluate
 from tableside.rules.model import Game
 from tableside.simulators.progressive import CcTalkBusSimulator, progressive_table
@@ -247,8 +247,10 @@ async def test_coin_inhibits_are_set_again_after_a_reset(
 async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_path: Path) -> None:
     """Item 5: the event counter returns to 0 only after a reset, so what an acceptor took while
     the bus was cut is read on reconnection and counted, in order, with its timing against the
-    lock-out; more than the five-event buffer is unaccounted for, with the 555.8(b) ruling."""
+    lock-out; more than the five-event buffer is unaccounted for, with the ruling of the
+    dealing method's clause (a manual shoe here: 555.8(b))."""
     async with acceptor_table(mosquitto, tmp_path) as t:
+        assert (await t.ask("floorperson", "declare_method", dealing="manual_shoe"))["ok"]
         assert (await t.ask("floorperson", "bets_open"))["ok"]
         await t.sub.wait_for(event("lockout_released"))
         await until(lambda: all(a.accepting for a in t.bus.by_seat.values()))
@@ -287,14 +289,17 @@ async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_p
 
 
 LOCKOUT_FAILED = {Game.CARIBBEAN_STUD: "555.2(f)(2)", Game.LET_IT_RIDE: "559.2(f)(2)"}
-UNACCOUNTED = {Game.CARIBBEAN_STUD: "555.8(b)", Game.LET_IT_RIDE: "559.12(a)(2)"}
+#: the chip reconciliation clause of each game's dealing method (a manual shoe here)
+UNACCOUNTED = {Game.CARIBBEAN_STUD: "555.8(b)", Game.LET_IT_RIDE: "559.10(b)"}
 
 
 @pytest.mark.parametrize("game", list(Game))
 def test_acceptor_rulings_by_game(game: Game) -> None:
     """The rows alone: a seat that did not confirm its inhibit cites the game's lock-out clause;
-    unreadable acceptor events cite its chip reconciliation clause; games without such a
-    system have neither."""
+    unreadable acceptor events, as the table sees them with its dealing method, cite that
+    method's chip reconciliation clause; games without such a system have neither."""
+    from tableside.rules.seen import WagersUnaccounted
+
     facts = TableFacts(game)
     failed = Observation(
         "acceptors.lockout_failed",
@@ -304,11 +309,7 @@ def test_acceptor_rulings_by_game(game: Game) -> None:
         ),
     )
     lost = Observation(
-        "acceptors.events_lost",
-        "acceptors",
-        EventsLost(
-            device="acceptors", seat=3, lost=None, from_counter=7, to_counter=1, reason="reset"
-        ),
+        "table.events_lost", "table", WagersUnaccounted(seat=3, lost=None, dealing="manual_shoe")
     )
     for observation, clauses in ((failed, LOCKOUT_FAILED), (lost, UNACCOUNTED)):
         rulings = evaluate(facts, observation)

@@ -142,29 +142,52 @@ def test_rule_ids_are_unique() -> None:
     assert len(ids) == len(set(ids))
 
 
+_ROMAN = ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x")
+
+
+def _labelled(body: str) -> list[tuple[tuple[str, ...], str]]:
+    """Each labelled line of a section (``(a) …``, ``(1) …``, ``(i) …``, indented or not, the
+    label followed by spaces or no-break spaces) with its place: ``(("a", "3", "i"), text)``.
+    ``(i)`` after a numbered item is its first roman item, after ``(h)`` the next letter."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    letter, number, roman = "", "", ""
+    for m in re.finditer(r"(?m)^\s*\(([a-z]+|\d+)\)\s+(.*?)\s*$", body):
+        label, text = m.groups()
+        next_roman = _ROMAN[_ROMAN.index(roman) + 1] if roman else "i"
+        if label.isdigit():
+            number, roman = label, ""
+        elif number and label == next_roman:
+            roman = label
+        elif len(label) == 1 and label == (chr(ord(letter) + 1) if letter else "a"):
+            letter, number, roman = label, "", ""
+        elif label in _ROMAN:
+            roman = label
+        else:
+            continue  # not a clause's label (a line that happens to start with one)
+        out.append((tuple(x for x in (letter, number, roman) if x), text))
+    return out
+
+
 def _clause_text(citation: str) -> str:
-    """The clause's own line; for ``(c)(2)`` the (c) line, a space, then its item (2)."""
-    m = re.fullmatch(r"58 Pa\. Code § (\d{3})\.(\d+)\(([a-z])\)(?:\((\d+)\))?", citation)
+    """The clause's own words: for ``(c)(2)`` the (c) line, a space, then its item (2); for
+    ``(a)(3)(i)`` the (a) line, its item (3) and that item's (i), each after a space."""
+    m = re.fullmatch(r"58 Pa\. Code § (\d{3}a?)\.(\d+)((?:\([a-z0-9]+\))+)", citation)
     assert m, citation
-    chapter, number, letter, item = m.groups()
+    chapter, number, labels = m.groups()
+    path = tuple(re.findall(r"\(([a-z0-9]+)\)", labels))
     section = f"{chapter}.{number}"
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(REGULATIONS.glob("*.txt")))
     # The section runs from its heading to the next section's; a "§ 555.7. The dealer …" inside
-    # a sentence is a reference, not the heading.
-    start = text.index(f"§ {section}. ")
-    while text[start + len(section) + 4 :].startswith("The "):
-        start = text.index(f"§ {section}. ", start + 1)
-    end = text.find(f"§ {chapter}.{int(number) + 1}. ", start + 1)
-    body = text[start : end if end >= 0 else None]
-    clause = re.search(rf"(?m)^\({letter}\) (.*)$", body)
-    assert clause, f"no ({letter}) in § {section}"
-    if item is None:
-        return clause.group(1)
-    rest = body[clause.end() :]
-    after = re.search(r"(?m)^\([a-z]\) ", rest)
-    found = re.search(rf"(?m)^\({item}\) (.*)$", rest[: after.start() if after else None])
-    assert found, f"no ({letter})({item}) in § {section}"
-    return f"{clause.group(1)} {found.group(1)}"
+    # a sentence is a reference, not the heading. The later texts put a no-break space after §.
+    heading = re.compile(rf"§[ \xa0]{re.escape(section)}\.[ \xa0](?!The )")
+    found = heading.search(text)
+    assert found, f"no § {section}"
+    after = re.compile(rf"§[ \xa0]{chapter}\.{int(number) + 1}\.[ \xa0]").search(text, found.end())
+    body = text[found.start() : after.start() if after else None]
+    lines = dict(_labelled(body))
+    words = [lines.get(path[: i + 1]) for i in range(len(path))]
+    assert all(w is not None for w in words), f"no {labels} in § {section}"
+    return " ".join(w for w in words if w is not None)
 
 
 @pytest.mark.skipif(
