@@ -1,13 +1,14 @@
 """``open_transport(url)``: one way to open any device byte stream.
 
-* ``/dev/ttyUSB0`` (any path): a local serial port through pyserial, polled by the event loop.
+* ``/dev/ttyUSB0`` (any path): a local serial port opened by pyserial, its file descriptor
+  polled by the event loop (SerialTransport, our own: no library's internals).
 * ``socket://host:port``: raw TCP (a terminal server, or a simulator).
 * ``usb://VID:PID[?serial=S]``: a USB device with a bulk IN and a bulk OUT endpoint, through
   pyusb (tableside.drivers.usb), which is blocking, so it runs in threads too.
 * ``rfc2217://host:port``: a remote serial port over Telnet with RFC 2217 port control.
   pyserial's RFC 2217 client has no file descriptor the event loop could poll (it runs its own
-  reader thread to handle Telnet negotiation), so the asyncio serial wrappers cannot drive it;
-  it runs here in two threads of its own, bridged into the loop.
+  reader thread to handle Telnet negotiation), so the event loop cannot poll it; it runs here
+  in two threads of its own, bridged into the loop.
 
 Every kind returns the stdlib (StreamReader, StreamWriter) pair, so drivers and simulators take
 exactly the same code path whatever the wire is.
@@ -19,18 +20,19 @@ import asyncio
 import os
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import serial
-import serial_asyncio_fast
+import structlog
 
 from tableside.drivers.errors import TransportOpenError
 
 __all__ = [
     "DEFAULT_BAUDRATE",
     "BlockingPort",
-    "SafeSerialTransport",
+    "SerialTransport",
     "ThreadedTransport",
     "open_threaded",
     "open_transport",
@@ -38,6 +40,12 @@ __all__ = [
 
 DEFAULT_BAUDRATE = 9600
 _READ_LIMIT = 64 * 1024
+#: a serial read takes at most this much (about a second of a 9600 baud line)
+_MAX_READ = 1024
+#: unsent bytes above which the protocol is paused (asyncio's default; resumed at a quarter)
+_HIGH_WATER = 64 * 1024
+
+log = structlog.get_logger("tableside.transport")
 
 
 async def open_transport(
@@ -81,61 +89,183 @@ def _streams(
     return reader, asyncio.StreamReaderProtocol(reader, loop=loop)
 
 
-class SafeSerialTransport(serial_asyncio_fast.SerialTransport):
-    """pyserial-asyncio-fast's transport with its deferred-write bugs fixed (upstream PR #36).
+class SerialTransport(asyncio.Transport):
+    """A local serial port driven by the event loop: ``loop.add_reader``/``add_writer`` on its
+    file descriptor, ``os.read``/``os.write`` on it (non-blocking), so no call ever waits.
 
-    In 0.16, after a partial write the transport registers a writer with the loop and never
-    removes it once the buffer drains: the loop then spins calling ``_write_ready`` on an empty
-    buffer, which fails an assertion on every turn. And a direct write into a full kernel buffer
-    goes through ``Serial.write``, which retries EAGAIN in a busy loop and blocks the event loop.
-    Here writes go straight to the non-blocking fd with ``os.write`` and the writer is removed
-    as soon as the buffer is empty. tests/test_transport.py proves both.
+    pyserial opens and configures the port; only its public API is used (``fileno``, ``port``,
+    ``close``). Unsent bytes queue here; above the high-water mark the protocol is paused
+    (``StreamWriter.drain`` waits) and resumed below the low one, as asyncio's own transports
+    do. A read or write error (EIO: a pty whose other end went away, an adapter unplugged)
+    ends the link: ``connection_lost(exc)``. POSIX only (the loop must poll a tty's fd).
     """
 
-    def close(self) -> None:
-        # Unsent bytes to a device we are leaving are dropped, not drained: the base class
-        # runs tcdrain() in an executor thread, which never returns on a line nobody reads.
-        if not self._closing:
-            self._abort(None)
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, port: serial.Serial
+    ) -> None:
+        super().__init__({"serial": port})
+        self._loop = loop
+        self._protocol = protocol
+        self._port = port
+        self._fd: int = port.fileno()
+        os.set_blocking(self._fd, False)
+        self._buffer = bytearray()
+        self._high, self._low = _HIGH_WATER, _HIGH_WATER // 4
+        self._writing_paused = False  # the protocol's writing, paused by us
+        self._reading_paused = False  # our reading, paused by the protocol
+        self._reading = False  # the fd's reader is registered with the loop
+        self._closing = False
+        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(self._update_reader)  # after connection_made, as asyncio's transports do
+
+    def _update_reader(self) -> None:
+        want = not (self._closing or self._reading_paused)
+        if want and not self._reading:
+            self._loop.add_reader(self._fd, self._read_ready)
+        elif self._reading and not want:
+            self._loop.remove_reader(self._fd)
+        self._reading = want
+
+    def _read_ready(self) -> None:
+        try:
+            data = os.read(self._fd, _MAX_READ)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._shutdown(exc)
+            return
+        if not data:  # a hang-up
+            self._shutdown(ConnectionResetError(f"{self._port.port}: the line hung up"))
+            return
+        self._protocol.data_received(data)
+
+    def is_reading(self) -> bool:
+        return not (self._closing or self._reading_paused)
+
+    def pause_reading(self) -> None:
+        self._reading_paused = True
+        self._update_reader()
+
+    def resume_reading(self) -> None:
+        self._reading_paused = False
+        self._update_reader()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing or not data:
+            return
+        if not self._buffer:  # nothing queued: straight to the line, the rest waits
+            try:
+                sent = os.write(self._fd, data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._shutdown(exc)
+                return
+            data = memoryview(data)[sent:]
+            if not data:
+                return
+            self._loop.add_writer(self._fd, self._write_ready)
+        self._buffer += data
+        self._maybe_pause_protocol()
 
     def _write_ready(self) -> None:
-        if not self._write_buffer:
-            self._remove_writer()
+        try:
+            sent = os.write(self._fd, self._buffer)
+        except (BlockingIOError, InterruptedError):
             return
-        data = b"".join(self._write_buffer)
-        self._write_buffer.clear()
-        self._write_data(data)
-        if not self._write_buffer:
-            self._remove_writer()
+        except OSError as exc:
+            self._shutdown(exc)
+            return
+        del self._buffer[:sent]
+        if not self._buffer:
+            self._loop.remove_writer(self._fd)
         self._maybe_resume_protocol()
 
-    def _write_data(self, data: bytes | bytearray | memoryview) -> None:
-        try:
-            n = os.write(self._serial.fileno(), data)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        except OSError as exc:
-            self._fatal_error(exc, "Fatal write error on serial transport")
-            return
-        if n == len(data):
-            if self._closing and not self._write_buffer:
-                self._close()
-            return
-        self._write_buffer.append(bytes(data[n:]))
+    def can_write_eof(self) -> bool:
+        return False  # a serial line has no end of file
+
+    def get_write_buffer_size(self) -> int:
+        return len(self._buffer)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._low, self._high
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if high is None:
+            high = _HIGH_WATER if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
+        self._high, self._low = high, low
         self._maybe_pause_protocol()
-        self._ensure_writer()
+
+    def _maybe_pause_protocol(self) -> None:
+        if len(self._buffer) > self._high and not self._writing_paused:
+            self._writing_paused = True
+            self._call_protocol(self._protocol.pause_writing)
+
+    def _maybe_resume_protocol(self) -> None:
+        if self._writing_paused and len(self._buffer) <= self._low:
+            self._writing_paused = False
+            self._call_protocol(self._protocol.resume_writing)
+
+    def _call_protocol(self, method: Callable[[], object]) -> None:
+        try:
+            method()
+        except Exception as exc:  # the protocol's bug: reported, the transport goes on
+            self._loop.call_exception_handler(
+                {"message": f"protocol.{method.__name__}() failed", "exception": exc,
+                 "transport": self, "protocol": self._protocol}
+            )  # fmt: skip
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Let go of the device now. Unsent bytes are dropped, not drained: a device we are
+        leaving may never read them (a drain would wait for ever)."""
+        self._shutdown(None)
+
+    def abort(self) -> None:
+        self._shutdown(None)
+
+    def _shutdown(self, exc: OSError | None) -> None:
+        """Stop polling, drop the queue, close the port, then ``connection_lost(exc)``."""
+        if self._closing:
+            return
+        self._closing = True
+        self._update_reader()
+        if self._buffer:
+            self._loop.remove_writer(self._fd)
+            self._buffer.clear()
+        # Closing a tty waits for its driver to send what it still holds (up to 30 s on a
+        # UART whose flow control holds it back): not on the loop. The port is released
+        # before connection_lost, so wait_closed() means it can be opened again.
+        try:
+            closing = self._loop.run_in_executor(None, self._port.close)
+        except RuntimeError:  # the loop's executor is already shut down: the loop is ending
+            self._port.close()
+            self._loop.call_soon(self._protocol.connection_lost, exc)
+            return
+        closing.add_done_callback(lambda done: self._closed(done, exc))
+
+    def _closed(self, done: asyncio.Future[None], exc: OSError | None) -> None:
+        if not done.cancelled() and (error := done.exception()) is not None:
+            log.debug("serial_close_failed", port=self._port.port, error=repr(error))
+        self._protocol.connection_lost(exc)
 
 
 async def _open_serial(
     path: str, baudrate: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
-    ser = serial.serial_for_url(path, baudrate=baudrate, timeout=0, exclusive=True)
+    port = serial.Serial(path, baudrate=baudrate, timeout=0, exclusive=True)
     # Bytes that sat in the driver's buffer while nobody listened are stale.
-    ser.reset_input_buffer()
+    port.reset_input_buffer()
     reader, protocol = _streams(loop)
-    transport = SafeSerialTransport(loop, protocol, ser)
-    await asyncio.sleep(0)  # let connection_made run, as create_serial_connection does
+    transport = SerialTransport(loop, protocol, port)
+    await asyncio.sleep(0)  # let connection_made run
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
