@@ -40,7 +40,7 @@ DEPENDENCIES = {
     "structlog": "sys.modules['rich'] = None; import structlog; del sys.modules['rich']",
     "cryptography": "cryptography.hazmat.primitives.asymmetric.ed25519, "
     "cryptography.hazmat.primitives.serialization",
-    "pyserial": "serial, serial_asyncio_fast",
+    "pyserial": "serial",
 }
 
 PROBE = """

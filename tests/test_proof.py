@@ -76,9 +76,7 @@ def test_a_table_with_an_unreadable_key_does_not_start(tmp_path: Path) -> None:
     (tmp_path / "hil-1").mkdir()
     (tmp_path / "hil-1" / proof.KEY_FILE).write_text("not a key\n")
     config = make_config("mqtt://127.0.0.1:1", "socket://127.0.0.1:1", tmp_path)
-    with pytest.raises(
-        KeyUnreadable, match=r"cannot be read .* enrol the new one on the floor"
-    ):
+    with pytest.raises(KeyUnreadable, match=r"cannot be read .* enrol the new one on the floor"):
         TableDaemon(config)
     assert (tmp_path / "hil-1" / proof.KEY_FILE).read_text() == "not a key\n"
 
