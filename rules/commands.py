@@ -40,7 +40,6 @@ from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import payout
 from tableside.rules.rulings import MAX_NOTE_CHARS, acknowledge, resolve
 from tableside.rules.table import (
-    BACCARAT,
     EXPECTED,
     TRANSITIONS,
     Claim,
@@ -56,10 +55,12 @@ from tableside.rules.table import (
     dealt,
     gate,
     meter,
+    new_cards,
     open_betting,
     refusal,
     round_begins,
     shuffled,
+    ten_found,
 )
 
 if TYPE_CHECKING:
@@ -530,10 +531,7 @@ def _stub_count(turn: Turn, args: StubCount) -> TableState:
     NoArgs,
 )
 def _new_cards(turn: Turn, args: NoArgs) -> TableState:
-    return dataclasses.replace(turn.state, cards_in_play_since=turn.at, deck_ready=None,
-                               deck_last_dealt=None, cover_card_round=None,
-                               burn_due=turn.facts.game in BACCARAT,
-                               coups_in_shoe=0)  # fmt: skip
+    return new_cards(turn, turn.state)
 
 
 @_table(
@@ -812,10 +810,12 @@ for _gated_name, _gated_doc in (
     _table(_gated_name, _gated_doc, _DEALERS, NoArgs)(_gated)
 
 
-@_table("card_face_up", "Spanish 21: a card found face up in the shoe; the first this round is "
-        "discarded, a second voids the round (551.16(a))", _DEALERS, NoArgs)  # fmt: skip
+@_table("card_face_up", "a card found face up in the shoe or the deck, dealt by hand or from a "
+        "manual shoe (an automated shoe says so itself): the first this round is discarded, a "
+        "second voids the round (555.14(b), 557.13(a), 559.15(a); Spanish 21: 551.16(a))",
+        _DEALERS, NoArgs)  # fmt: skip
 def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
-    """A card found face up in the shoe this round: counted, and judged."""
+    """A card found face up this round: counted with those a shoe found, and judged."""
     found = turn.state.face_up_found + 1
     turn.observe("card_face_up", seen.FaceUpFound(found=found))
     return dataclasses.replace(turn.state, face_up_found=found)
@@ -824,15 +824,16 @@ def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
 @_table("ten_found", "Spanish 21: a 10 found in the shoe; the first this round is torn up, a "
         "second voids the round (551.16(b))", _DEALERS, NoArgs)  # fmt: skip
 def _ten_found(turn: Turn, args: NoArgs) -> TableState:
+    if turn.facts.game is not Game.SPANISH_21:
+        raise ValueError("ten_found: tens are in play in this game; only Spanish 21 plays "
+                         "without them (551.3(a))")  # fmt: skip
     return _a_ten(turn, up_card=False)
 
 
 def _a_ten(turn: Turn, *, up_card: bool) -> TableState:
-    """A ten found in the shoe this round (no tens are in play, 551.3(a)), or given as the
-    dealer's up card: counted, and judged."""
-    found = turn.state.tens_found + 1
-    turn.observe("ten_found", seen.TenFound(found=found, up_card=up_card))
-    return dataclasses.replace(turn.state, tens_found=found)
+    """A ten found in the shoe this round, or given as the dealer's up card (rules/table.py
+    ``ten_found``)."""
+    return ten_found(turn, turn.state, up_card=up_card)
 
 
 _table(

@@ -4,16 +4,24 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 from tableside.drivers.card_reader.events import ReaderFault
 from tableside.drivers.shoe.events import CardFaceUp, ShoeFault, StackDispensed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
-from tableside.rules.seen import DealtWhileHalted, Misdeal
+from tableside.rules.seen import DealtWhileHalted, FaceUpFound, Misdeal, ReaderMalfunction
 from tableside.rules.table_rows import READER_REPAIRED, TABLE_RULES
 
-__all__ = ["DEALT_WHILE_HALTED", "REPORTED_MISDEALS", "RULES", "SHOE_RULES", "SHUFFLER_RULES"]
+__all__ = [
+    "DEALT_WHILE_HALTED",
+    "FACE_UP_BOTH_WAYS",
+    "REPORTED_MISDEALS",
+    "RULES",
+    "SHOE_RULES",
+    "SHUFFLER_RULES",
+]
 
 _CS, _FCP, _LIR, _S21 = Game.CARIBBEAN_STUD, Game.FOUR_CARD_POKER, Game.LET_IT_RIDE, Game.SPANISH_21
 
@@ -255,6 +263,16 @@ SHOE_RULES: tuple[Rule, ...] = (
              "repaired or replaced."),
         until=READER_REPAIRED,
     ),
+    # the same fact by the reader's other words: its status says it malfunctions (it came up
+    # so, or says so there only), or its self-test failed (rules/table.py reader_malfunction)
+    dataclasses.replace(
+        _row("551.16(m)", _S21, "reader-not-working", "table.reader_malfunction",
+             (When(ReaderMalfunction, lambda e: e.how, "in", ("status", "self_test")),),
+             (Action.HALT_DEALING, Action.ALERT),
+             "The card reader says it is not in working order (its status, or a failed "
+             "self-test): no more dealing at this table until it is repaired or replaced."),
+        until=READER_REPAIRED,
+    ),
 )  # fmt: skip
 
 #: the same misdeal rules when the dealer reports the stack (dealt by hand or a manual shoe)
@@ -272,8 +290,27 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
     if rule.trigger == "shoe.stack_dispensed"
 )
 
-_GIVEN: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *TABLE_RULES,
-                            *BACCARAT_RULES)  # fmt: skip
+#: a card found face up, however it is reported: a shoe's count (card_face_up, with its
+#: ``total``) and the dealer's word (``card_face_up``, counted by the table, ``found``) reach
+#: the same clause in every game (555.14(b) "in the shoe or the deck"; 551.16(a))
+_FIELD_OF = {CardFaceUp: "total", FaceUpFound: "found"}
+
+
+def _face_up_twin(rule: Rule, trigger: str, of: type[CardFaceUp] | type[FaceUpFound]) -> Rule:
+    when = tuple(When(of, operator.attrgetter(_FIELD_OF[of]), w.op, w.value) for w in rule.when)
+    suffix = "reported" if of is FaceUpFound else "shoe"
+    return dataclasses.replace(rule, id=f"{rule.id}-{suffix}", trigger=trigger, when=when)
+
+
+FACE_UP_BOTH_WAYS: tuple[Rule, ...] = (
+    *(_face_up_twin(r, "table.card_face_up", FaceUpFound)
+      for r in SHOE_RULES if r.trigger == "shoe.card_face_up"),
+    *(_face_up_twin(r, "shoe.card_face_up", CardFaceUp)
+      for r in TABLE_RULES if r.trigger == "table.card_face_up"),
+)  # fmt: skip
+
+_GIVEN: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *FACE_UP_BOTH_WAYS,
+                            *TABLE_RULES, *BACCARAT_RULES)  # fmt: skip
 #: what halts dealing until a floorperson resolves it (rules/rulings.py HALTING)
 _HALTS = frozenset({Action.HALT_DEALING, Action.REMOVE_DECK})
 
@@ -301,7 +338,8 @@ DEALT_WHILE_HALTED: tuple[Rule, ...] = tuple(
     for rule in _GIVEN
     if _HALTS & set(rule.actions)
     and rule.trigger != "table.dealt_while_halted"
-    and not (rule.trigger.split(".")[0] != "table" and Action.HALT_DEALING in rule.actions)
+    # a device's halt (it ends with the device's repair): its halted-reader row judges it
+    and not any(u.trigger.split(".")[0] != "table" for u in rule.until)
 )
 
 #: every rule, in the order rulings are given

@@ -31,6 +31,7 @@ __all__ = [
     "Noted",
     "OtherMethod",
     "ProgressivePaid",
+    "ReaderMalfunction",
     "RoundStarts",
     "ShoeBurn",
     "StubCount",
@@ -72,6 +73,18 @@ class Gated(TableSeen):
     #: whether the up card sends the hole card through the reader; None: no up card yet
     gate: bool | None
     hole_card_checked: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReaderMalfunction(TableSeen):
+    """Spanish 21: the card reader says it is not in working order other than by its fault
+    event (its status says it malfunctions, or its self-test failed), while dealing is not
+    halted for it already."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("reader_malfunction",)
+    #: what said so: the reader's ``status`` or its ``self_test``
+    how: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -278,7 +291,7 @@ _SHAPES: tuple[type[TableSeen], ...] = (
     Noted, Gated, HoleCardChecked, RoundStarts, DealtWhileHalted, OtherMethod, StubCount,
     DeviceInstalled, ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal,
     FaceUpFound, TenFound, Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
-    WagersUnaccounted,
+    WagersUnaccounted, ReaderMalfunction,
 )  # fmt: skip
 
 #: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in

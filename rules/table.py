@@ -31,12 +31,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus
+from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus, SelfTestResult
 from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.progressive.events import ButtonPressed, LightsChanged
 from tableside.drivers.shoe.events import (
     CardDrawn,
+    CardFaceUp,
     CardsLoaded,
     DealCompleted,
     DealStarted,
@@ -62,9 +63,11 @@ from tableside.rules.seen import (
     DealtWhileHalted,
     DeckInBoth,
     Noted,
+    ReaderMalfunction,
     RoundStarts,
     ShoeBurn,
     TableSeen,
+    TenFound,
     WagersUnaccounted,
 )
 from tableside.rules.seen import HoleCardChecked as HoleCardSeen
@@ -85,8 +88,11 @@ __all__ = [
     "Turn",
     "dealt",
     "halting_rules",
+    "new_cards",
+    "reader_malfunction",
     "refusal",
     "step",
+    "ten_found",
 ]
 
 
@@ -181,6 +187,9 @@ class TableState:
     coup_round: int | None = None
     coup: tuple[int, ...] = ()
     coup_judged: int = 0  # how many of its cards the last judgement saw
+    #: baccarat: the round the last coup was dealt in (the dealer's or a reading shoe's): the
+    #: next coup is a round of its own
+    coup_dealt_in: int | None = None
     #: baccarat: a new shoe whose first-card burn (543.5(g), 545.5(f)) is still to come, and
     #: the coups dealt from the shoe in play
     burn_due: bool = False
@@ -469,8 +478,8 @@ def _shuffle_completed(turn: Turn, event: ShuffleCompleted) -> TableState:
 def _cards_loaded(turn: Turn, event: CardsLoaded) -> TableState:
     if turn.facts.game not in BACCARAT:
         return turn.state
-    # a baccarat shoe says so when a new shoe starts: its burn comes first
-    return dataclasses.replace(turn.state, burn_due=True, coups_in_shoe=0)
+    # a baccarat shoe says so when a new shoe starts: new cards, as the dealer's new_cards
+    return new_cards(turn, turn.state)
 
 
 @_on(WagerAccepted)
@@ -501,7 +510,28 @@ def _lights_changed(turn: Turn, event: LightsChanged) -> TableState:
 
 @_on(ReaderStatus)
 def _reader_status(turn: Turn, event: ReaderStatus) -> TableState:
-    return dataclasses.replace(turn.state, reader_reveals=event.reveals_hole_card)
+    state = dataclasses.replace(turn.state, reader_reveals=event.reveals_hole_card)
+    if event.fault == "malfunction":  # it comes up broken, or says so only in its status
+        return reader_malfunction(turn, state, "status", str(event.state))
+    return state
+
+
+@_on(SelfTestResult)
+def _self_test(turn: Turn, event: SelfTestResult) -> TableState:
+    if event.passed:
+        return turn.state  # a repair, if it was broken: the halt's end (rules/table_rows.py)
+    return reader_malfunction(turn, turn.state, "self_test", event.detail)
+
+
+def reader_malfunction(turn: Turn, state: TableState, how: str, detail: str) -> TableState:
+    """Spanish 21: the card reader is not in working order, said by its status or a failed
+    self-test rather than its fault event (whose row halts dealing by itself): the same
+    551.16(m), judged once; dealing is halted for the reader until it is repaired or
+    replaced."""
+    if turn.facts.game is not Game.SPANISH_21 or state.halted_by == "card_reader":
+        return state
+    turn.observe("reader_malfunction", ReaderMalfunction(how=how, detail=detail))
+    return dataclasses.replace(state, halted_by="card_reader")
 
 
 @_on(HoleCardChecked)
@@ -521,15 +551,40 @@ def _first_card_burned(turn: Turn, event: FirstCardBurned) -> TableState:
 
 @_on(CardDrawn)
 def _card_drawn_event(turn: Turn, event: CardDrawn) -> TableState:
-    state = turn.state
-    if event.round != state.coup_round:
-        state = coup_begins(turn, state)
-    return _card_drawn(turn, state, event)
+    return _card_drawn(turn, turn.state, event)
 
 
 @_on(StackDispensed)
 def _stack_dispensed(turn: Turn, event: StackDispensed) -> TableState:
-    return _read_hand(turn.facts, turn.state, event)
+    state = _read_hand(turn.facts, turn.state, event)
+    for card in event.cards:  # a shoe that reads cards, at a table with no tens in play
+        state = ten_found(turn, state, card=card)
+    return state
+
+
+@_on(CardFaceUp)
+def _card_face_up(turn: Turn, event: CardFaceUp) -> TableState:
+    """A shoe found a card face up: its count this round is the table's too, so a card the
+    dealer reports face up after it is the second (555.14(b), 551.16(a)); a ten read face up
+    at a Spanish 21 table is a ten found as well (551.16(b))."""
+    found = max(turn.state.face_up_found, event.total)
+    state = dataclasses.replace(turn.state, face_up_found=found)
+    return ten_found(turn, state, card=event.card or "")
+
+
+def ten_found(
+    turn: Turn, state: TableState, *, card: str | None = None, up_card: bool = False
+) -> TableState:
+    """Spanish 21: a ten found in the shoe this round (no tens are in play, 551.3(a)) — the
+    dealer's ``ten_found``, a 10 given as the up card, or a card a shoe read — counted, and
+    judged. With ``card``, only when that card is a ten."""
+    if turn.facts.game is not Game.SPANISH_21:
+        return state
+    if card is not None and card[:-1] != "10":
+        return state
+    found = state.tens_found + 1
+    turn.observe("ten_found", TenFound(found=found, up_card=up_card))
+    return dataclasses.replace(state, tens_found=found)
 
 
 # -- a halt ends when its clause's own condition is met ---------------------------------------
@@ -589,13 +644,16 @@ def open_betting(state: TableState) -> TableState:
                                resets_unaccounted=0)  # fmt: skip
 
 
-def round_begins(turn: Turn) -> TableState:
-    """A round starts (the dealer's ``start_round`` or the shoe's ``deal_started``): the rows
-    judge it (``table.round``) from the table before it, and, while dealing is halted, that
-    it was dealt all the same (``dealt``)."""
-    turn.observe("round", _round_facts(turn.facts, turn.state, turn.at))
-    dealt(turn, round_start=True)
-    return _round_begins(turn.state)
+def round_begins(turn: Turn, state: TableState | None = None) -> TableState:
+    """A round starts, however it comes: the dealer's ``start_round``, the shoe's
+    ``deal_started``, a baccarat coup (the dealer's ``coup``, a reading shoe's first card of
+    one: ``coup_begins``). The rows judge it (``table.round``) from the table before it
+    (``state``, the turn's unless given), and, while dealing is halted, that it was dealt all
+    the same (``dealt``)."""
+    state = turn.state if state is None else state
+    turn.observe("round", _round_facts(turn.facts, state, turn.at))
+    dealt(turn, state, round_start=True)
+    return _round_begins(state)
 
 
 def halting_rules(state: TableState) -> tuple[str, ...]:
@@ -603,13 +661,13 @@ def halting_rules(state: TableState) -> tuple[str, ...]:
     return tuple(dict.fromkeys(r.rule_id for r in state.rulings if r.halts))
 
 
-def dealt(turn: Turn, *, round_start: bool = False) -> None:
+def dealt(turn: Turn, state: TableState | None = None, *, round_start: bool = False) -> None:
     """Cards are dealt: a person's dealing command (rules/commands.py ``deals``) or a device
     that deals by itself. While dealing is halted (a device's halt, 551.16(m); a ruling that
     halts it) the rows judge that it was (``table.dealt_while_halted``), whichever way the
     cards came: a person's command only with a floorperson's override (daemon/routing.py
     refuses it otherwise), a device's deal always (the device says it happened)."""
-    state = turn.state
+    state = turn.state if state is None else state
     rules = halting_rules(state)
     if state.halted_by is None and not rules:
         return
@@ -699,11 +757,29 @@ def meter(facts: TableFacts, state: TableState) -> int:
 
 
 def coup_begins(turn: Turn, state: TableState) -> TableState:
-    """A coup is dealt from the shoe (by the dealer's word or a shoe that reads cards): a new
-    shoe's first coup without its burn is a ruling, given once."""
+    """A coup is dealt from the shoe (the dealer's ``coup``, or a shoe that reads cards
+    drawing its first card): a hand of its own, so a round of its own. It is the round the
+    dealer's ``start_round`` began for it when no coup was dealt in that one yet; otherwise a
+    round begins with it (``round_begins``: the cover card's last hand, 543.10(e), and a halt
+    judged the same whichever way the coup came). A new shoe's first coup without its burn is
+    a ruling, given once."""
     if state.burn_due:
         turn.observe("no_burn", round=state.round)
-    return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1)
+    started = state.phase is Phase.DEALING and state.round > 0
+    if not started or state.coup_dealt_in == state.round:
+        state = round_begins(turn, state)
+    return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1,
+                               coup_dealt_in=state.round)  # fmt: skip
+
+
+def new_cards(turn: Turn, state: TableState) -> TableState:
+    """New decks in play (the dealer's ``new_cards``, or a baccarat shoe that says a new shoe
+    is loaded): deck age starts again (555.3(c)), two decks start over, and baccarat's cover
+    card is behind (543.10(e)) and a new shoe's burn is due (543.5(g))."""
+    return dataclasses.replace(state, cards_in_play_since=turn.at, deck_ready=None,
+                               deck_last_dealt=None, cover_card_round=None,
+                               burn_due=turn.facts.game in BACCARAT,
+                               coups_in_shoe=0)  # fmt: skip
 
 
 def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
@@ -711,15 +787,16 @@ def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
     Player's and Banker's Hands in order (543.9(c), 543.10) and judges the coup against the
     drawing rules as soon as it is complete, has a card too many, or (when the next coup
     starts) stayed short."""
+    if drawn.round != state.coup_round:
+        if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
+            turn.observe("coup", coup(**_split(state.coup)), round=state.round)
+        state = coup_begins(turn, state)
+        state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
+                                    phase=Phase.DEALING)  # fmt: skip
     try:
         rank = _card(drawn.card)[0]
     except ValueError:
         return state  # an unreadable card: the dealer reports the coup instead
-    if drawn.round != state.coup_round:
-        if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
-            turn.observe("coup", coup(**_split(state.coup)), round=state.round)
-        state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
-                                    round=state.round + 1, phase=Phase.DEALING)  # fmt: skip
     new = dataclasses.replace(state, coup=(*state.coup, rank))
     if len(new.coup) < 4:
         return new

@@ -34,8 +34,9 @@ async def _open(table: SimulatedTable, port: int, dealing: str) -> None:
 
 async def _chips(table: SimulatedTable, port: int) -> dict[str, Any]:
     """A round's bonus wager chips collected: two, where the system accepted none."""
-    for command, args in (("bets_open", {}), ("no_more_bets", {}), ("chips_collected",
-                                                                     {"count": 2})):  # fmt: skip
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("bets_open", {}), ("no_more_bets", {}), ("chips_collected", {"count": 2})]  # fmt: skip
+    for command, args in steps:
         done = await ask(table, port, "dealer", command, command, **args)
         assert done["ok"], done
     return done

@@ -198,7 +198,8 @@ def _prepared(name: str) -> tuple[TableFacts, TableState]:
 
     games = {"pay_bonus": Game.LET_IT_RIDE, "first_card": Game.BACCARAT,
              "card_face_up_in_shoe": Game.BACCARAT, "coup": Game.BACCARAT,
-             "cover_card": Game.BACCARAT, "up_card": Game.SPANISH_21}  # fmt: skip
+             "cover_card": Game.BACCARAT, "up_card": Game.SPANISH_21,
+             "ten_found": Game.SPANISH_21}  # fmt: skip
     game = games.get(name, Game.CARIBBEAN_STUD)
     pays = PayTable(rate_percent=72.5, initial_cents=10_000_00, reset_cents=10_000_00,
                     straight_flush="ten_percent")  # fmt: skip
