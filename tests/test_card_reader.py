@@ -297,10 +297,12 @@ async def test_a_rank_as_a_person_types_it_through_the_daemon(
         for spelt in ("rank=k", "rank=king", 'rank="K"'):
             assert await asyncio.to_thread(ask, "dealer", "up_card", spelt) == 0, spelt
             assert table.daemon.runtime.state.up_card == "K"
-        assert await asyncio.to_thread(ask, "dealer", "up_card", "rank=11") == 1
+        # refused by the command line itself, saying why, before anything is sent (exit 2)
+        assert await asyncio.to_thread(ask, "dealer", "up_card", "rank=11") == 2
         assert table.daemon.runtime.state.up_card == "K"
-        (refused,) = await table.subscriber.wait_for(
-            lambda m: m.kind == "command_result" and not m.payload["ok"]
-        )
-        assert "rank: a card's rank is A (or ace, 1), 2..10" in refused.payload["error"]
-        assert "(got 11)" in refused.payload["error"]
+        from tableside.rules.commands import COMMANDS, Refused
+
+        with pytest.raises(
+            Refused, match=r"rank: a card's rank is A \(or ace, 1\), 2..10.*\(got 11\)"
+        ):
+            COMMANDS["up_card"].parse({"rank": 11})

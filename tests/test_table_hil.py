@@ -108,8 +108,9 @@ async def test_the_command_line_asks_as_a_role(mosquitto: Mosquitto, tmp_path: P
             return main(["command", *argv, *common])
 
         assert await asyncio.to_thread(ask, "floorperson", "table", "open_table") == 0
+        # a role that may not give it: refused at once, before anything is sent (exit 2)
         assert await asyncio.to_thread(ask, "dealer", "table", "declare_method",
-                                       "dealing=hand") == 1  # fmt: skip
+                                       "dealing=hand") == 2  # fmt: skip
         assert await asyncio.to_thread(ask, "dealer", "table", "stub_count", "count=52",
                                        "misdealt=false") == 0  # fmt: skip
         assert table.daemon.runtime.state.phase.value == "open"
