@@ -264,6 +264,7 @@ class Monitor:
         backoff = Backoff(initial=0.2, maximum=5.0)  # small again after a working connection
         loop = asyncio.get_running_loop()
         while True:
+            subscribed = False
             try:
                 if self.client_id is not None and not self.resume and self.connections == 0:
                     await self._end_old_session(self.client_id)
@@ -271,11 +272,12 @@ class Monitor:
                     backoff.connected(loop.time())
                     self._on_connection(c.session_present)
                     await c.subscribe(f"{self.prefix}/{self.table}/#")
+                    subscribed = True
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)
             except MqttError as exc:
                 self._print(f"-- broker {self.url}: {exc}; reconnecting")
-                backoff.ended(loop.time())
+                backoff.ended(loop.time(), worked=subscribed)
                 await asyncio.sleep(backoff.next())
 
     def _handle(self, topic: str, payload: bytes, retained: bool) -> None:

@@ -49,10 +49,11 @@ from tableside.daemon.payloads import (
     utc_ms,
 )
 from tableside.daemon.proof import CHAIN_RETAIN, Chain, marked
-from tableside.drivers.backoff import Backoff
+from tableside.drivers.backoff import STABLE_S, Backoff
 from tableside.drivers.tasks import first_to_end
 from tableside.mqtt import codec
 from tableside.mqtt.connection import (
+    REASONS,
     BeyondLimits,
     Connection,
     ConnectRefused,
@@ -83,10 +84,6 @@ log = structlog.get_logger("tableside.mqtt")
 RETRY_MAX_S = 5.0
 #: one attempt, from the TCP connect to CONNACK (and a PUBACK or SUBACK after it), at most
 CONNECT_TIMEOUT_S = 10.0
-#: a connection that lasted this long was a working one: the next outage's waits start small
-#: again, and the next connection journals a new "online"; one that died younger (a broker
-#: that accepts, then cuts) keeps the waits growing and sends the same "online" again
-STABLE_S = 10.0
 #: a refused command subscription is asked for again after this long (an ACL being mended)
 RESUBSCRIBE_S = 60.0
 
@@ -157,9 +154,7 @@ class Publisher:
         # Records up to here may have reached the broker already: what the previous run sent
         # (kept by its clean close; after a crash, everything it journaled), then whatever
         # this run has sent.
-        self._attempted = (
-            journal.sent if journal.recovered_sent is not None else journal.durable_seq
-        )
+        self._attempted = journal.sent
         #: the envelope's fields, in the models' order; ts and seq are each message's own.
         #: Every message from a table on a lab's test clock says so.
         test = journal.test_clock
@@ -179,13 +174,22 @@ class Publisher:
         self.undelivered: Undelivered | None = None
         #: whether the command subscription stands on the current connection
         self.commands_subscribed = False
-        self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S, stable_s=STABLE_S)
+        # a connection that lived STABLE_S with something acknowledged was a working one: the
+        # next outage's waits start small again and the next connection journals a new
+        # "online"; after a flap (a broker that accepts, then cuts or never answers) the waits
+        # grow on and the same "online" goes again
+        self._backoff = Backoff(initial=0.2, maximum=RETRY_MAX_S)
         self._conn: Connection | None = None
         #: the will's retain flag: off once a broker said it keeps no retained messages (0x9A)
         self._will_retain = True
         #: "online" journaled and no working connection ended since: a reconnect sends the
         #: same one again rather than a new one (STABLE_S)
         self._online = False
+        #: the status last journaled (a refusal's status repeats it), and the clean offline's seq
+        self._said: Literal["online", "offline"] = "online"
+        self._offline_seq: int | None = None
+        #: the broker acknowledged something on the current connection (STABLE_S)
+        self._worked = False
 
     # -- what the daemon calls -------------------------------------------------------------
 
@@ -218,6 +222,10 @@ class Publisher:
         if retain:
             self._retained[topic] = (record.seq, record.payload)
         return record
+
+    def envelope(self, ts: str, seq: int, **flags: bool) -> dict[str, Any]:
+        """The fields every payload of this table carries, for a message made here."""
+        return {**self._head, "ts": ts, "seq": seq, **flags}
 
     def restore_retained(self, topic: str, payload: bytes) -> None:
         """Retained state from the journal, sent again on the next connection."""
@@ -256,12 +264,13 @@ class Publisher:
 
     def _status(self, status: Literal["online", "offline"]) -> Record:
         """Journal the table's status (retained), with the record the broker refuses if any."""
+        self._said = status
         fields = {"status": status, "version": __version__, "undelivered": self.undelivered}
         return self.enqueue(self.topics.status, StatusPayload, utc_ms(), fields, retain=True)
 
     def stop(self) -> None:
         """Journal the clean offline status; the daemon flushes after this."""
-        self._status("offline")
+        self._offline_seq = self._status("offline").seq
 
     async def run(self) -> NoReturn:
         loop = asyncio.get_running_loop()
@@ -273,7 +282,10 @@ class Publisher:
                 if isinstance(exc, ConnectRefused) and exc.reason == 0x9A and self._will_retain:
                     self._will_retain = False  # retain not supported: the will goes unretained
                     log.warning("broker_keeps_no_retained", url=self.broker.url)
-                if self._backoff.ended(loop.time()):  # a working connection ended:
+                if isinstance(exc, ConnectRefused) and exc.reason == 0x9B:
+                    why = "QoS 0 has no acknowledgement: the table sends nothing unseen"
+                    log.error("broker_takes_qos0_only", url=self.broker.url, why=why)
+                if self._backoff.ended(loop.time(), worked=self._worked):  # a working one ended:
                     self._online = False  # say "online" anew when back
                 delay = self._backoff.next()
                 log.warning("broker_unavailable", url=self.broker.url, why=str(exc),
@@ -297,10 +309,12 @@ class Publisher:
             within_s=CONNECT_TIMEOUT_S,
         )  # fmt: skip
         self._backoff.connected(asyncio.get_running_loop().time())
+        self._worked = False
         try:
             if conn.limits.maximum_qos == 0:
-                # QoS 0 has no PUBACK: the table could never know what the broker has
-                conn.fail(MqttError("QoS 0 only"), 0x9B)
+                # QoS 0 has no PUBACK: the table could never know what the broker has (a broker
+                # that says so refuses the table's QoS 1 will at CONNACK, 0x9B, already)
+                conn.fail(MqttError("QoS 0 only"), 0x80)
                 raise MqttError("the broker takes QoS 0 only (its CONNACK's Maximum QoS): "
                                 "the table sends nothing it cannot see acknowledged")  # fmt: skip
             self.connections += 1
@@ -329,6 +343,9 @@ class Publisher:
         finally:
             self._conn = None
             self.commands_subscribed = False
+            if self._offline_seq is not None and self.journal.acked < self._offline_seq:
+                # stopping, and the broker never had the clean "offline": the will stands in
+                conn.fail(MqttError("stopped before the broker had offline"), 0x04)
             conn.close()  # a stop says DISCONNECT (normal: no will); a failed one is closed
             # the DISCONNECT leaves before a stopping process does (or the broker sends the will)
             await conn.drained()
@@ -420,22 +437,27 @@ class Publisher:
             await asyncio.gather(*(conn.publish(topic, p) for p in chunk))
 
     def _refused(self, sent: Sent, topic: str) -> None:
-        """A PUBACK refused record ``sent``: said in the log each time, and in the status when
-        the table goes from nothing refused to something refused."""
+        """A PUBACK refused record ``sent``: said in the log each time."""
         self.refusals += 1
-        reason = describe(sent.reason)
-        log.error("publish_refused", seq=sent.seq, topic=topic, reason=reason,
-                  refusals=sent.refusals, retry_in_s=round(sent.due_at - sent.at, 1))  # fmt: skip
-        if self.undelivered is None:
-            self.undelivered = Undelivered(seq=sent.seq, topic=topic, reason=reason[7:])
-            self._status("online")
+        log.error("publish_refused", seq=sent.seq, topic=topic,
+                  reason=describe(sent.reason, sent.said), refusals=sent.refusals,
+                  retry_in_s=round(sent.due_at - sent.at, 1))  # fmt: skip
 
-    def _delivered(self) -> None:
-        """Nothing refused any more: the status says so."""
-        if self.undelivered is not None:
+    def _refusing(self, oldest: Sent | None, topic: str) -> None:
+        """The oldest record the broker refuses now (None: none): the status says it whenever
+        it changes, repeating the status last said."""
+        now = None
+        if oldest is not None:
+            reason = f"0x{oldest.reason:02x}"
+            name = oldest.said or REASONS.get(oldest.reason)
+            now = Undelivered(seq=oldest.seq, topic=topic,
+                              reason=f"{reason} ({name})" if name else reason)  # fmt: skip
+        if now == self.undelivered:
+            return
+        if now is None and self.undelivered is not None:
             log.info("publish_taken", seq=self.undelivered.seq, topic=self.undelivered.topic)
-            self.undelivered = None
-            self._status("online")
+        self.undelivered = now
+        self._status(self._said)
 
 
 def _limits(conn: Connection) -> dict[str, object]:
@@ -486,11 +508,10 @@ class _Drain:
         self.reading = False  # the task waits for records from disk: only it sends meanwhile
         self.pumping = False  # a pump is scheduled for after this read's PUBACKs
         self.ticker: asyncio.TimerHandle | None = None
-        self.topics: dict[int, str] = {}  # seq → topic, while the broker refuses it
-        #: refused records' payloads, to send again without reading the journal
+        #: every record in the window, by seq: a refused one goes again without a disk read
         self.held: dict[int, Record] = {}
 
-    def _packet(self, record: Record, pid: int, again: bool) -> bytes | None:
+    def _packet(self, record: Record, pid: int, again: bool, first: bool) -> bytes | None:
         """The record's PUBLISH as this broker can take it: unretained where it keeps nothing
         retained; a ``withheld`` stand-in where it is larger than its Maximum Packet Size;
         None where even the stand-in is (a broker that takes next to nothing)."""
@@ -505,43 +526,51 @@ class _Drain:
         limit = conn.limits.maximum_packet_size
         if limit is None or len(packet) <= limit:
             return packet
-        publisher.withheld += 1
-        log.warning("record_withheld", seq=record.seq, topic=record.topic, size=len(packet),
-                    limit=limit)  # fmt: skip
+        if first:  # counted once, not at each resend
+            publisher.withheld += 1
+            log.warning("record_withheld", seq=record.seq, topic=record.topic, size=len(packet),
+                        limit=limit)  # fmt: skip
         stand_in = WithheldPayload(
-            **{**publisher._head, "ts": _json_ts(record.payload), "seq": record.seq,
-               "redelivered": again},
+            **publisher.envelope(_json_ts(record.payload), record.seq, redelivered=again),
             topic=record.topic, retain=record.retain, size=len(packet), limit=limit,
         )  # fmt: skip
         packet = codec.publish(publisher.topics.withheld, stand_in.model_dump_json().encode(),
                                qos=1, packet_id=pid, user_properties=chain, v5=self.v5)  # fmt: skip
         return packet if len(packet) <= limit else None
 
-    def _take(self, record: Record, pid: int, again: bool, at: float) -> bytes:
+    def _take(self, record: Record, pid: int, again: bool, at: float, first: bool) -> bytes:
         """The record's packet, or b"" when the broker can take nothing of it: then its place
         is given back and it is refused here as the broker would (0x95, packet too large), so
         it stays unacknowledged, goes again, and the status says so."""
-        packet = self._packet(record, pid, again)
+        packet = self._packet(record, pid, again, first)
         if packet is not None:
             return packet
         self.conn.release(pid)
-        sent = self.window.refused(pid, 0x95, at)
+        sent = self.window.refused(pid, 0x95, at, "larger than the broker's Maximum Packet Size")
         if sent is not None:
             self.publisher._refused(sent, record.topic)
+            self._said_refusing()
         return b""
 
+    def _said_refusing(self) -> None:
+        oldest = self.window.refusing()
+        topic = "" if oldest is None else self.held[oldest.seq].topic
+        self.publisher._refusing(oldest, topic)
+
     def send(self, batch: list[Record]) -> None:
-        """These records, next in seq order, in one write."""
+        """These records, next in seq order, in one write: as many as the window and the
+        broker's have room for now (another publish may have taken a place while the batch
+        was read from disk); the rest stay due."""
         window, conn, publisher = self.window, self.conn, self.publisher
         at = self.loop.time()
         packets = []
-        for record in batch:
+        for record in batch[: max(0, min(window.room, conn.room))]:
             pid = conn.claim_id()
             again = window.send(record.seq, pid, at)
             if again:
                 publisher.redelivered += 1
             self.held[record.seq] = record
-            packets.append(self._take(record, pid, again, at))
+            packets.append(self._take(record, pid, again, at, first=True))
         publisher._attempted = self.journal.sent = window.attempted
         if packets:
             conn.write(b"".join(packets))
@@ -555,7 +584,7 @@ class _Drain:
                 break
             pid = conn.claim_id()
             self.window.resend(sent.seq, pid, at)
-            packets.append(self._take(self.held[sent.seq], pid, sent.again, at))
+            packets.append(self._take(self.held[sent.seq], pid, sent.again, at, first=False))
         if packets:
             conn.write(b"".join(packets))
 
@@ -563,16 +592,19 @@ class _Drain:
         """(the connection's callback, once per PUBACK of one of ours)"""
         journal, publisher = self.journal, self.publisher
         if ack.refused:  # not delivered: it stays in its place and goes again
-            sent = self.window.refused(ack.packet_id, ack.reason, self.loop.time())
+            now = self.loop.time()
+            sent = self.window.refused(ack.packet_id, ack.reason, now, ack.reason_string)
             if sent is not None:
                 publisher._refused(sent, self.held[sent.seq].topic)
+                self._said_refusing()
             return
+        publisher._worked = True
         for seq in self.window.acknowledged(ack.packet_id):
             journal.mark_acked(seq)
             publisher.published += 1
             self.held.pop(seq, None)
-        if publisher.undelivered is not None and self.window.refusing() is None:
-            publisher._delivered()
+        if publisher.undelivered is not None:
+            self._said_refusing()
         if not self.window and journal.acked >= journal.next_seq - 1:
             publisher._emptied.set()
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-__all__ = ["Backoff"]
+__all__ = ["STABLE_S", "Backoff"]
+
+#: a connection that lived this long, its peer answering, was a working one (``Backoff.ended``):
+#: well above the table's CONNECT_TIMEOUT_S (10 s), after which a broker that never answers
+#: is left
+STABLE_S = 30.0
 
 
 @dataclass(slots=True)
@@ -21,7 +26,7 @@ class Backoff:
     jitter: float = 0.5
     rng: random.Random = field(default_factory=random.Random)
     #: a connection that lived this long was a working one (``ended``)
-    stable_s: float = 10.0
+    stable_s: float = STABLE_S
     _attempt: int = 0
     _since: float | None = None
 
@@ -38,12 +43,13 @@ class Backoff:
         ``stable_s``."""
         self._since = now
 
-    def ended(self, now: float) -> bool:
+    def ended(self, now: float, *, worked: bool = True) -> bool:
         """The connection (or the attempt) ended at ``now``: True, and the waits small again,
-        when it was a working one (it lived ``stable_s``); False for a flap or a failed try,
-        the waits growing on."""
+        when it was a working one (it lived ``stable_s`` and ``worked``: the peer answered
+        something on it); False for a flap, a failed try or a peer that never answered, the
+        waits growing on."""
         since, self._since = self._since, None
-        if since is not None and now - since >= self.stable_s:
+        if worked and since is not None and now - since >= self.stable_s:
             self.reset()
             return True
         return False

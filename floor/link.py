@@ -12,7 +12,8 @@ group). The Receive Maximum it asks for bounds how many the broker has out to it
 ``Link.run`` connects, subscribes and stays connected until cancelled: a broker that goes away
 or breaks protocol (a malformed packet: logged with what and where) is connected to again after
 a jittered, capped pause (drivers/backoff.py), which starts small again only after a connection
-that lived ``STABLE_S`` (one that accepts and cuts is not hammered). A broker that refuses the
+that lived ``STABLE_S`` and took the subscriptions (one that accepts and cuts is not
+hammered: drivers/backoff.py). A broker that refuses the
 subscriptions, or takes no wildcard or shared ones, is said as an error each time. A session
 the broker did not keep (CONNACK's Session Present 0 on a reconnect) is said: what came while
 the floor was away is then missing at the broker, and the floor's gaps show it.
@@ -37,14 +38,12 @@ from tableside.mqtt.connection import (
     connect,
 )
 
-__all__ = ["RETAIN_AS_PUBLISHED", "STABLE_S", "Link", "Subscription"]
+__all__ = ["RETAIN_AS_PUBLISHED", "Link", "Subscription"]
 
 log = structlog.get_logger("tableside.floor.link")
 
 #: SUBSCRIBE options (3.8.3.1): QoS 1, Retain As Published
 RETAIN_AS_PUBLISHED = 0x01 | 0x08
-#: a connection that lived this long was a working one: the next waits start small again
-STABLE_S = 10.0
 
 #: what the floor is given: the messages of one socket read, and the connection they came on
 Take = Callable[[list[mqtt.Publish], int], None]
@@ -79,9 +78,10 @@ class Link:
     _conn: Connection | None = None
 
     async def run(self) -> None:
-        backoff = Backoff(initial=0.2, maximum=5.0, stable_s=STABLE_S)
+        backoff = Backoff(initial=0.2, maximum=5.0)
         loop = asyncio.get_running_loop()
         while True:
+            subscribed = False
             try:
                 await self._session(backoff)
             except (SubscriptionRefused, BeyondLimits) as exc:
@@ -89,12 +89,13 @@ class Link:
             except MqttError as exc:
                 log.warning("floor_broker_lost", broker=self.url, error=str(exc) or repr(exc))
             finally:
+                subscribed = self.subscribed.is_set()
                 self.subscribed.clear()
                 conn, self._conn = self._conn, None
                 if conn is not None:
                     conn.close()  # a stop says DISCONNECT and keeps the session
                     await conn.drained()
-            backoff.ended(loop.time())
+            backoff.ended(loop.time(), worked=subscribed)
             await asyncio.sleep(backoff.next())
 
     async def _session(self, backoff: Backoff) -> None:

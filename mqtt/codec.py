@@ -43,6 +43,7 @@ __all__ = [
     "Publish",
     "Reader",
     "SubAck",
+    "TopicAliasInvalid",
     "Will",
     "connect",
     "disconnect",
@@ -107,6 +108,12 @@ class PacketTooLarge(MalformedPacket):
     """A packet longer than this client's Maximum Packet Size (3.1.2.11.4: 0x95)."""
 
     reason = 0x95
+
+
+class TopicAliasInvalid(MalformedPacket):
+    """A topic alias this client never allowed (3.3.2.3.4: 0x94)."""
+
+    reason = 0x94
 
 
 class ProtocolError(MalformedPacket):
@@ -388,7 +395,7 @@ def _publish(flags: int, body: bytes, v5: bool = True) -> Publish:
     else:
         found, pairs, i = _properties(body, i)
         if _TOPIC_ALIAS in found:  # this client allows none (Topic Alias Maximum 0, 3.1.2.11.5)
-            raise ProtocolError("PUBLISH with a topic alias; this client allows none")
+            raise TopicAliasInvalid("PUBLISH with a topic alias; this client allows none")
         answer_to, data = found.get(_RESPONSE_TOPIC), found.get(_CORRELATION_DATA)
         response_topic = answer_to if isinstance(answer_to, str) else None
         correlation = data if isinstance(data, bytes) else None
@@ -450,8 +457,8 @@ def _connack(flags: int, body: bytes) -> ConnAck:
     packet_max = found.get(_MAXIMUM_PACKET_SIZE)
     if packet_max == 0:
         raise ProtocolError("CONNACK Maximum Packet Size 0 (3.2.2.3.6: a protocol error)")
-    maximum_qos = number(_MAXIMUM_QOS, 2)
-    if maximum_qos not in (0, 1, 2):
+    maximum_qos = number(_MAXIMUM_QOS, 2)  # absent: QoS 2 (3.2.2.3.4), present: 0 or 1
+    if _MAXIMUM_QOS in found and maximum_qos not in (0, 1):
         raise ProtocolError(f"CONNACK Maximum QoS {maximum_qos} (0 or 1)")
     reason_string = found.get(_REASON_STRING)
     keep_alive = found.get(_SERVER_KEEP_ALIVE)
@@ -648,6 +655,9 @@ def pingreq() -> bytes:
 
 
 def disconnect(reason: int = 0, *, v5: bool = True) -> bytes:
-    """3.14: DISCONNECT, normal (0) unless told; a v3.1.1 one has no reason code. Any reason but
-    0 keeps the will (3.1.2.5): the broker sends it, as for a lost connection."""
-    return b"\xe0\x01" + bytes([reason]) if reason and v5 else b"\xe0\x00"
+    """3.14: DISCONNECT, normal (0) unless told. Any reason but 0 keeps the will (3.1.2.5): the
+    broker sends it, as for a lost connection. A v3.1.1 DISCONNECT has no reason and always
+    drops the will, so it is refused one (a v3.1.1 client that keeps its will just closes)."""
+    if reason and not v5:
+        raise ValueError("MQTT 3.1.1's DISCONNECT has no reason code (and drops the will)")
+    return b"\xe0\x01" + bytes([reason]) if reason else b"\xe0\x00"

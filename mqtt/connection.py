@@ -321,6 +321,10 @@ class Connection(asyncio.Protocol):
             self._places.append(place)
             try:
                 await place
+            except BaseException:
+                if place.done() and not place.cancelled() and place.exception() is None:
+                    self._freed()  # woken, then cancelled or timed out: the turn passes on
+                raise
             finally:
                 with contextlib.suppress(ValueError):
                     self._places.remove(place)
@@ -397,9 +401,13 @@ class Connection(asyncio.Protocol):
                 self.write(data(pid))
                 return await waiter
         except TimeoutError as exc:
-            raise MqttError(f"no answer to packet {pid} within {within_s:.0f} s") from exc
+            error = MqttError(f"no answer to packet {pid} within {within_s:.0f} s")
+            if pid in self._publishing:
+                # written and never acknowledged: its place would be lost for good, so the
+                # connection is given up on as the table's drain gives up on one (0x80)
+                self.fail(error, 0x80)
+            raise error from exc
         finally:
-            # a publish given up on keeps its place (and its id) until the broker answers it
             self._waiting.pop(pid, None)
 
     async def publish(
@@ -489,7 +497,7 @@ class Connection(asyncio.Protocol):
         self._end(exc)
         if self.transport is not None:
             if reason and self.v5:
-                self.transport.close()  # what is buffered (the DISCONNECT) goes first
+                self.transport.close()  # what is buffered (the DISCONNECT) goes first (drained)
             else:
                 self.transport.abort()
 
@@ -512,9 +520,11 @@ class Connection(asyncio.Protocol):
         process about to exit waits here, or its last DISCONNECT may never leave."""
         if self.transport is None:
             return
-        with contextlib.suppress(TimeoutError):
+        try:
             async with asyncio.timeout(within_s):
                 await asyncio.shield(self._lost)
+        except TimeoutError:
+            self.transport.abort()  # a peer that does not read: the socket goes anyway
 
     def _end(self, exc: MqttError) -> None:
         if not self.closed.done():
@@ -601,7 +611,10 @@ async def connect(
     if connack.reason != 0:
         conn.fail(MqttError("refused"))
         raise ConnectRefused(connack, endpoint.v5)
-    if clean_start and connack.session_present:  # 3.2.2-2 (3.1.1: 3.2.2-1)
+    # MQTT-3.2.2-4 (3.1.1: 3.2.2-4 too): a clean start finds no session. The floor's link asks
+    # for a kept session with no state of its own on its first connection, on purpose: what
+    # the broker kept for it is what it came for
+    if clean_start and connack.session_present:
         conn.fail(MqttError("session present"), 0x82)
         raise MqttError("the broker said a session was present for a clean start (a protocol "
                         "error)")  # fmt: skip

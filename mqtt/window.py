@@ -35,6 +35,8 @@ class Sent:
     again: bool
     refusals: int = 0
     reason: int = 0
+    #: the broker's reason string with it, if it gave one
+    said: str | None = None
     due_at: float = 0.0
 
 
@@ -95,7 +97,9 @@ class Window:
             out.append(first)
         return out
 
-    def refused(self, packet_id: int, reason: int, at: float) -> Sent | None:
+    def refused(
+        self, packet_id: int, reason: int, at: float, said: str | None = None
+    ) -> Sent | None:
         """A PUBACK refusing ``packet_id``: its record stays unacknowledged and in its place,
         due again after 1 s, 2 s, 4 s … (``REFUSED_RETRY_MAX_S`` at most); its entry, or None
         for a packet id not in flight."""
@@ -105,7 +109,7 @@ class Window:
         sent = self._sent[seq]
         sent.packet_id = 0
         sent.refusals += 1
-        sent.reason = reason
+        sent.reason, sent.said = reason, said
         sent.due_at = at + min(REFUSED_RETRY_MAX_S, 2.0 ** (sent.refusals - 1))
         return sent
 
@@ -132,5 +136,5 @@ class Window:
     def oldest(self) -> Sent | None:
         """The longest unanswered record (sent, no PUBACK yet), to find a broker that never
         answers; a refused one waiting to go again is not waiting for the broker."""
-        waiting = [s for s in self._inflight if s.packet_id]
+        waiting = [s for s in self._inflight if s.packet_id and s.seq not in self._done]
         return min(waiting, key=lambda s: s.at) if waiting else None

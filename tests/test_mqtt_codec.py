@@ -62,6 +62,48 @@ def test_control_packets_built_by_hand() -> None:
     ]
 
 
+def test_every_connack_limit_is_read() -> None:
+    """3.2.2.3: Maximum Packet Size, Retain Available, Maximum QoS, Wildcard and Shared
+    Subscription Available, Session Expiry, Server Keep Alive, an assigned client id; a PUBACK
+    refusal's reason string."""
+    props = (b"\x27" + struct.pack(">I", 900) + b"\x25\x00" + b"\x24\x00" + b"\x28\x00"
+             + b"\x2a\x00" + b"\x11" + struct.pack(">I", 60) + b"\x13\x00\x05"
+             + b"\x12" + _s("given"))  # fmt: skip
+    (connack,) = mqtt.Reader().feed(_frame(0x20, b"\x00\x00" + bytes([len(props)]) + props))
+    assert connack == mqtt.ConnAck(
+        False, 0, None, 65_535, 5, "given", 900, retain_available=False, maximum_qos=0,
+        wildcard_available=False, shared_available=False, session_expiry=60,
+    )  # fmt: skip
+    (puback,) = mqtt.Reader().feed(_frame(0x40, b"\x00\x07\x87\x05\x1f" + _s("no")))
+    assert puback == mqtt.PubAck(7, 0x87, "no") and puback.refused
+
+
+@pytest.mark.parametrize(
+    ("props", "what"),
+    [(b"\x21\x00\x00", "Receive Maximum 0"), (b"\x27\x00\x00\x00\x00", "Maximum Packet Size 0"),
+     (b"\x24\x02", "Maximum QoS 2"), (b"\x25\x02", "Retain Available 2"),
+     (b"\x28\x07", "Wildcard Subscription Available 7")],
+)  # fmt: skip
+def test_a_connack_limit_the_standard_forbids_is_a_protocol_error(props: bytes, what: str) -> None:
+    """3.2.2.3: each of these is a Protocol Error (0x82), not a limit to live by."""
+    with pytest.raises(mqtt.ProtocolError, match=what) as caught:
+        mqtt.Reader().feed(_frame(0x20, b"\x00\x00" + bytes([len(props)]) + props))
+    assert caught.value.reason == 0x82
+
+
+def test_a_3_1_1_refusal_of_a_v5_connect_reads_as_unsupported_version() -> None:
+    """A broker that speaks only 3.1.1 answers a v5 CONNECT with its own 2-byte CONNACK, return
+    code 1: reason 0x84 (unsupported protocol version), not a malformed packet."""
+    assert mqtt.Reader().feed(b"\x20\x02\x00\x01") == [mqtt.ConnAck(False, 0x84)]
+
+
+def test_a_disconnect_with_a_reason_and_none_for_3_1_1() -> None:
+    assert mqtt.disconnect(0x80) == b"\xe0\x01\x80"
+    assert mqtt.disconnect(v5=False) == b"\xe0\x00"
+    with pytest.raises(ValueError, match="no reason code"):
+        mqtt.disconnect(0x80, v5=False)  # it would drop the will the reason means to keep
+
+
 def test_our_packets_as_the_standard_draws_them() -> None:
     assert mqtt.puback(0x1234) == b"\x40\x02\x12\x34"
     assert mqtt.pubacks([1, 2]) == b"\x40\x02\x00\x01\x40\x02\x00\x02"

@@ -117,6 +117,7 @@ async def test_every_qos1_publish_shares_the_brokers_receive_maximum(tmp_path: P
             await until(lambda: len([g for g in broker.took if "/replay" in g.topic]) >= 60, 60)
             await every_seq_taken(broker, daemon, 80)
     assert max(s.most_in_flight for s in broker.sessions) == 1
+    assert len(broker.sessions) == 2 and broker.sessions[0].disconnect is None
 
 
 async def test_a_broker_that_accepts_then_cuts_is_not_hammered(tmp_path: Path) -> None:
@@ -209,17 +210,18 @@ async def test_a_broker_without_retained_messages_gets_none(tmp_path: Path) -> N
     assert states and all(g.user_properties.get("chain-retain") == "true" for g in states)
 
 
-async def test_a_broker_that_takes_qos0_only_is_told_and_given_nothing(tmp_path: Path) -> None:
-    """Maximum QoS 0: QoS 1 would be a protocol error, and QoS 0 has no acknowledgement; the
-    table marks nothing delivered it cannot see acknowledged: it says why (DISCONNECT 0x9B) and
-    keeps everything in its journal."""
-    policy = Policy(connack=lambda s: connack(maximum_qos=0))
+async def test_a_broker_that_takes_qos0_only_is_given_nothing(tmp_path: Path) -> None:
+    """Maximum QoS 0: the broker refuses the table's QoS 1 will at CONNACK (0x9B,
+    MQTT-3.2.2-12), and the table, which marks nothing delivered it cannot see acknowledged,
+    sends nothing; it says why and keeps everything in its journal. A broker that accepts the
+    connection all the same is left with DISCONNECT 0x80 (0x9B is the server's to send)."""
+    policy = Policy(connack=lambda s: connack(0x9B) if s.index < 2 else connack(maximum_qos=0))
     async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
-        await until(lambda: len(broker.sessions) >= 2, 30)
+        await until(lambda: len(broker.sessions) >= 3, 30)
         await until(lambda: daemon.journal.next_seq > 10)
-        assert daemon.journal.acked <= 0
+        assert daemon.journal.acked == -1
     assert not broker.took
-    assert {s.disconnect for s in broker.sessions[:2]} == {0x9B}
+    assert broker.sessions[2].disconnect == 0x80
 
 
 async def test_the_floors_link_is_not_hammered_and_says_what_the_broker_will_not_take() -> None:

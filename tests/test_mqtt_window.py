@@ -95,3 +95,58 @@ def test_any_order_of_pubacks_acknowledges_every_seq_once_in_order(order: list[i
         assert acked == list(range(1, len(acked) + 1))  # a prefix, never a hole
     assert acked == list(range(1, 21))
     assert window.room == 20
+
+
+def test_a_refused_record_keeps_its_place_and_holds_the_mark() -> None:
+    """A PUBACK refusing seq 2 (0x87): it is not acknowledged, the seqs after it wait behind it
+    for the mark, it is due again after 1 s, then 2 s after a second refusal, and once taken
+    the mark moves past all of them."""
+    window = Window(5, cursor=1, attempted=0)
+    for seq in (1, 2, 3):
+        window.send(seq, seq, 0.0)
+    assert window.acknowledged(1) == [1]
+    refused = window.refused(2, 0x87, 10.0, "denied")
+    assert refused is not None and (refused.seq, refused.reason, refused.said) == (2, 0x87, "denied")
+    assert window.refused(2, 0x87, 10.0) is None  # its packet id is no longer in flight
+    assert window.acknowledged(3) == []  # behind the refused one
+    assert window.refusing() is refused and window.room == 3
+    assert window.due(10.5) == [] and window.due(11.0) == [refused]
+    assert window.oldest() is None  # nothing waits for the broker meanwhile
+    window.resend(2, 7, 11.0)
+    with pytest.raises(ValueError, match="not waiting to go again"):
+        window.resend(2, 8, 11.0)
+    again = window.refused(7, 0x97, 11.0)
+    assert again is not None and again.due_at == 13.0  # 1 s, then 2 s
+    window.resend(2, 9, 13.0)
+    assert window.acknowledged(9) == [2, 3]
+    assert window.refusing() is None and len(window) == 0
+
+
+@given(st.lists(st.tuples(st.integers(1, 20), st.booleans()), max_size=60))
+def test_refusals_and_acknowledgements_in_any_order_never_pass_a_hole(
+    answers: list[tuple[int, bool]],
+) -> None:
+    """Whatever the broker answers, in whatever order (a PUBACK taking or refusing any seq in
+    flight, refused ones sent again when due), the acknowledged seqs come out in order and
+    never include one the broker has not taken."""
+    window = Window(20, cursor=1, attempted=0)
+    for seq in range(1, 21):
+        window.send(seq, seq, 0.0)
+    pid_of = {seq: seq for seq in range(1, 21)}  # the packet id each seq went with last
+    taken: set[int] = set()
+    acked: list[int] = []
+    next_pid, now = 100, 0.0
+    for seq, takes in answers:
+        now += 100.0
+        for due in window.due(now):
+            next_pid += 1
+            window.resend(due.seq, next_pid, now)
+            pid_of[due.seq] = next_pid
+        if takes:
+            if seq not in taken and seq not in {s.seq for s in window.due(now)}:
+                taken.add(seq)
+                acked += window.acknowledged(pid_of[seq])
+        else:
+            window.refused(pid_of[seq], 0x87, now)
+        assert acked == list(range(1, len(acked) + 1))
+        assert set(acked) <= taken

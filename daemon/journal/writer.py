@@ -57,12 +57,10 @@ class Journal:
             housekeeping=self._housekeeping, log_bytes=log_bytes,
         )  # fmt: skip
         self.recovered_acked = -1
-        #: the highest seq the publisher has written to a broker, this run or before (set by
-        #: the publisher as it sends); a clean close keeps it as ``meta.sent``
+        #: the highest seq that may have reached a broker, this run or before (the publisher
+        #: raises it as it sends); a clean close keeps it as ``meta.sent``, and after a crash
+        #: it is the last seq journaled (whatever was not acknowledged may have gone)
         self.sent = -1
-        #: what the last run's clean close kept of it; None after a crash (then whatever was
-        #: not acknowledged may have reached the broker)
-        self.recovered_sent: int | None = None
         #: the run's time (record times, retention, the table's clock): set by open()
         self.clock = RunClock()
         #: ``tableside journal recover`` made this journal and nothing has been written since:
@@ -80,8 +78,8 @@ class Journal:
         self._progress.reset(opened.last_seq)
         self._committer.reset(opened.acked, opened.last_seq, opened.last_hash)
         self.recovered_acked = opened.acked
-        self.recovered_sent = opened.sent
-        self.sent = opened.acked if opened.sent is None else max(opened.sent, opened.acked)
+        # after a crash, everything journaled may have gone: it is all "sent"
+        self.sent = opened.last_seq if opened.sent is None else max(opened.sent, opened.acked)
         self.clock = RunClock(not_before=opened.newest_ts, test=self.test_clock)
         self.fresh_from_recovery = opened.fresh_from_recovery
 
