@@ -340,6 +340,9 @@ def describe(state: TableState) -> str:
         + f", signed up to {p.signed_upto}"
         + (f", key {state.key[:16]}…" if state.key else ", no key enrolled"),
     ]  # fmt: skip
+    if state.withheld:
+        lines.append(f"  withheld: seq {_ranges(_runs(state.withheld))} (larger than the broker's "
+                     "limit: linked by the chain, the content in the table's journal)")  # fmt: skip
     if state.pruned_before is not None:
         lines.append(f"  the table's journal starts at seq {state.pruned_before}")
     if state.flagged:
@@ -356,6 +359,7 @@ def _as_json(state: TableState) -> dict[str, object]:
         "last_heard": state.last_heard, "verified_upto": p.verified_upto,
         "signed_upto": p.signed_upto, "broken": p.broken,
         "pruned_before": state.pruned_before, "key": state.key, "flagged": state.flagged,
+        "withheld": state.withheld,
     }  # fmt: skip
 
 
@@ -401,7 +405,7 @@ def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
 
 async def _verify(store: Store, args: argparse.Namespace) -> int:
     from tableside.daemon.payloads import split_topic
-    from tableside.floor.store import FAILED, Progress
+    from tableside.floor.store import FAILED, Progress, stands_in
     from tableside.floor.verify import against_export, recheck, walk
 
     state = await store.state(args.table)
@@ -432,8 +436,16 @@ async def _verify(store: Store, args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
     for finding in dict.fromkeys(findings):
         print(finding, file=out)
+    withheld = [m.seq or 0 for m in stored if stands_in(m)]
     print(
-        f"{args.table}: {len(stored)} records, chain verified up to {progress.verified_upto}, "
+        f"{args.table}: {len(stored)} records"
+        + (
+            f" ({len(withheld)} withheld, seq {_ranges(_runs(withheld))}: larger than the "
+            "broker's limit, the content only in the table's journal)"
+            if withheld
+            else ""
+        )
+        + f", chain verified up to {progress.verified_upto}, "
         f"signed up to {progress.signed_upto}: "
         + ("ok" if not findings else f"{len(dict.fromkeys(findings))} problem(s)"),
         file=out,

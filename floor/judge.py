@@ -2,7 +2,14 @@
 verdict on its proof (docs/floor.md). Pure: no I/O; the keys the floor trusts are given.
 
 Bad input is never dropped: a message that is oversized, not JSON, not a table's payload, from
-a topic of no table or with a malformed chain entry is kept as ``rejected`` with the reason."""
+a topic of no table or with a malformed chain entry is kept as ``rejected`` with the reason.
+
+Two things the table sends to a broker that limits it (docs/mqtt.md, "What each broker
+allows") are judged by their chain entry: a withheld stand-in (``<prefix>/<table>/withheld``,
+in place of a record larger than the broker's Maximum Packet Size) is a record of its seq with
+the record's chain entry and no content to hash (verdict ``withheld``); and a record whose
+chain entry says ``chain-retain: true`` was journaled retained and sent unretained, so its hash
+is checked, and it is kept, as retained (and only then: the hash decides)."""
 
 from __future__ import annotations
 
@@ -20,17 +27,24 @@ from tableside.daemon.payloads import (
     StatusPayload,
     Topic,
     TopicKind,
+    WithheldPayload,
     model_of,
     parse_payload,
     parse_topic,
 )
 from tableside.floor.store import Kind, Message, Verdict
 
-__all__ = ["MAX_PAYLOAD", "judge"]
+__all__ = ["MAX_PAYLOAD", "judge", "withheld_words"]
 
 #: a payload larger than this is kept only as its first bytes, rejected (a table's largest, the
 #: table state, is a few KiB)
 MAX_PAYLOAD = 256 * 1024
+
+
+def withheld_words(body: WithheldPayload) -> str:
+    """What a withheld stand-in says, in the words the floor shows and keeps."""
+    return (f"seq {body.seq}: a {body.size}-byte record for {body.topic} withheld: larger than "
+            f"the broker's limit {body.limit}; in the table's journal")  # fmt: skip
 
 
 def _text(value: object) -> str | None:
@@ -84,13 +98,15 @@ def judge(
         seq = found
     try:
         chain = proof.Chain.from_properties(properties)
+        unretained = chain is not None and _retained_as(properties) and not retain
     except ValueError as exc:
         return rejected(f"malformed chain entry: {exc}")
     will = isinstance(body, StatusPayload) and body.will
+    retain = retain or unretained  # as journaled: what its hash covers
 
     def kept(kind: Kind, verdict: Verdict, reason: str, with_chain: bool = False) -> Message:
         entry = chain if with_chain else None
-        if malformed and verdict in ("ok", "unverifiable"):
+        if malformed and verdict in ("ok", "unverifiable", "withheld"):
             verdict, reason = "malformed", f"seq {seq}: {malformed}"
         return Message(
             table, topic, kind, seq, payload, retain, arrival, verdict, reason,
@@ -102,6 +118,7 @@ def judge(
             chain_ts=entry.ts if entry else None,
             ts=_text(body.ts) if body is not None else None,
             what=where.kind,
+            unretained=unretained,
         )  # fmt: skip
 
     if where.kind is TopicKind.RESPONSE:  # a copy of a command_result record, for its requester
@@ -110,8 +127,35 @@ def judge(
         return kept("will", "unverifiable", "the last will: not a journal record")
     if chain is None:
         return kept("record", "unverifiable", "no chain entry (an MQTT 3.1.1 table?)")
+    if where.kind is TopicKind.WITHHELD:
+        return kept("record", *_stand_in(prefix, table, seq, body), with_chain=True)
     verdict, reason = _proof(table, where, seq, topic, retain, payload, body, chain, keys)
     return kept("record", verdict, reason, with_chain=True)
+
+
+def _retained_as(properties: list[tuple[str, str]] | None) -> bool:
+    """Whether a chain entry says its record was journaled retained (``chain-retain: true``,
+    sent unretained to a broker that keeps none). ValueError for any other value."""
+    values = [value for name, value in properties or () if name == proof.CHAIN_RETAIN]
+    if not values:
+        return False
+    if values != ["true"]:
+        raise ValueError(f"{proof.CHAIN_RETAIN} is {values[0][:16]!r}, not 'true' (once)")
+    return True
+
+
+def _stand_in(prefix: str, table: str, seq: int, body: Envelope | None) -> tuple[Verdict, str]:
+    """A withheld stand-in's verdict: ``withheld`` (its chain entry is the record's, there is
+    no content to hash), or ``malformed`` when it stands for no record of this table's."""
+    if not isinstance(body, WithheldPayload):
+        return "withheld", f"seq {seq}: a withheld stand-in"  # malformed: ``kept`` says why
+    target = parse_topic(prefix, body.topic)
+    if target is None or target.table != table or target.kind in (
+        TopicKind.REPLAY, TopicKind.COMMAND, TopicKind.RESPONSE, TopicKind.WITHHELD
+    ):  # fmt: skip
+        return "malformed", (f"seq {seq}: a withheld stand-in for {body.topic[:80]!r}, not a "
+                             f"topic of table {table}'s records")  # fmt: skip
+    return "withheld", withheld_words(body)
 
 
 def _table_named(prefix: str, topic: str) -> str:

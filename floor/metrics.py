@@ -35,6 +35,12 @@ class FloorMetrics:
             "tableside_floor_verification_failures",
             "messages or links that failed verification, by verdict", ["verdict"], registry=r,
         )  # fmt: skip
+        self.withheld = Counter(
+            "tableside_floor_withheld_records",
+            "withheld stand-ins (records larger than the broker's limit) stored as the record "
+            "for their seq (stand-in), and those whose record came since (filled-in)", ["what"],
+            registry=r,
+        )  # fmt: skip
         self.lag = Histogram(
             "tableside_floor_lag_seconds",
             "arrival at the floor minus the record's journal time (live records only)",

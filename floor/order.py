@@ -21,6 +21,13 @@ record for their seq:
   this one is not the table's (``ahead`` 0). A table that sends none (MQTT 3.1.1) is never in
   ``chained``, and keeps its records as they come.
 
+**A withheld stand-in** (``<prefix>/<table>/withheld``: a record larger than the broker's
+Maximum Packet Size, its seq and chain entry without its content) carries a chain-hash nothing
+can check: it is a link of the chain only when it links at both ends. So it does not move the
+head itself: one that links to the head (or to the stand-in before it) is ``standing``, and the
+record that links to the last standing one moves the head past them all. One at the head's
+plus one that does not link to the head is held apart like any other record.
+
 What it misses (a claim that reached the store first: one with a chain entry of its own, or one
 that came before this floor knew the table's head) the chain walk settles: the seq goes to the
 record whose ``chain-prev`` links (floor/service.py ``Floor.walk``).
@@ -33,7 +40,8 @@ signed checkpoint is the head again.
 **Going backwards.** A table's journal numbers its records 0, 1, 2, … and its publisher sends
 them in that order, and one broker delivers one publisher's messages to one subscriber in the
 order they were sent. So a record a floor hears *live* (first sent: not replayed, not marked
-``redelivered`` or ``republished``, not retained) carries a higher seq than the head. One that
+``redelivered`` or ``republished``, not retained by the broker: a record journaled retained and
+sent unretained, ``chain-retain``, is live) carries a higher seq than the head. One that
 does not has gone backwards (``behind``). Then:
 
 * if it is the record already stored under its seq (same chain hash, or the same payload
@@ -56,13 +64,16 @@ from dataclasses import dataclass, field, replace
 
 from tableside.daemon import proof
 from tableside.daemon.payloads import TopicKind
-from tableside.floor.store import Message
+from tableside.floor.store import Message, stands_in
 
-__all__ = ["MAX_AHEAD", "Head", "SeqOrder", "live"]
+__all__ = ["MAX_AHEAD", "MAX_STANDING", "Head", "SeqOrder", "live"]
 
 #: how far past the newest chained seq a record that links to nothing is still stored as the
 #: record for its seq (a gap the floor repairs): twice the most a broker has out to the floor
 MAX_AHEAD = 100_000
+#: the most withheld stand-ins in a row a table's head waits to pass (a table sends a few: each
+#: is a record too large for its broker; a forger's chain of them costs no more memory)
+MAX_STANDING = 100
 
 
 def live(m: Message) -> bool:
@@ -70,7 +81,7 @@ def live(m: Message) -> bool:
     return (
         m.kind == "record"
         and m.seq is not None
-        and not (m.replayed or m.redelivered or m.republished or m.retain)
+        and not (m.replayed or m.redelivered or m.republished or (m.retain and not m.unretained))
     )
 
 
@@ -90,12 +101,21 @@ class SeqOrder:
     #: the tables whose own messages (not replays) this floor has heard chained to the head:
     #: their records all carry chain entries
     chained: set[str] = field(default_factory=set)
+    #: per table, the withheld stand-ins after the head, each linked to the one before it: the
+    #: head passes them when a record links to the last
+    standing: dict[str, list[Head]] = field(default_factory=dict)
 
     def verified(self, table: str, seq: int, digest: bytes) -> None:
         """The chain walk verified the table's records up to ``seq`` (its hash ``digest``)."""
         head = self.heads.get(table)
         if head is None or seq > head.seq:
-            self.heads[table] = Head(seq, digest)
+            self._move(table, Head(seq, digest))
+
+    def _move(self, table: str, head: Head) -> None:
+        self.heads[table] = head
+        standing = self.standing.get(table)
+        if standing:
+            standing[:] = [s for s in standing if s.seq > head.seq]
 
     def mark(self, batch: Iterable[Message]) -> list[Message]:
         """The batch, each record that goes backwards marked ``behind`` and each held apart
@@ -108,9 +128,16 @@ class SeqOrder:
         if m.kind != "record" or seq is None:
             return m
         head = self.heads.get(m.table)
-        if self._links(m, seq, head):
+        standing = self.standing.get(m.table)
+        tip = standing[-1] if standing else head
+        if stands_in(m):
+            digest = m.hash if m.verdict in ("withheld", "malformed") else None
+            if digest is not None and _follows(m, seq, tip) and len(standing or ()) < MAX_STANDING:
+                self.standing.setdefault(m.table, []).append(Head(seq, digest))
+                return m
+        elif self._links(m, seq, head, tip):
             assert m.hash is not None
-            self.heads[m.table] = Head(seq, m.hash)
+            self._move(m.table, Head(seq, m.hash))
             if not m.replayed:
                 self.chained.add(m.table)
             return m
@@ -127,11 +154,19 @@ class SeqOrder:
         return m
 
     @staticmethod
-    def _links(m: Message, seq: int, head: Head | None) -> bool:
+    def _links(m: Message, seq: int, head: Head | None, tip: Head | None) -> bool:
+        """Whether the record moves the head: its chain entry holds, and it is a checkpoint
+        signed with the enrolled key, or it links to the head (``tip``: or to the last
+        withheld stand-in standing after it)."""
         if m.verdict not in ("ok", "malformed") or m.hash is None:  # its chain entry holds
             return False
         if m.what is TopicKind.CHECKPOINT:  # signed with the enrolled key (judge.py)
             return head is None or seq > head.seq
-        if head is None:
-            return seq == 0 and m.prev == proof.GENESIS
-        return seq == head.seq + 1 and m.prev == head.hash
+        return _follows(m, seq, tip)
+
+
+def _follows(m: Message, seq: int, tip: Head | None) -> bool:
+    """Whether the record is the one after ``tip`` (a table's first: after nothing)."""
+    if tip is None:
+        return seq == 0 and m.prev == proof.GENESIS
+    return seq == tip.seq + 1 and m.prev == tip.hash

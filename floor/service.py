@@ -13,7 +13,9 @@ Named tasks in one TaskGroup:
   delivered: the broker sends it again), and walks the chain of each table it touched
   (floor/verify.py) as far as its records are contiguous and linked: at a record that does not
   link, the seq goes to the conflict the chain vouches for, or the walk waits there for the
-  table's own record as at a gap (``Floor.walk``).
+  table's own record as at a gap (``Floor.walk``); a withheld stand-in (a record larger than
+  the broker's limit, its chain entry without its content) links only at both ends, so the
+  walk takes it with the record after it.
 * ``floor-repair``: every ``interval_s`` looks for gaps in the store (the store, not this
   instance's own view: floors sharing a subscription each see part of every table) and asks the
   table for each missing range (and each seq a walk waits at) with the ``replay`` command as
@@ -47,8 +49,16 @@ from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.link import Link, Subscription
 from tableside.floor.metrics import FloorMetrics
-from tableside.floor.order import SeqOrder
-from tableside.floor.store import FAILED, Message, Progress, Store, StoreError, Written
+from tableside.floor.order import SeqOrder, live
+from tableside.floor.store import (
+    FAILED,
+    Message,
+    Progress,
+    Store,
+    StoreError,
+    Written,
+    stands_in,
+)
 from tableside.floor.verify import vouched, waits, walk
 from tableside.mqtt import codec as mqtt
 from tableside.mqtt.connection import MqttError
@@ -154,6 +164,11 @@ class Floor:
     _held_at: dict[str, int] = field(default_factory=dict)
     #: (table, seq) of each seq a walk waits at that the table answered a replay for
     _told: set[tuple[str, int]] = field(default_factory=set)
+    #: the tables whose walk waits at a withheld stand-in the record after it does not link
+    #: to: the repair asks for that record too (the stand-in's own may be too large to replay)
+    _far: set[str] = field(default_factory=set)
+    #: per table, the withheld stand-in its walk stopped before: nothing after it is stored yet
+    _standing: dict[str, int] = field(default_factory=dict)
 
     @property
     def session_expiry_s(self) -> int:
@@ -281,8 +296,9 @@ class Floor:
                 and m.seq is not None and self._held_at.get(m.table) == m.seq]  # fmt: skip
         self._told.update(told)
         # each record the batch stored, as the store kept it: the first of its seq the order
-        # judge did not hold apart (not a copy held apart, nor a later one kept as a conflict)
-        stored = set(written.stored)
+        # judge did not hold apart (not a copy held apart, nor a later one kept as a conflict);
+        # and a record that took its seq from the withheld stand-in it was sent as
+        stored = set(written.stored) | set(written.filled)
         kept: list[Message] = []
         for m in batch:
             key = (m.table, m.seq)
@@ -296,11 +312,15 @@ class Floor:
             fresh.setdefault(m.table, []).append(m)  # the walk need not read them back
         advanced: dict[str, Progress] = {}
         # a conflict, or an answer, at the seq a walk waits at may settle it
-        touched = _by_table([*written.stored, *written.conflicts, *told])
+        touched = _by_table([*written.stored, *written.conflicts, *written.filled, *told])
         for table, seqs in sorted(touched.items()):
             known = self._walked.get(table)
             cont = known[0].contiguous_upto if known else None
-            if known is None or (cont + 1 if cont is not None else known[1]) in seqs:
+            first = cont + 1 if cont is not None else known[1] if known else 0
+            # the walk stopped before a withheld stand-in, or waits at one: the record after
+            # it may settle it
+            stopped = first in (self._standing.get(table), self._held_at.get(table))
+            if known is None or first in seqs or (stopped and first + 1 in seqs):
                 records = sorted(fresh.get(table, ()), key=lambda m: m.seq or 0)
                 await self.walk(table, fresh=False, records=records, advanced=advanced)
             # else: it extends no chain this floor knows of; the repair loop's walk (of
@@ -363,11 +383,14 @@ class Floor:
                 met.stored.labels("record").inc()
                 if m.replayed:
                     met.replays_received.inc()
-                elif m.chain_ts is not None and not (m.republished or m.redelivered or m.retain):
+                elif m.chain_ts is not None and live(m):
                     met.lag.observe(max(0.0, now - m.chain_ts))
+                if stands_in(m):
+                    met.withheld.labels("stand-in").inc()
             if m.verdict in FAILED:
                 met.failures.labels(m.verdict).inc()
         met.duplicates.inc(sum(written.duplicates.values()))
+        met.withheld.labels("filled-in").inc(len(written.filled))
         met.stored.labels("conflict").inc(len(written.conflicts))
         met.stored.labels("rejected").inc(len(written.backwards) + len(written.ahead))
         met.failures.labels("seq-backwards").inc(len(written.backwards))
@@ -420,6 +443,7 @@ class Floor:
         before, start = known
         passes: set[int] = set()  # seqs settled as breaks
         held: int | None = None
+        standing: list[int] = []
         while True:
             cont = before.contiguous_upto
             first = cont + 1 if cont is not None else start
@@ -432,8 +456,9 @@ class Floor:
                 break  # the next record (or the chain's start) is not stored yet
             linked = self._linked if self.on_stored is not None else None
             contested: list[int] = []
-            progress, findings = walk(before, records, start, linked=linked,
-                                      contested=contested, passes=passes)  # fmt: skip
+            standing.clear()
+            progress, findings = walk(before, records, start, linked=linked, contested=contested,
+                                      passes=passes, standing=standing)  # fmt: skip
             for finding in findings:
                 if finding.verdict is not None:
                     await self.store.flag(table, finding.seq, finding.verdict, finding.what)
@@ -457,25 +482,40 @@ class Floor:
                 if settled == "waits":
                     held = seq
                     break
+                self._far.discard(table)
                 if settled == "passes":
                     passes.add(seq)
                     records = [m for m in records if (m.seq or 0) >= seq]
                 else:  # promoted: the seq's record is another now, read it back
                     records = None
                 continue
+            # stopped before a withheld stand-in that ends the batch or the page: the record
+            # after it may be in the store
+            then = bool(standing) and standing[0] == records[-1].seq
             if not moved:
+                if from_batch and then:
+                    records = None
+                    continue
                 break
             if from_batch and progress.contiguous_upto != records[-1].seq:
                 records = None  # a seq the batch lacks: the store may have it (stored before)
+                continue
+            if then and len(records) == WALK_PAGE:
+                records = None
                 continue
             if progress.contiguous_upto != records[-1].seq or len(records) < WALK_PAGE:
                 break
             records = None  # the next page, from the store
         self._walked[table] = (before, start)
+        if standing:
+            self._standing[table] = standing[0]
+        else:
+            self._standing.pop(table, None)
         if held is not None:
             self._held_at[table] = held
         elif self._held_at.pop(table, None) is not None:
             self._told = {(t, s) for t, s in self._told if t != table}
+            self._far.discard(table)
 
     async def _settle(
         self, table: str, seq: int, walked: Progress, start: int, page: list[Message]
@@ -491,16 +531,22 @@ class Floor:
             return "promoted"  # another floor sharing the store settled it: read it back
         occupant = found[0]
         before = proof.GENESIS if seq == 0 else walked.contiguous_hash
+        after_it = await self.store.records(table, seq + 1, seq + 1, 1)
+        after = after_it[0] if after_it else None
+        # a withheld stand-in that links to the record before it, contested because the record
+        # after it does not link to it: which of the two is not the table's?
+        far = stands_in(occupant) and before is not None and occupant.prev == before
+        if far and after is not None and occupant.hash is not None:
+            claim = vouched(self.prefix, occupant.hash, await self.store.claims(table, seq + 1),
+                            self._keys)  # fmt: skip
+            if claim is not None:  # a record of the next seq that links to it: the table's
+                await self._promote(table, seq + 1, after, claim)
+                return "promoted"
         if before is not None:
-            claim = vouched(self.prefix, before, await self.store.claims(table, seq), self._keys)
+            claim = vouched(self.prefix, before, await self.store.claims(table, seq), self._keys,
+                            after=after.prev if after is not None else None)  # fmt: skip
             if claim is not None:
-                await self.store.promote(occupant, claim)
-                if claim.what is TopicKind.COMMAND_RESULT and claim.verdict == "ok":
-                    await self._answered(claim)  # the answer to a replay request, it may be
-                self.metrics.failures.labels("unvouched").inc()
-                log.warning("floor_claim_gave_way", table=table, seq=seq,
-                            chained=occupant.hash is not None)  # fmt: skip
-                self._told.discard((table, seq))
+                await self._promote(table, seq, occupant, claim)
                 return "promoted"
         previous = stored.get(seq - 1)
         if previous is None and seq > start:
@@ -509,9 +555,21 @@ class Floor:
         rivals = await self.store.claims(table, seq - 1) if occupant.hash is not None else []
         told = (table, seq) in self._told
         if waits(occupant, previous, rivals, start=start, told=told):
+            if far:
+                self._far.add(table)
             return "waits"
         self._told.discard((table, seq))
         return "passes"
+
+    async def _promote(self, table: str, seq: int, occupant: Message, claim: Message) -> None:
+        """The seq goes from the record stored under it to the claim the chain vouches for."""
+        await self.store.promote(occupant, claim)
+        if claim.what is TopicKind.COMMAND_RESULT and claim.verdict == "ok":
+            await self._answered(claim)  # the answer to a replay request, it may be
+        self.metrics.failures.labels("unvouched").inc()
+        log.warning("floor_claim_gave_way", table=table, seq=seq,
+                    chained=occupant.hash is not None)  # fmt: skip
+        self._told.discard((table, seq))
 
     # -- repairing -------------------------------------------------------------------------------
 
@@ -546,6 +604,8 @@ class Floor:
                 held = self._held_at.get(table)
                 if held is not None:  # the table's own record of the seq the walk waits at
                     current.add((table, held, held))
+                    if table in self._far:  # and of the one after the stand-in held there
+                        current.add((table, held + 1, held + 1))
             self.metrics.missing.set(missing)
             await self._feed(self._linked_since())
             for key in sorted(current):

@@ -5,10 +5,17 @@ the default, nothing to set up) and PostgreSQL (``postgresql://…``, production
 A journal record (a table message with a seq) is stored once per (table, seq): a second copy with
 the same content (a redelivery, a republished retained state, a replay of one already here) is
 counted as a duplicate, and one with other content is stored beside it as a ``conflict`` and
-flagged. Which of them is the record for the seq is the chain's to say, not the order they came
-in: a conflict whose chain-prev is the hash of the record before it, and whose chain-hash holds,
-takes the seq from a record that carries no chain entry or does not link (``claims``,
-``promote``; the chain walk decides, floor/service.py), and that record is kept as the conflict.
+flagged. A withheld stand-in (``<prefix>/<table>/withheld``: a record larger than the broker's
+Maximum Packet Size, its seq and chain entry without its content) is stored as the record for
+its seq, verdict ``withheld``; the record itself, when it comes (replayed) with the stand-in's
+chain entry and a hash that holds, takes the seq, and the stand-in is kept beside it (kind
+``withheld``).
+
+Which of a record and its conflicts is the record for the seq is the chain's to say, not the
+order they came in: a conflict whose chain-prev is the hash of the record before it, and whose
+chain-hash holds, takes the seq from a record that carries no chain entry or does not link
+(``claims``, ``promote``; the chain walk decides, floor/service.py), and that record is kept as
+the conflict.
 A live record whose seq went backwards (floor/order.py) is a duplicate if it is the
 stored record, and is otherwise stored as ``rejected``. Everything else (wills, requests to a
 table, rejected input) is stored as it came. Every message of a flagged table (a forged or
@@ -44,19 +51,23 @@ __all__ = [
     "Verdict",
     "Written",
     "open_store",
+    "stands_in",
 ]
 
 #: what a stored message is: a journal record; the last will (it repeats a seq, carries no chain);
 #: a request to the table (``command/<role>``); a response copy (``response/…``); a second,
-#: different record for a seq already stored; input refused with its reason
-Kind = Literal["record", "will", "request", "response", "conflict", "rejected"]
+#: different record for a seq already stored; input refused with its reason; a withheld
+#: stand-in whose record has come since (it took the seq: ``Store.write``)
+Kind = Literal["record", "will", "request", "response", "conflict", "rejected", "withheld"]
 #: ok: its chain entry holds (and a checkpoint's signature verifies against the enrolled key);
 #: unverifiable: it carries no chain entry (an MQTT 3.1.1 table, a will, a request); altered: its
 #: chain entry is not its hash; forged: a checkpoint whose signature fails; not-enrolled: a
 #: checkpoint from a table with no enrolled key; break: its chain-prev is not the stored hash of
 #: the seq before it; malformed: its payload is not its topic's model (daemon/payloads.py), so
-#: nobody is shown it (its chain entry may hold: it stays a link of the chain); conflict and
-#: rejected as the kinds
+#: nobody is shown it (its chain entry may hold: it stays a link of the chain); withheld: a
+#: stand-in for a record larger than the broker's limit, its chain entry the record's, its
+#: content not on the wire (nothing to hash: the chain links across it, the content is
+#: unverified); conflict and rejected as the kinds
 Verdict = Literal[
     "ok",
     "unverifiable",
@@ -65,6 +76,7 @@ Verdict = Literal[
     "not-enrolled",
     "break",
     "malformed",
+    "withheld",
     "conflict",
     "rejected",
 ]
@@ -91,7 +103,9 @@ class Message:
     seq: int | None
     #: the bytes as received (a replayed record: the journaled payload it carried)
     payload: bytes
-    #: MQTT retain flag, as published (the floor subscribes with retain-as-published)
+    #: the retain flag its hash covers: the MQTT flag as published (the floor subscribes with
+    #: retain-as-published), or true for a record whose chain entry says ``chain-retain`` (it
+    #: was journaled retained and sent unretained, to a broker that keeps none)
     retain: bool
     arrival: float
     verdict: Verdict
@@ -119,6 +133,9 @@ class Message:
     #: from a table whose records carry one); otherwise, how far past that seq it was (more
     #: than ``MAX_AHEAD``, linked to nothing verified)
     ahead: int | None = None
+    #: journaled retained and sent unretained (``chain-retain``): it came live all the same
+    #: (floor/order.py ``live``); not stored
+    unretained: bool = False
     #: the store's row id (None until stored)
     id: int | None = None
     #: what its topic carries, as the judge parsed it (daemon/payloads.py's one topic parser;
@@ -170,6 +187,8 @@ class TableState:
     flagged: str | None
     gaps: list[tuple[int, int]] = field(default_factory=list)
     problems: int = 0
+    #: the seqs whose record the store holds only as a withheld stand-in (the first 1,000)
+    withheld: list[int] = field(default_factory=list)
 
     @property
     def missing(self) -> int:
@@ -191,11 +210,17 @@ class Written:
     ahead: list[tuple[str, int]] = field(default_factory=list)
     #: (table, seq) of each record that came again with the content stored (a duplicate)
     repeated: list[tuple[str, int]] = field(default_factory=list)
+    #: (table, seq) of each withheld stand-in whose record came, and took its seq
+    filled: list[tuple[str, int]] = field(default_factory=list)
     others: int = 0
 
     @property
     def tables(self) -> set[str]:
-        return {table for table, _ in self.stored} | {t for t, _ in self.conflicts}
+        return (
+            {table for table, _ in self.stored}
+            | {t for t, _ in self.conflicts}
+            | {t for t, _ in self.filled}
+        )
 
 
 _COLUMNS = (
@@ -237,6 +262,27 @@ def _message(row: Sequence[Any]) -> Message:
 def _what(table: str, topic: str) -> TopicKind | None:
     where = split_topic(table, topic)
     return where[1].kind if where is not None else None
+
+
+def stands_in(m: Message) -> bool:
+    """A withheld stand-in: a record's seq and chain entry, sent on ``<prefix>/<table>/withheld``
+    in place of a record larger than the broker's Maximum Packet Size, its content not on the
+    wire (docs/floor.md, "A record the broker could not carry")."""
+    return m.what is TopicKind.WITHHELD
+
+
+def _fills(stored: tuple[Any, Any], m: Message) -> bool:
+    """Whether ``m`` may be the record a stored stand-in stands for: its chain hash is the one
+    stored and holds for what it carried (it is no stand-in itself), and its content is not the
+    stored one (``Store._fill_in`` reads the stored one to be sure it is a stand-in)."""
+    from tableside.daemon.proof import unmarked
+
+    return (
+        m.hash is not None
+        and not stands_in(m)
+        and m.verdict in ("ok", "malformed")
+        and unmarked(bytes(stored[1])) != unmarked(m.payload)
+    )
 
 
 def _same(stored: tuple[Any, Any], m: Message) -> bool:
@@ -381,6 +427,9 @@ class Store(abc.ABC):
         conflicts: list[Message] = []
         for m, stored in repeats:
             if _same(stored, m):
+                if _fills(stored, m) and await self._fill_in(m):
+                    written.filled.append((m.table, m.seq or 0))
+                    continue
                 written.duplicates[m.table] = written.duplicates.get(m.table, 0) + 1
                 written.repeated.append((m.table, m.seq or 0))
             else:
@@ -480,6 +529,28 @@ class Store(abc.ABC):
 
     async def problem(self, table: str, seq: int, what: str) -> None:
         await self._execute([self._ensure(table), self._problem_sql(table, seq, what)])
+
+    async def _fill_in(self, record: Message) -> bool:
+        """The record a stored withheld stand-in stands for (the same seq and chain entry, its
+        hash holding for what it carried) takes the seq; the stand-in is kept beside it (kind
+        ``withheld``). One transaction; False, nothing done, when what is stored under the seq
+        is not such a stand-in."""
+        found = await self.records(record.table, record.seq or 0, record.seq or 0, 1)
+        if not found or not stands_in(found[0]):
+            return False
+        stand_in = found[0]
+        if (stand_in.hash, stand_in.prev) != (record.hash, record.prev) or stand_in.id is None:
+            return False
+        how = "replayed" if record.replayed else "sent"
+        why = (f"seq {record.seq}: a withheld stand-in; its record came since ({how}), with its "
+               "chain entry and a hash that holds, and took the seq")  # fmt: skip
+        await self._execute([
+            ("UPDATE messages SET kind = 'withheld', record_seq = NULL, reason = ? "
+             "WHERE id = ? AND record_seq = ?", (why, stand_in.id, record.seq)),
+            (f"INSERT INTO messages ({_COLUMNS}) VALUES ({', '.join('?' * N_COLUMNS)}) "
+             "ON CONFLICT (table_id, record_seq) DO NOTHING", _row(record, True)),
+        ])  # fmt: skip
+        return True
 
     async def promote(self, occupant: Message, claim: Message) -> None:
         """Give a stored record's seq to one of its ``claims``, the one the chain vouches for
@@ -585,8 +656,14 @@ class Store(abc.ABC):
         (problems,) = (await self._query(
             "SELECT COUNT(*) FROM floor_problems WHERE table_id = ?", (table,)
         ))[0]  # fmt: skip
+        withheld = await self._query(
+            "SELECT record_seq FROM messages WHERE table_id = ? AND verdict = 'withheld' "
+            "AND record_seq IS NOT NULL ORDER BY record_seq LIMIT 1000",
+            (table,),
+        )
         state = TableState(table, high, records, dups, conflicts, heard, progress, pruned, key,
-                           flagged, problems=problems)  # fmt: skip
+                           flagged, problems=problems,
+                           withheld=[seq for (seq,) in withheld])  # fmt: skip
         if with_gaps:
             state.gaps.extend(await self.gaps(table, state))
         return state
@@ -708,6 +785,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (table_id, topic, id);
 CREATE INDEX IF NOT EXISTS messages_by_table ON messages (table_id, id);
 CREATE INDEX IF NOT EXISTS messages_claims ON messages (table_id, seq) WHERE kind = 'conflict';
+CREATE INDEX IF NOT EXISTS messages_withheld ON messages (table_id, record_seq)
+    WHERE verdict = 'withheld';
 CREATE TABLE IF NOT EXISTS floor_tables (
     table_id TEXT PRIMARY KEY,
     highest_seq BIGINT,

@@ -13,6 +13,12 @@ record before it) and settles it (floor/service.py ``Floor.walk``): the seq goes
 conflict kept for it that the chain vouches for (``vouched``), if one is stored; otherwise the
 walk waits there for the table's own record of that seq, as at a gap (``waits``), or, when
 nothing of the table's is to come, passes it as a break.
+
+A withheld stand-in (a record larger than the broker's limit: its seq and chain entry, not its
+content) has a chain-hash nothing can recompute, so it is a link only when it links at both
+ends: its chain-prev is the hash of the record before it, and the record after it has its
+chain-hash for chain-prev. The walk stops before one until the record after it is stored, and
+one the record after it does not link to is contested as one that does not link.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from dataclasses import dataclass, replace
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tableside.daemon import proof
-from tableside.daemon.payloads import TopicKind, parse_topic
+from tableside.daemon.payloads import TopicKind, WithheldPayload, parse_payload, parse_topic
 from tableside.floor.judge import _proof, judge
-from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict
+from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict, stands_in
 
 __all__ = ["Finding", "against_export", "export_line", "recheck", "vouched", "waits", "walk"]
 
@@ -64,6 +70,7 @@ def walk(
     linked: list[Message] | None = None,
     contested: list[int] | None = None,
     passes: Collection[int] = (),
+    standing: list[int] | None = None,
 ) -> tuple[Progress, list[Finding]]:
     """Progress after these records (seq order, from ``progress.contiguous_upto + 1``; the
     chain starts at ``start``: seq 0, a table's first, or the first its journal still has). Without
@@ -73,11 +80,17 @@ def walk(
     shows (a record after a break links again from the next one on). With ``contested``, it
     stops before a record that does not link to a record before it that has a hash (it carries
     no chain entry, or its chain-prev is another) and puts its seq there, for the caller to
-    settle, unless the seq is in ``passes`` (settled as a break)."""
+    settle, unless the seq is in ``passes`` (settled as a break).
+
+    A withheld stand-in is walked only with the record after it: it stops before one that is
+    the last of ``records`` (its seq put in ``standing``); one the record after it does not
+    link to is ``contested`` too (or, passed, a finding that leaves the chain unverified from
+    there); with ``across_gaps``, one with a gap after it leaves the chain unverified."""
     p, found = progress, []
     expected = p.contiguous_upto + 1 if p.contiguous_upto is not None else start
     before = p.contiguous_hash if p.contiguous_upto is not None else None
-    for r in records:
+    rs = records if isinstance(records, list) else list(records)
+    for i, r in enumerate(rs):
         if r.seq is None or r.seq < expected:
             continue
         broken = p.broken
@@ -96,6 +109,27 @@ def walk(
         ):
             contested.append(r.seq)
             break
+        held = stands_in(r) and r.hash is not None  # linked only at both ends
+        if held:
+            after = rs[i + 1] if i + 1 < len(rs) else None
+            if after is None or (after.seq != r.seq + 1 and not across_gaps):
+                if standing is not None:
+                    standing.append(r.seq)
+                break  # the record after it is not here yet: nothing vouches for it
+            if after.seq != r.seq + 1:
+                broken, held = True, False  # a gap after it (a finding of its own)
+            elif after.prev != r.hash:
+                if contested is not None and r.seq not in passes:
+                    contested.append(r.seq)
+                    break
+                found.append(
+                    Finding(
+                        r.seq,
+                        f"a withheld stand-in seq {r.seq + 1} does not "
+                        "link to (its chain-hash is not that record's chain-prev)",
+                    )
+                )
+                broken, held = True, False
         if r.hash is None:
             if before is not None:  # a chained table's record without its chain entry
                 found.append(Finding(r.seq, "carries no chain entry: the chain stops here"))
@@ -110,7 +144,7 @@ def walk(
             broken = True
         elif (
             linked is not None
-            and r.verdict == "ok"
+            and (r.verdict == "ok" or (held and r.verdict == "withheld"))
             and r.hash is not None
             and (before is not None and r.prev == before)
         ):
@@ -146,14 +180,19 @@ def vouched(
     before: bytes,
     claims: Iterable[Message],
     keys: Mapping[str, Ed25519PublicKey],
+    *,
+    after: bytes | None = None,
 ) -> Message | None:
     """The first of a seq's claims (``Store.claims``, oldest first) that the chain vouches for:
     its chain-prev is ``before``, the hash of the record before it, and its chain-hash is the
-    hash of what it carried. It comes back as the record for its seq, its verdict worked out
-    again (its payload against its model, a checkpoint's signature against ``keys``). None:
-    none is."""
-    for c in claims:
+    hash of what it carried; a withheld stand-in (no content to hash) only when its chain-hash
+    is ``after``, the chain-prev of the record after it. One that the record after it links to
+    comes first. It comes back as the record for its seq, its verdict worked out again (its
+    payload against its model, a checkpoint's signature against ``keys``). None: none is."""
+    for c in sorted(claims, key=lambda c: after is None or c.hash != after):
         if c.hash is None or c.prev != before or c.chain_ts is None or c.seq is None:
+            continue
+        if stands_in(c) and c.hash != after:
             continue
         entry = proof.Chain(c.prev, c.hash, c.chain_ts)
         again = judge(prefix, c.topic, c.payload, c.retain, entry.properties(), c.arrival, keys)
@@ -199,8 +238,8 @@ def recheck(
     """Each record with its verdict worked out again from what is stored (against the keys
     enrolled now: a checkpoint stored before its table's key was enrolled verifies now)."""
     for r in records:
-        if r.hash is None or r.prev is None or r.chain_ts is None or r.seq is None:
-            yield r
+        if r.hash is None or r.prev is None or r.chain_ts is None or r.seq is None or stands_in(r):
+            yield r  # (a stand-in has no content to hash: its verdict stays)
             continue
         where = parse_topic(prefix, r.topic)
         if where is None:
@@ -217,7 +256,11 @@ def recheck(
 
 def export_line(r: Message) -> dict[str, object]:
     """A stored record as ``tableside journal export`` writes one (daemon/journal/
-    ``export_records``): the payload as journaled (flags a resend set, cleared)."""
+    ``export_records``): the payload as journaled (flags a resend set, cleared). A withheld
+    stand-in has no payload (``null``): its topic and retain flag are the record's, as it says,
+    and ``withheld`` says why (``size``, ``limit``, ``reason``)."""
+    if stands_in(r):
+        return _stand_in_line(r)
     raw = proof.unmarked(r.payload)
     try:
         body: object = json.loads(raw)
@@ -231,6 +274,28 @@ def export_line(r: Message) -> dict[str, object]:
         "payload": body,
         "prev_hash": r.prev.hex() if r.prev is not None else None,
         "hash": r.hash.hex() if r.hash is not None else None,
+        **({"flagged": r.flagged} if r.flagged is not None else {}),
+    }
+
+
+def _stand_in_line(r: Message) -> dict[str, object]:
+    try:
+        body: WithheldPayload | None = parse_payload(WithheldPayload, proof.unmarked(r.payload))
+    except ValueError:
+        body = None
+    return {
+        "seq": r.seq,
+        "journal_ts": r.chain_ts,
+        "topic": body.topic if body is not None else None,
+        "retain": body.retain if body is not None else None,
+        "payload": None,
+        "prev_hash": r.prev.hex() if r.prev is not None else None,
+        "hash": r.hash.hex() if r.hash is not None else None,
+        "withheld": {
+            "size": body.size if body is not None else None,
+            "limit": body.limit if body is not None else None,
+            "reason": r.reason or "a withheld stand-in: the record is in the table's journal",
+        },
         **({"flagged": r.flagged} if r.flagged is not None else {}),
     }
 
@@ -258,6 +323,8 @@ def against_export(
         for name in ("hash", "prev_hash", "topic", "retain", "payload", "journal_ts"):
             if ours[name] is None and name in ("hash", "prev_hash", "journal_ts"):
                 continue  # it came without a chain entry: only its content can be compared
+            if name == "payload" and "withheld" in ours:
+                continue  # a stand-in: the content never came (its hash is compared)
             if ours[name] != line.get(name):
                 yield f"seq {seq}: {name} differs from the table's journal (export line {number})"
                 break

@@ -690,6 +690,10 @@ def completeness(state: TableState) -> dict[str, object]:
         "signed_upto": progress.signed_upto,
         "key_enrolled": state.key is not None,
         "flagged": state.flagged,
+        # the seqs whose record the store holds only as a withheld stand-in (too large for the
+        # broker: linked by the chain, its content in the table's journal)
+        "withheld": state.withheld,
+        "withheld_count": len(state.withheld),
     }
 
 

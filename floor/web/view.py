@@ -15,6 +15,12 @@ in time) comes from the table: its ``ruling`` message opens it (its id on the fl
 ``<table>-<seq>``; the table's own id is the seq) and its ``ruling_state`` messages move it. The
 view never decides a ruling's state itself, and hears nothing the store has not vouched for.
 
+What the table says of its broker is shown as the table's word, like the rest of its status: a
+record the broker refuses (its status's ``undelivered``, on the tile and the page until a later
+status says null), and each record it sent as a withheld stand-in, too large for the broker
+(the page says which, how large, and the limit; the record is in the table's journal; a
+retained state whose newest record was withheld is said to be older than that).
+
 A table with no key enrolled, or flagged (a checkpoint not signed by its enrolled key), is shown
 as unverified on its tile, its page and each of its rulings. Tables with no key enrolled are
 capped (``MAX_UNENROLLED``, the least recently heard one leaves) and leave the live view after
@@ -37,11 +43,14 @@ from tableside.daemon.payloads import (
     StatusPayload,
     TablePayload,
     TopicKind,
+    Undelivered,
+    WithheldPayload,
     model_of,
     parse_payload,
     parse_topic,
 )
 from tableside.drivers.shuffler.events import ShuffleCompleted
+from tableside.floor.judge import withheld_words
 from tableside.floor.store import Message
 from tableside.floor.web.panel import ShufflerPanel, typed
 
@@ -55,8 +64,10 @@ MAX_UNENROLLED = 64
 UNENROLLED_IDLE_S = 600.0
 #: the resolved (or lapsed) rulings a table keeps for its page, newest
 KEPT_CLOSED = 100
-#: the gaps a tile names (the rest are counted)
+#: the gaps (and seqs withheld) a tile names (the rest are counted)
 TILE_GAPS = 5
+#: the withheld stand-ins a table's page lists, newest first
+KEPT_WITHHELD = 20
 
 _OPEN_STATES = ("open", "acknowledged", "escalated")
 
@@ -136,6 +147,10 @@ class TableTile:
     shufflers: dict[str, ShufflerPanel] = field(default_factory=dict)
     #: the game's pace: the first and the newest (table clock, round) heard
     rounds: tuple[tuple[float, int], tuple[float, int]] | None = None
+    #: the records the table sent as withheld stand-ins (too large for the broker), newest first
+    withheld: collections.deque[WithheldPayload] = field(
+        default_factory=lambda: collections.deque(maxlen=KEPT_WITHHELD)
+    )
 
 
 class FloorView:
@@ -200,6 +215,9 @@ class FloorView:
             case CommandResult():
                 what = f"{body.role} {body.command}"
                 self._event(tile, body, what, "ok" if body.ok else body.error)
+            case WithheldPayload():
+                tile.withheld.appendleft(body)
+                self._event(tile, body, "WITHHELD", withheld_words(body))
 
     @staticmethod
     def _note_round(tile: TableTile, body: TablePayload) -> None:
@@ -303,7 +321,36 @@ class FloorView:
             ),
             "completeness": _brief(tile.completeness),
             "unverified": self.unverified(table),
+            "undelivered": _undelivered(status.undelivered if status is not None else None),
+            "withheld_state": self._stale(tile),
         }
+
+    def _stale(self, tile: TableTile) -> list[dict[str, object]]:
+        """The table's retained states whose newest record is a withheld stand-in (too large
+        for the broker): the one shown for each is older, and says so."""
+        found: list[dict[str, object]] = []
+        seen: set[str] = set()
+        for w in tile.withheld:  # newest first
+            where = parse_topic(self.prefix, w.topic)
+            if not w.retain or where is None or w.topic in seen:
+                continue
+            seen.add(w.topic)
+            shown: Envelope | None
+            match where.kind:
+                case TopicKind.STATUS:
+                    shown, what = tile.status, "status"
+                case TopicKind.TABLE:
+                    shown, what = tile.state, "table state"
+                case TopicKind.DEVICE_STATE:
+                    shown, what = tile.devices.get(where.name or ""), f"{where.name} state"
+                case _:
+                    continue
+            if shown is None or shown.seq < w.seq:
+                text = f"{what} withheld at seq {w.seq} (larger than the broker's limit): " + (
+                    "the one shown is older" if shown is not None else "none shown"
+                )
+                found.append({"topic": w.topic, "seq": w.seq, "text": text})
+        return found
 
     def floor(self, now: float) -> dict[str, object]:
         """Everything the floor map and the rulings queue show."""
@@ -328,6 +375,7 @@ class FloorView:
             "rulings": [self.public(r, now) for r in reversed(rulings)],
             "shufflers": {n: p.public() for n, p in sorted(tile.shufflers.items())},
             "pace": _pace(tile),
+            "withheld": [_withheld(w) for w in tile.withheld],
         }
 
 
@@ -342,9 +390,27 @@ def _pace(tile: TableTile) -> dict[str, object]:
     return {"rounds_per_hour": rate, "rounds": rounds, "over_s": round(span, 1)}
 
 
+def _withheld(w: WithheldPayload) -> dict[str, object]:
+    """A withheld stand-in as the table's page lists it, with its words."""
+    return w.model_dump(mode="json", include={"seq", "ts", "topic", "retain", "size", "limit"}) | {
+        "text": withheld_words(w)
+    }
+
+
+def _undelivered(refused: Undelivered | None) -> dict[str, object] | None:
+    """The record the table says its broker refuses, with the words the page shows."""
+    if refused is None:
+        return None
+    text = f"broker refuses seq {refused.seq} on {refused.topic}: {refused.reason}"
+    return refused.model_dump(mode="json") | {"text": text}
+
+
 def _brief(completeness: dict[str, object]) -> dict[str, object]:
-    """A tile's completeness: the first gaps, not all (the table's page has them all)."""
-    gaps = completeness.get("gaps")
-    if not isinstance(gaps, list) or len(gaps) <= TILE_GAPS:
-        return completeness
-    return completeness | {"gaps": gaps[:TILE_GAPS]}
+    """A tile's completeness: the first gaps and seqs withheld, not all (the table's page has
+    them all)."""
+    brief = completeness
+    for name in ("gaps", "withheld"):
+        found = completeness.get(name)
+        if isinstance(found, list) and len(found) > TILE_GAPS:
+            brief = brief | {name: found[:TILE_GAPS]}
+    return brief

@@ -72,7 +72,26 @@ function tile(t) {
       t.halted ? el("span", { class: "halt" }, " · dealing halted") : null),
     el("p", { class: "seq" }, `seq ${t.highest_seq}`,
       gaps === undefined ? "" : gaps.length ? el("span", { class: "bad" }, ` · ${t.completeness.missing} missing`) : " · complete",
-      proofLine(t.completeness)));
+      withheldCount(t.completeness),
+      proofLine(t.completeness)),
+    undeliveredLine(t.undelivered),
+    staleLines(t.withheld_state));
+}
+
+// a retained state (table, status, a device's) whose newest record was too large for the broker
+function staleLines(stale) {
+  return (stale || []).map((w) => el("p", { class: "withheld stale", "data-seq": w.seq }, w.text));
+}
+
+// the table's word that its broker refuses one of its records (its status's undelivered)
+function undeliveredLine(u) {
+  return u ? el("p", { class: "undelivered bad", role: "status" }, u.text) : null;
+}
+
+// records the store holds only as withheld stand-ins (too large for the broker)
+function withheldCount(c) {
+  const n = c && c.withheld_count;
+  return n ? el("span", { class: "withheld", title: "records larger than the broker's limit: linked by the chain, their content in the table's journal" }, ` · ${n} withheld`) : null;
 }
 
 // a table whose checkpoints are not signed by its enrolled key: said wherever it appears
@@ -240,9 +259,14 @@ async function renderTable(main, name) {
       t.meter_cents !== null && t.meter_cents !== undefined ? ` · meter ${money(t.meter_cents)}` : ""),
     el("p", { class: "seq" }, `highest seq ${t.highest_seq}`,
       c.gaps !== undefined ? ` · gaps: ${c.gaps.length ? c.gaps.map((g) => `${g[0]}–${g[1]}`).join(", ") : "none"}` : "",
+      c.withheld && c.withheld.length ? ` · withheld: ${c.withheld.join(", ")}` : "",
       proofLine(c),
       c.flagged ? el("p", { class: "bad" }, c.flagged) : null,
       " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
+    undeliveredLine(t.undelivered),
+    staleLines(t.withheld_state),
+    page.withheld.length ? el("section", { class: "withheld" }, el("h2", {}, "Withheld records"),
+      el("ul", {}, page.withheld.map((w) => el("li", { "data-seq": w.seq }, w.text)))) : null,
     el("h2", {}, "Devices"),
     el("table", { class: "devices" }, el("thead", {}, el("tr", {}, ["Device", "Class", "Link", "Fault", "Identity", "Firmware SHA-256"].map((h) => el("th", {}, h)))),
       el("tbody", {}, devices)),
