@@ -178,6 +178,39 @@ class DealtCard(UpCard):
     override: Reason | None = None
 
 
+#: an amount in whole chips of the table's smallest denomination (dollars at a $1 table)
+Chips = Annotated[StrictInt, Field(ge=1, description="whole chips of the table's smallest "
+                                   "denomination (dollars at a $1 table)")]  # fmt: skip
+
+
+class InsuranceWager(Args):
+    """Spanish 21's Insurance Wager; with its ``amount`` and the player's initial ``wager`` the
+    table judges 551.10(b)'s "not more than half" (to the next chip)."""
+
+    amount: Chips | None = None
+    wager: Chips | None = None
+
+    @model_validator(mode="after")
+    def _together(self) -> InsuranceWager:
+        if (self.amount is None) != (self.wager is None):
+            raise ValueError("amount and wager go together (the Insurance Wager and the "
+                             "player's initial wager)")  # fmt: skip
+        return self
+
+
+class InsurancePayout(Args):
+    """Winning Insurance Wagers paid: the ``wager`` and what was ``paid`` on it (551.10(c))."""
+
+    wager: Chips | None = None
+    paid: Annotated[StrictInt, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _together(self) -> InsurancePayout:
+        if (self.wager is None) != (self.paid is None):
+            raise ValueError("wager and paid go together (the Insurance Wager and its payout)")
+        return self
+
+
 class DrawnInError(Args):
     disclosed: StrictBool
 
@@ -387,12 +420,18 @@ def _observed(turn: Turn, args: Args) -> TableState:
     return turn.state
 
 
+def _round_so_far(state: TableState) -> dict[str, Any]:
+    """Spanish 21: what a step of the round is judged against: the up card, the reader, what
+    it said, and whether additional cards were dealt (551.8(e), 551.10, 551.7(d))."""
+    return {"up_card": state.up_card, "gate": gate(state),
+            "hole_card_checked": state.hole_card_checked, "blackjack": state.blackjack,
+            "more_cards_dealt": state.more_cards_dealt}  # fmt: skip
+
+
 def _gated(turn: Turn, args: Args) -> TableState:
-    """Spanish 21: the rows judge it against the up card and the reader (551.8(e) …)."""
-    state = turn.state
-    turn.observe(turn.kind, seen.Gated(up_card=state.up_card, gate=gate(state),
-                                       hole_card_checked=state.hole_card_checked))  # fmt: skip
-    return state
+    """Spanish 21: the rows judge it against the round so far (551.8(e) …)."""
+    turn.observe(turn.kind, seen.Gated(**_round_so_far(turn.state)))
+    return turn.state
 
 
 # -- devices ---------------------------------------------------------------------------------
@@ -800,13 +839,54 @@ def _up_card(turn: Turn, args: DealtCard) -> TableState:
     return dataclasses.replace(state, up_card=args.rank)
 
 
-_table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards",
-       _DEALERS, Override, deals=True)(_gated)  # fmt: skip
+@_table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards "
+        "(551.8(e): after the reader, when the up card is A, K, Q or J)", _DEALERS, Override,
+        deals=True)  # fmt: skip
+def _more_cards(turn: Turn, args: Override) -> TableState:
+    _gated(turn, args)
+    return dataclasses.replace(turn.state, more_cards_dealt=True)
+
+
+@_table(
+    "insurance_placed",
+    "Spanish 21: an Insurance Wager was placed: only on an ace up (551.10(a)), before the hole "
+    "card goes into the reader and, with its amount and the player's initial wager, not more "
+    "than half of it, to the next chip (551.10(b))",
+    _DEALERS,
+    InsuranceWager,
+    example={"amount": 5, "wager": 10},
+)
+def _insurance_placed(turn: Turn, args: InsuranceWager) -> TableState:
+    over = None
+    if args.amount is not None and args.wager is not None:
+        over = args.amount > (args.wager + 1) // 2  # half, or the next chip when half is none
+    turn.observe("insurance_placed", seen.InsurancePlaced(**_round_so_far(turn.state),
+                                                          over_half=over))  # fmt: skip
+    return turn.state
+
+
+@_table(
+    "insurance_paid",
+    "Spanish 21: winning Insurance Wagers were paid: only when the reader said Blackjack "
+    "(551.10(a): the dealer's second card a king, queen or jack) and, with the wager and the "
+    "payout, at 2 to 1 (551.10(c))",
+    _DEALERS,
+    InsurancePayout,
+    example={"wager": 5, "paid": 10},
+)
+def _insurance_paid(turn: Turn, args: InsurancePayout) -> TableState:
+    odds = None if args.wager is None or args.paid is None else args.paid == 2 * args.wager
+    turn.observe("insurance_paid", seen.InsurancePaid(**_round_so_far(turn.state),
+                                                      two_to_one=odds))  # fmt: skip
+    return turn.state
+
+
 for _gated_name, _gated_doc in (
-    ("insurance_placed", "Spanish 21: an Insurance Wager was placed (551.10(b))"),
-    ("insurance_collected", "Spanish 21: losing Insurance Wagers were collected (551.10(d))"),
-    ("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled (551.7(d))"),
-):
+    ("insurance_collected", "Spanish 21: losing Insurance Wagers were collected: right after "
+     "the reader said no Blackjack and before any additional card (551.10(d))"),
+    ("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled: after the "
+     "up card, before any additional card and before the reader (551.7(d))"),
+):  # fmt: skip
     _table(_gated_name, _gated_doc, _DEALERS, NoArgs)(_gated)
 
 

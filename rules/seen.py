@@ -27,6 +27,8 @@ __all__ = [
     "FaceUpFound",
     "Gated",
     "HoleCardChecked",
+    "InsurancePaid",
+    "InsurancePlaced",
     "Misdeal",
     "Noted",
     "OtherMethod",
@@ -64,15 +66,39 @@ class Noted(TableSeen):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gated(TableSeen):
-    """Spanish 21: a step judged against the up card and the reader (551.8(e), 551.10, 551.7)."""
+    """Spanish 21: a step judged against the up card, the reader and the round so far (551.8(e),
+    551.10, 551.7)."""
 
     kinds: ClassVar[tuple[str, ...]] = (
-        "more_cards", "insurance_placed", "insurance_collected", "match_the_dealer_settled",
+        "more_cards", "insurance_collected", "match_the_dealer_settled",
     )  # fmt: skip
     up_card: str | None
     #: whether the up card sends the hole card through the reader; None: no up card yet
     gate: bool | None
     hole_card_checked: bool
+    #: what the reader said of the hole card: a Blackjack or not (None: it has not said)
+    blackjack: bool | None = None
+    #: the dealer has dealt additional cards this round (``more_cards``)
+    more_cards_dealt: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsurancePlaced(Gated):
+    """Spanish 21: an Insurance Wager (551.10(a), (b)): with its amount and the player's
+    initial wager when the dealer gave them, whether it is more than half of it (rounded up to
+    the next chip, 551.10(b)); None: not given."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("insurance_placed",)
+    over_half: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsurancePaid(Gated):
+    """Spanish 21: winning Insurance Wagers paid (551.10(a), (c)): whether at 2 to 1, when the
+    dealer gave the wager and the payout (None: not given)."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("insurance_paid",)
+    two_to_one: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,7 +317,7 @@ _SHAPES: tuple[type[TableSeen], ...] = (
     Noted, Gated, HoleCardChecked, RoundStarts, DealtWhileHalted, OtherMethod, StubCount,
     DeviceInstalled, ProgressivePaid, BonusPaid, ChipsCollected, CardExposed, Misdeal,
     FaceUpFound, TenFound, Burn, ShoeBurn, DrawnInError, DealPlanRefused, DeckInBoth, Coup,
-    WagersUnaccounted, ReaderMalfunction,
+    WagersUnaccounted, ReaderMalfunction, InsurancePlaced, InsurancePaid,
 )  # fmt: skip
 
 #: ``<kind>`` (of ``table.<kind>``) → the shape the table sees it in

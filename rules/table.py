@@ -180,6 +180,10 @@ class TableState:
     face_up_found: int = 0
     tens_found: int = 0
     reader_reveals: bool | None = None
+    #: Spanish 21, this round: what the reader said of the hole card (a Blackjack or not;
+    #: None: it has not said), and whether the dealer dealt additional cards (``more_cards``)
+    blackjack: bool | None = None
+    more_cards_dealt: bool = False
     #: baccarat: the round in which the cover card came out (543.10(e)); None: not yet
     cover_card_round: int | None = None
     #: baccarat, from a shoe that reads cards: the coup being drawn (its number, the ranks so
@@ -362,7 +366,7 @@ TRANSITIONS: Mapping[str | type[DeviceEvent], Mapping[Phase, Phase]] = {
         "first_card", "cover_card", "drawn_in_error", "card_face_up_in_shoe", "coup")},
     **{name: _stays(_IN_ROUND) for name in (
         "misdeal", "up_card", "more_cards", "insurance_placed", "insurance_collected",
-        "match_the_dealer_settled")},
+        "insurance_paid", "match_the_dealer_settled")},
     DealStarted: _to(Phase.DEALING, Phase),
     DealCompleted: _to(Phase.DECISIONS, Phase),
 }  # fmt: skip
@@ -539,7 +543,7 @@ def _hole_card_checked(turn: Turn, event: HoleCardChecked) -> TableState:
     state = turn.state
     turn.observe("hole_card_checked", HoleCardSeen(up_card=state.up_card, gate=gate(state),
                                                    reveals=state.reader_reveals))  # fmt: skip
-    return dataclasses.replace(state, hole_card_checked=True)
+    return dataclasses.replace(state, hole_card_checked=True, blackjack=event.blackjack)
 
 
 @_on(FirstCardBurned)
@@ -688,6 +692,8 @@ def _round_begins(state: TableState) -> TableState:
         hole_card_checked=False,
         face_up_found=0,
         tens_found=0,
+        blackjack=None,
+        more_cards_dealt=False,
     )
 
 

@@ -19,6 +19,8 @@ from tableside.rules.seen import (
     FaceUpFound,
     Gated,
     HoleCardChecked,
+    InsurancePaid,
+    InsurancePlaced,
     OtherMethod,
     RoundStarts,
     StubCount,
@@ -358,6 +360,12 @@ _WORDS["551.16(l)(2)"] = _S21_L + (
     "If the particular card reader device in use does not provide any player with the "
     "opportunity to determine the value of the hole card, continue play."
 )
+_WORDS["551.10(a)"] = (
+    "Whenever the first card dealt to the dealer is an ace, each player shall have the right to "
+    "make an Insurance Wager, which shall win if the dealer's second card is a king, queen or "
+    "jack and shall lose if the dealer's second card is an ace, 2, 3, 4, 5, 6, 7, 8 or 9."
+)
+_WORDS["551.10(c)"] = "Winning insurance bets shall be paid at odds of 2 to 1."
 _WORDS["551.10(b)"] = (
     "An Insurance Wager shall be made by placing on the Insurance line of the layout an amount "
     "not more than half the amount staked on the player's initial wager. A player may wager an "
@@ -597,15 +605,51 @@ TABLE_RULES: tuple[Rule, ...] = (
           When(HoleCardChecked, lambda e: e.reveals, "==", False)), (Action.ALERT,),
          "The hole card went into the reader on an up card that needs no check; this reader "
          "shows players nothing: tell a floorperson, play continues."),
+    # 551.10 whole: an ace up (a), before the reader and at most half the wager (b), paid at
+    # 2 to 1 when the reader said Blackjack (a, c), collected right after it said none and
+    # before any additional card (d)
+    _row("551.10(a)", _S21, "insurance-without-an-ace", "table.insurance_placed",
+         (When(InsurancePlaced, lambda e: e.up_card, "!=", "A"),), (Action.ALERT,),
+         "An Insurance Wager was placed, but the dealer's first card is not an ace (or none "
+         "was given): insurance is the players' right on an ace only."),
     _row("551.10(b)", _S21, "insurance-before-reader", "table.insurance_placed",
-         (When(Gated, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
+         (When(InsurancePlaced, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
          "An Insurance Wager was placed after the hole card went into the reader."),
+    _row("551.10(b)", _S21, "insurance-over-half", "table.insurance_placed",
+         (When(InsurancePlaced, lambda e: e.over_half, "==", True),), (Action.ALERT,),
+         "An Insurance Wager of more than half the player's initial wager (rounded up to the "
+         "next chip)."),
+    _row("551.10(a)", _S21, "insurance-paid-without-blackjack", "table.insurance_paid",
+         (When(InsurancePaid, lambda e: e.blackjack, "!=", True),), (Action.ALERT,),
+         "Insurance Wagers were paid, but the reader did not say Blackjack (it said none, or "
+         "has not been used): insurance wins only on a king, queen or jack under the ace."),
+    _row("551.10(c)", _S21, "insurance-odds", "table.insurance_paid",
+         (When(InsurancePaid, lambda e: e.two_to_one, "==", False),), (Action.ALERT,),
+         "Winning Insurance Wagers were paid at other odds than 2 to 1."),
     _row("551.10(d)", _S21, "insurance-collected-after-reader", "table.insurance_collected",
          (When(Gated, lambda e: e.hole_card_checked, "==", False),), (Action.ALERT,),
          "Losing Insurance Wagers were collected before the reader said \"no Blackjack\"."),
+    _row("551.10(d)", _S21, "insurance-collected-on-blackjack", "table.insurance_collected",
+         (When(Gated, lambda e: e.blackjack, "==", True),), (Action.ALERT,),
+         "Insurance Wagers were collected though the reader said Blackjack: they won (paid 2 "
+         "to 1, 551.10(c)); only losing ones are collected, after it says none."),
+    _row("551.10(d)", _S21, "insurance-collected-after-more-cards", "table.insurance_collected",
+         (When(Gated, lambda e: e.more_cards_dealt, "==", True),), (Action.ALERT,),
+         "Losing Insurance Wagers were collected after additional cards were dealt: they are "
+         "collected before any."),
     _row("551.7(d)", _S21, "match-the-dealer-before-reader", "table.match_the_dealer_settled",
          (When(Gated, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
          "Match-The-Dealer wagers were settled after the card reader was used."),
+    _row("551.7(d)", _S21, "match-the-dealer-after-more-cards",
+         "table.match_the_dealer_settled",
+         (When(Gated, lambda e: e.more_cards_dealt, "==", True),), (Action.ALERT,),
+         "Match-The-Dealer wagers were settled after additional cards were dealt: they are "
+         "settled before any."),
+    _row("551.7(d)", _S21, "match-the-dealer-before-the-up-card",
+         "table.match_the_dealer_settled",
+         (When(Gated, lambda e: e.up_card, "==", None),), (Action.ALERT,),
+         "Match-The-Dealer wagers were settled before the dealer's up card was given: they "
+         "are settled against it, once the first two cards are dealt."),
     _row("551.16(a)", _S21, "face-up-one", "table.card_face_up",
          (When(FaceUpFound, lambda e: e.found, "==", 1),),
          (Action.DISCARD_CARD,), "A card was found face up in the shoe: discard it."),
