@@ -93,6 +93,8 @@ class Session:
     disconnect: int | None = None  # the DISCONNECT's reason code, if one came
     publishes: int = 0
     largest: int = 0  # the largest PUBLISH packet, in bytes
+    reused_ids: int = 0  # PUBLISHes with a packet id still in flight (MQTT-2.2.1-3)
+    pings: int = 0
 
 
 @dataclass
@@ -169,6 +171,8 @@ class HostileBroker:
                     session.publishes += 1
                     session.largest = max(session.largest, 1 + len(_varint(len(body))) + len(body))
                     if got.packet_id is not None:
+                        if got.packet_id in session.in_flight:  # MQTT-2.2.1-3
+                            session.reused_ids += 1
                         session.in_flight.add(got.packet_id)
                         session.most_in_flight = max(session.most_in_flight, len(session.in_flight))
                     reason = self.policy.publish(session, got)
@@ -191,6 +195,7 @@ class HostileBroker:
                     for n, (topic, payload) in enumerate(self.policy.requests, 1):
                         writer.write(publish(topic, payload, 1000 + n))
                 elif kind == 12:
+                    session.pings += 1
                     writer.write(b"\xd0\x00")
                 elif kind == 14:
                     session.disconnect = body[0] if body else 0
@@ -267,7 +272,13 @@ def _publish(first: int, body: bytes, v5: bool) -> Got:
                 key, i = _string(body, i)
                 value, i = _string(body, i)
                 props[key] = value
-            else:  # the table sends user properties only
+            elif ident == 0x08:  # response topic
+                props["response-topic"], i = _string(body, i)
+            elif ident == 0x09:  # correlation data
+                (n,) = struct.unpack_from(">H", body, i)
+                props["correlation"] = body[i + 2 : i + 2 + n].hex()
+                i += 2 + n
+            else:  # the table sends no other
                 raise AssertionError(f"a property 0x{ident:02x} the test broker does not read")
     return Got(topic, body[i:], qos, retain, dup, pid, props)
 

@@ -118,6 +118,7 @@ async def test_every_qos1_publish_shares_the_brokers_receive_maximum(tmp_path: P
             await every_seq_taken(broker, daemon, 80)
     assert max(s.most_in_flight for s in broker.sessions) == 1
     assert len(broker.sessions) == 2 and broker.sessions[0].disconnect is None
+    assert not [s.reused_ids for s in broker.sessions if s.reused_ids]
 
 
 async def test_a_broker_that_accepts_then_cuts_is_not_hammered(tmp_path: Path) -> None:
@@ -344,3 +345,44 @@ async def test_a_connection_the_table_gives_up_on_ends_with_a_reason(
     async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
         await every_seq_taken(broker, daemon, 10)
     assert broker.sessions[0].disconnect == 0x80
+
+
+@pytest.mark.parametrize(
+    ("after_connack", "reason"),
+    [(connack(), 0x82), (b"\x34\x06\x00\x01t\x00\x01\x00", 0x82),
+     (b"\x30\x07\x00\x01t\x03\x23\x00\x01", 0x94)],
+    ids=["a-second-connack", "qos2-publish", "topic-alias"],
+)  # fmt: skip
+async def test_what_a_broker_may_not_send_ends_the_connection_with_its_reason(
+    after_connack: bytes, reason: int
+) -> None:
+    """A second CONNACK, a QoS 2 PUBLISH on a QoS 1 subscription, a topic alias this client
+    never allowed: DISCONNECT with the reason (4.13), the connection ended."""
+    from tableside.mqtt.connection import Endpoint, MqttError, connect
+
+    policy = Policy(connack=lambda s: connack() + after_connack)
+    async with HostileBroker(policy) as broker:
+        with contextlib.suppress(MqttError):
+            conn = await connect(Endpoint(broker.url), "t")
+            with pytest.raises(MqttError):
+                await conn.ended()
+        await until(lambda: bool(broker.sessions) and broker.sessions[0].disconnect is not None)
+    assert broker.sessions[0].disconnect == reason
+
+
+async def test_the_brokers_keep_alive_is_the_one_used() -> None:
+    """3.2.2.3.14: a Server Keep Alive in the CONNACK is used instead of the one asked for:
+    PINGREQ every half of it, here 1 s, though the client asked for 30."""
+    from tableside.mqtt.connection import Endpoint, connect
+
+    async with HostileBroker(Policy(connack=lambda s: _with_keep_alive(2))) as broker:
+        conn = await connect(Endpoint(broker.url), "t", keepalive=30)
+        try:
+            await until(lambda: broker.sessions[0].pings >= 2, 5)
+        finally:
+            conn.close()
+
+
+def _with_keep_alive(seconds: int) -> bytes:
+    props = b"\x13" + seconds.to_bytes(2, "big")
+    return b"\x20" + bytes([2 + 1 + len(props)]) + b"\x00\x00" + bytes([len(props)]) + props
