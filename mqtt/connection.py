@@ -212,8 +212,9 @@ class Connection(asyncio.Protocol):
         try:
             packets = self.reader.feed(data)
         except codec.MalformedPacket as exc:
-            log.error("mqtt_malformed", error=str(exc))
-            self.fail(MqttError(f"malformed packet from the broker: {exc}"), exc.reason)
+            # malformed (0x81), or well formed against the protocol's rules (0x82, 0x94, 0x95)
+            log.error("mqtt_malformed", reason=describe(exc.reason), error=str(exc))
+            self.fail(MqttError(f"{describe(exc.reason)} from the broker: {exc}"), exc.reason)
             return  # the packets before it were all acknowledged or not: sent again either way
         publishes: list[codec.Publish] = []
         for packet in packets:
