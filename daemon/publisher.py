@@ -41,6 +41,7 @@ from tableside.daemon.journal import Journal, Record
 from tableside.daemon.payloads import (
     PLAIN,
     Envelope,
+    ReplayPayload,
     StatusPayload,
     TopicKind,
     Undelivered,
@@ -424,17 +425,41 @@ class Publisher:
             return None
         return self.chain(found[0])
 
-    async def send_unjournaled(self, topic: str, payloads: list[bytes]) -> None:
-        """Send these (QoS 1, not retained, not journaled: repeats such as replays) on the
-        current connection, in the broker's window with everything else; returns when the
-        broker has acknowledged them all. MqttError when there is no connection, it drops, or
-        the broker refuses one or cannot take it."""
+    async def replay(self, records: list[Record]) -> None:
+        """Send these journal records again on ``replay`` (QoS 1, not retained, not journaled),
+        each as journaled with its hashes, in the broker's window with everything else; one
+        whose replay is larger than the broker's Maximum Packet Size goes as its ``withheld``
+        stand-in instead, marked redelivered, under its chain entry (what the floor takes for
+        the seq). Returns when the broker has them all; MqttError when there is no
+        connection, it drops, or the broker refuses one."""
         conn = self._conn
         if conn is None or not conn.is_open:
             raise MqttError("no broker connection")
-        for start in range(0, len(payloads), self.window):
-            chunk = payloads[start : start + self.window]
-            await asyncio.gather(*(conn.publish(topic, p) for p in chunk))
+
+        async def again(record: Record) -> None:
+            payload = ReplayPayload(
+                table=self.table, seq=record.seq, topic=record.topic, retain=record.retain,
+                ts=record.ts, prev=record.prev_hash.hex(), hash=record.hash.hex(),
+                payload=record.payload.decode(),
+            ).model_dump_json().encode()  # fmt: skip
+            limit = conn.limits.maximum_packet_size
+            size = len(codec.publish(self.topics.replay, payload, qos=1, packet_id=1))
+            if limit is None or size <= limit:
+                return await conn.publish(self.topics.replay, payload)
+            stand_in = self.stand_in(record, size, limit, redelivered=True)
+            chain = self.chain(record) if self._v5 else None
+            await conn.publish(self.topics.withheld, stand_in, user_properties=chain)
+
+        for start in range(0, len(records), self.window):
+            await asyncio.gather(*(again(r) for r in records[start : start + self.window]))
+
+    def stand_in(self, record: Record, size: int, limit: int, *, redelivered: bool) -> bytes:
+        """The ``withheld`` payload in place of ``record``, whose PUBLISH of ``size`` bytes is
+        larger than the broker's ``limit``."""
+        return WithheldPayload(
+            **self.envelope(_json_ts(record.payload), record.seq, redelivered=redelivered),
+            topic=record.topic, retain=record.retain, size=size, limit=limit,
+        ).model_dump_json().encode()  # fmt: skip
 
     def _refused(self, sent: Sent, topic: str) -> None:
         """A PUBACK refused record ``sent``: said in the log each time."""
@@ -530,12 +555,9 @@ class _Drain:
             publisher.withheld += 1
             log.warning("record_withheld", seq=record.seq, topic=record.topic, size=len(packet),
                         limit=limit)  # fmt: skip
-        stand_in = WithheldPayload(
-            **publisher.envelope(_json_ts(record.payload), record.seq, redelivered=again),
-            topic=record.topic, retain=record.retain, size=len(packet), limit=limit,
-        )  # fmt: skip
-        packet = codec.publish(publisher.topics.withheld, stand_in.model_dump_json().encode(),
-                               qos=1, packet_id=pid, user_properties=chain, v5=self.v5)  # fmt: skip
+        stand_in = publisher.stand_in(record, len(packet), limit, redelivered=again)
+        packet = codec.publish(publisher.topics.withheld, stand_in, qos=1, packet_id=pid,
+                               user_properties=chain, v5=self.v5)  # fmt: skip
         return packet if len(packet) <= limit else None
 
     def _take(self, record: Record, pid: int, again: bool, at: float, first: bool) -> bytes:

@@ -23,7 +23,6 @@ from tableside.daemon.payloads import (
     MAX_REQUEST_BYTES,
     CommandRequest,
     CommandResult,
-    ReplayPayload,
     utc_ms,
 )
 from tableside.daemon.publisher import Publisher
@@ -236,14 +235,7 @@ class CommandRouter:
             records = await self.journal.read_from(args.from_seq, args.to_seq - args.from_seq + 1)
             first = records[0].seq if records else args.to_seq + 1
             pruned = first if first > args.from_seq else None
-            table = self.publisher.table
-            payloads = [
-                ReplayPayload(table=table, seq=r.seq, topic=r.topic, retain=r.retain,
-                              ts=r.ts, prev=r.prev_hash.hex(), hash=r.hash.hex(),
-                              payload=r.payload.decode()).model_dump_json().encode()
-                for r in records
-            ]  # fmt: skip
-            await self.publisher.send_unjournaled(self.publisher.topics.replay, payloads)
+            await self.publisher.replay(records)
         except MqttError as exc:
             self.result(role, request, f"replay: not sent ({exc}); ask again", reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group

@@ -386,3 +386,34 @@ async def test_the_brokers_keep_alive_is_the_one_used() -> None:
 def _with_keep_alive(seconds: int) -> bytes:
     props = b"\x13" + seconds.to_bytes(2, "big")
     return b"\x20" + bytes([2 + 1 + len(props)]) + b"\x00\x00" + bytes([len(props)]) + props
+
+
+async def test_a_replay_of_a_record_over_the_packet_limit_sends_its_stand_in(
+    tmp_path: Path,
+) -> None:
+    """An auditor's replay of a range holding a record larger than the broker takes (the
+    replay carries it escaped in JSON: larger still): that record goes as its ``withheld``
+    stand-in, marked redelivered, under its chain entry; the rest as replays; the result is
+    ok (it was "replay: not sent", for good, and the floor's repair never ended)."""
+    replay = {"command": "replay", "device": "table", "request_id": "r1",
+              "args": {"from_seq": 0, "to_seq": 19}}  # fmt: skip
+    policy = Policy(
+        connack=lambda s: connack(maximum_packet_size=900),
+        cut_after_s=lambda s: 4.0 if s.index == 0 else None,
+    )
+    async with HostileBroker(policy) as broker, table_on(broker, tmp_path) as daemon:
+        await until(lambda: daemon.journal.next_seq > 20, 30)
+        policy.requests = [("tableside/hil-1/command/auditor", json.dumps(replay).encode())]
+        await until(lambda: len(broker.sessions) >= 2, 30)
+        await until(lambda: any(g.topic.endswith("/command_result") for g in broker.took), 30)
+        records = {r.seq: r for r in await journaled(daemon)}
+    second = broker.sessions[1].took
+    (result,) = [g.json for g in second if g.topic.endswith("/command_result")]
+    assert result["ok"], result
+    replayed = {int(str(g.json["seq"])) for g in second if g.topic.endswith("/replay")}
+    stood_in = [g for g in second if g.topic.endswith("/withheld") and g.json["redelivered"]]
+    assert stood_in and replayed
+    assert replayed | {int(str(g.json["seq"])) for g in stood_in} >= set(range(20))
+    for got in stood_in:
+        assert got.user_properties["chain-hash"] == records[int(str(got.json["seq"]))].hash.hex()
+    assert max(s.largest for s in broker.sessions) <= 900
