@@ -106,7 +106,8 @@ def test_a_refused_record_keeps_its_place_and_holds_the_mark() -> None:
         window.send(seq, seq, 0.0)
     assert window.acknowledged(1) == [1]
     refused = window.refused(2, 0x87, 10.0, "denied")
-    assert refused is not None and (refused.seq, refused.reason, refused.said) == (2, 0x87, "denied")
+    assert refused is not None
+    assert (refused.seq, refused.reason, refused.said) == (2, 0x87, "denied")
     assert window.refused(2, 0x87, 10.0) is None  # its packet id is no longer in flight
     assert window.acknowledged(3) == []  # behind the refused one
     assert window.refusing() is refused and window.room == 3
