@@ -29,7 +29,12 @@ from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
 from tableside.drivers.base import Driver
 from tableside.drivers.commands import DEAL, Deal, StackArg
-from tableside.drivers.errors import TablesideDriverError
+from tableside.drivers.errors import (
+    DeviceRejected,
+    DeviceUnavailable,
+    LinkError,
+    TablesideDriverError,
+)
 from tableside.mqtt.connection import MqttError
 from tableside.rules import evaluate
 from tableside.rules.commands import (
@@ -196,6 +201,12 @@ class CommandRouter:
         try:
             name, typed = self._expand(runtime, request.command, args)
             await self.drivers[runtime.name].command(name, typed)
+        except DeviceRejected as exc:  # it answered: it will not do it
+            self.result(role, request, f"{request.command}: {request.device} refused it, "
+                        f"nothing was done ({exc})", reply)  # fmt: skip
+        except (DeviceUnavailable, LinkError) as exc:  # no acknowledgement: never "ok"
+            self.result(role, request, f"{request.command}: not delivered to "
+                        f"{request.device}: it did not acknowledge it ({exc})", reply)  # fmt: skip
         except (TablesideDriverError, ValueError) as exc:
             self.result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group

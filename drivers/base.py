@@ -33,6 +33,7 @@ from tableside.drivers.errors import (
     DeviceRejected,
     DeviceUnavailable,
     LinkLost,
+    LinkTimeout,
     TablesideDriverError,
 )
 from tableside.drivers.events import (
@@ -263,8 +264,15 @@ class FramedDriver(Driver):
         return link
 
     async def send(self, message: Message) -> None:
-        """Send a message to the device and wait for its ACK."""
-        await self.require_link().send(message)
+        """Send a message to the device and wait for its ACK: returns only once the device
+        acknowledged it (took it). A message not acknowledged after every retry fails the link
+        (docs/protocols/shuffler.md): it is closed here and opened again by ``run``."""
+        link = self.require_link()
+        try:
+            await link.send(message)
+        except LinkTimeout:
+            link.close()
+            raise
 
     async def query(self, *messages: Message) -> None:
         """Send queries; a device that refuses one is reported, not disconnected."""

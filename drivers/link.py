@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import structlog
 
@@ -194,9 +194,15 @@ class FramedLink:
         self._noise_at = -NOISE_REPORT_INTERVAL
         # With ``settle``, the ACK of a delivered frame waits until it returns: the receiver
         # has made what the frame reported durable (the daemon's journal), so the peer may
-        # forget it. Meanwhile nothing more is read; the peer sends one frame at a time anyway.
+        # forget it. Meanwhile the line is still read: the peer's answers to our own frames
+        # (ACK, NAK) are taken at once, so a slow journal never makes a command we sent look
+        # unacknowledged when the device took it; its data frames wait until the settle is
+        # done (the peer sends one at a time anyway, and sends it again until it has its ACK).
         self._settle = settle
         self._acks_due: list[int] = []
+        self._settling: asyncio.Future[None] | None = None
+        self._settling_acks: list[int] = []
+        self._after_settle: collections.deque[Frame] = collections.deque()
         self._bucket = _Bucket(budget) if budget is not None else None
         # Data frames read but not yet taken, waiting for the budget (at most HELD_FRAMES).
         self._held: collections.deque[Frame] = collections.deque()
@@ -205,15 +211,22 @@ class FramedLink:
 
     async def run(self) -> NoReturn:
         """Read until the link breaks, then raise LinkLost. Never raises on bad bytes."""
+        reading: asyncio.Task[bytes] | None = None
         try:
             while True:
-                try:
-                    async with asyncio.timeout(self._next_wakeup()):
-                        # No more than the decoder holds: a device writing faster than it is
-                        # read waits on the line, it does not lose bytes to the decoder's cap.
-                        data: bytes | None = await self._reader.read(self.decoder.room)
-                except TimeoutError:
-                    data = None
+                if reading is None:
+                    # No more than the decoder holds: a device writing faster than it is read
+                    # waits on the line, it does not lose bytes to the decoder's cap.
+                    reading = asyncio.ensure_future(self._reader.read(self.decoder.room))
+                waits: set[asyncio.Future[Any]] = {reading}
+                if self._settling is not None:
+                    waits.add(self._settling)
+                done, _ = await asyncio.wait(
+                    waits, timeout=self._next_wakeup(), return_when=asyncio.FIRST_COMPLETED
+                )
+                data: bytes | None = None
+                if reading in done:
+                    data, reading = reading.result(), None
                 now = time.monotonic()
                 if data == b"":
                     raise LinkLost(f"{self.name}: end of stream")
@@ -223,14 +236,29 @@ class FramedLink:
                 elif self.decoder.buffered and now - self._last_byte >= self.policy.frame_timeout:
                     self.decoder.resync()
                 self._drain_decoder()
+                self._settled()
                 self._take_held()
-                await self._acknowledge_settled()
+                self._start_settle()
         except (ConnectionError, OSError) as exc:
             raise LinkLost(f"{self.name}: {exc}") from exc
         finally:
             self._fail_pending(LinkLost(f"{self.name}: link closed"))
             if self._flood is not None:  # frames still held stay unacknowledged: sent again
                 self._end_flood()
+            await self._stop(reading, self._settling)
+            self._settling = None
+
+    @staticmethod
+    async def _stop(*tasks: asyncio.Future[Any] | None) -> None:
+        """Cancel what the loop left running and wait for it (no task outlives its link)."""
+        left = [t for t in tasks if t is not None and not t.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left)
+        for each in tasks:  # seen: a settle that failed as the link broke is not news
+            if each is not None and each.done() and not each.cancelled():
+                each.exception()
 
     def _next_wakeup(self) -> float | None:
         """Seconds until a partial frame is abandoned or a held frame may be taken."""
@@ -242,7 +270,8 @@ class FramedLink:
         return max(0.0, min(waits)) if waits else None
 
     def _drain_decoder(self) -> None:
-        """Every whole frame read so far: answers (ACK/NAK) at once, data frames to be taken."""
+        """Every whole frame read so far: answers (ACK/NAK) at once, data frames to be taken
+        (after the settle under way, if one is)."""
         while not isinstance(item := self.decoder.next_event(), NeedData):
             if isinstance(item, CorruptFrame):
                 self._send_control(NAK, item.seq, NakReason.CRC)
@@ -251,11 +280,18 @@ class FramedLink:
             self.stats.frames_in += 1
             if item.type in (ACK, NAK):
                 self._resolve(item)
-            elif self._bucket is None:
-                self._deliver(item)
+            elif self._settling is not None:
+                if len(self._after_settle) < HELD_FRAMES:  # else: left for the peer to resend
+                    self._after_settle.append(item)
             else:
-                self._hold(item)
+                self._take(item)
         self._report_noise()
+
+    def _take(self, frame: Frame) -> None:
+        if self._bucket is None:
+            self._deliver(frame)
+        else:
+            self._hold(frame)
 
     def _hold(self, frame: Frame) -> None:
         """Queue a data frame for the budget; past HELD_FRAMES it is left unacknowledged."""
@@ -290,9 +326,10 @@ class FramedLink:
             self._flood = dataclasses.replace(self._flood, held=self._flood.held + 1)
 
     def _take_held(self) -> None:
-        """Deliver held frames as far as the budget allows."""
+        """Deliver held frames as far as the budget allows (none while a settle is under way:
+        their ACKs would wait for the next)."""
         bucket = self._bucket
-        if bucket is None:
+        if bucket is None or self._settling is not None:
             return
         while self._held and bucket.wait() == 0:
             bucket.tokens -= 1
@@ -361,14 +398,28 @@ class FramedLink:
         else:
             self._acks_due.append(frame.seq)
 
-    async def _acknowledge_settled(self) -> None:
-        if not self._acks_due:
+    def _start_settle(self) -> None:
+        """Frames were delivered and wait for their ACKs: make them durable first (``settle``),
+        while the line is still read."""
+        if self._acks_due and self._settling is None:
+            assert self._settle is not None
+            self._settling = asyncio.ensure_future(self._settle())
+            self._settling_acks, self._acks_due = self._acks_due, []
+
+    def _settled(self) -> None:
+        """The settle under way is done: its frames are ACKed, and the data frames that came
+        meanwhile are taken (a copy of one just ACKed is ACKed again, not delivered twice)."""
+        settling = self._settling
+        if settling is None or not settling.done():
             return
-        assert self._settle is not None
-        await self._settle()
-        due, self._acks_due = self._acks_due, []
-        for seq in due:
+        self._settling = None
+        settling.result()  # a settle that failed ends the link, as it did
+        for seq in self._settling_acks:
             self._send_control(ACK, seq)
+        self._settling_acks = []
+        while self._after_settle and self._settling is None:
+            self._take(self._after_settle.popleft())
+            self._start_settle()
 
     def _send_control(self, kind: int, seq: int, reason: NakReason | None = None) -> None:
         if kind == NAK:

@@ -122,6 +122,7 @@ class FramedSimulator(abc.ABC):
         self.connections = 0
         self._plan = FaultPlan(self.faults)
         self.rng = random.Random(self.seed)
+        #: work accepted from the host (ACKed), kept across its connections until it is done
         self.requests: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._started = time.monotonic()
         self.done = asyncio.Event()
@@ -169,7 +170,10 @@ class FramedSimulator(abc.ABC):
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        self.requests = asyncio.Queue()
+        # Not a fresh queue: a command the device ACKed was accepted (docs/protocols/: "arrived
+        # intact and was accepted") and is carried out, even when the link it came on broke
+        # before the work began (a pty's link restarting as the host comes up lost a
+        # StartShuffle the host had been told was taken).
         link = FramedLink(
             reader, writer, self.protocol, self._on_message, name=f"sim-{self.protocol.name}",
             policy=self.policy,

@@ -32,6 +32,14 @@ async def result(table: SimulatedTable, request_id: str) -> dict[str, Any]:
     return found[0].payload
 
 
+async def shoe_idle(table: SimulatedTable) -> None:
+    """The shoe is done with its last round (stub removed, idle again): a deal sent before is
+    refused BUSY, as the device says (the host reads the device's answer at once)."""
+    from .hil import until
+
+    await until(lambda: table.daemon.runtime.devices["shoe"].device_state == "idle")
+
+
 async def deal(port: int, round_: int) -> None:
     async with aiomqtt.Client("127.0.0.1", port) as client:
         body = {"command": "deal_round", "device": "shoe",
@@ -63,6 +71,8 @@ async def test_the_round_through_the_daemon(mosquitto: Mosquitto, tmp_path: Path
         await deal(port, 1)
         await sub.wait_for(lambda m: table_state(m) and m.payload["phase"] == "decisions")
         # A second round with no shuffle in between: 555.5(a), given with the round.
+        await table.subscriber.wait_for(event("stub_removed"))
+        await shoe_idle(table)
         await deal(port, 2)
         (ruling,) = await sub.wait_for(lambda m: m.kind == "ruling")
         assert ruling.payload["clause"] == "58 Pa. Code § 555.5(a)"
@@ -197,6 +207,7 @@ async def test_stub_count_and_alternating_decks_from_the_devices(
         assert (await result(table, "s1"))["ok"]
         assert table.daemon.runtime.state.rounds_since_stub_count == 0
         # Deal again without a shuffle: the deck dealt last round comes round again.
+        await shoe_idle(table)
         await deal(port, 7)
         found = await sub.wait_for(
             lambda m: m.kind == "ruling" and m.payload["round"] == 7, count=2
