@@ -29,9 +29,10 @@ from typing import Any
 import structlog
 
 from tableside.daemon import proof
+from tableside.daemon.changes import config_fields
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import CheckpointPayload, utc_ms
+from tableside.daemon.payloads import CheckpointPayload, ConfigPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.restore import restore
 from tableside.daemon.routing import CommandRouter
@@ -167,6 +168,10 @@ class TableDaemon:
                 "(`tableside key --create`) and enrol the new one on the floor"
             ) from exc
         self.public_key = proof.public_key_hex(self.key)
+        #: the last start's config record, read before the journal's threads start
+        self._last_config = self.journal.latest().get(
+            f"{config.broker.topic_prefix}/{self.table}/config"
+        )
         #: the seq of the newest checkpoint journaled (-1: none this run)
         self.checkpointed = -1
         self.publisher = Publisher(
@@ -232,6 +237,7 @@ class TableDaemon:
                 assert self.journal.failed is not None
                 tg.create_task(_raise_when(self.journal.failed), name="journal.watch")
                 publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
+                self._journal_config()
                 for rt in self.runtime.devices.values():
                     self.runtime.publish_device(rt, utc_ms())
                 self.runtime.publish_table("start", utc_ms())
@@ -273,6 +279,15 @@ class TableDaemon:
             log.info(
                 "daemon_stopped", table=self.table, clean=clean, pending=self.publisher.pending
             )
+
+    def _journal_config(self) -> None:
+        """The configuration this start runs, and what changed since the last start's, on the
+        record (retained: the next start compares with it)."""
+        topic = self.publisher.topics.config
+        fields = config_fields(self.config, self._last_config)
+        record = self.publisher.enqueue(topic, ConfigPayload, utc_ms(), fields, retain=True)
+        log.info("config_recorded", seq=record.seq, hash=fields["hash"],
+                 changed=[change.key for change in fields["changed"]])  # fmt: skip
 
     async def _settle(self) -> None:
         """Everything journaled so far is durable (a driver acknowledges its device's frame

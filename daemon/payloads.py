@@ -24,6 +24,8 @@ __all__ = [
     "CheckpointPayload",
     "CommandRequest",
     "CommandResult",
+    "ConfigChange",
+    "ConfigPayload",
     "DeviceEventPayload",
     "DeviceIdentity",
     "DeviceStatePayload",
@@ -292,6 +294,33 @@ class CommandResult(Envelope):
 # -- proof across the wire (daemon/proof.py, docs/floor.md) ---------------------------------
 
 
+class ConfigChange(BaseModel):
+    """One key of the table's configuration that differs from the last start's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    key: str = Field(description="its path, e.g. 'journal.retain_days', 'devices.shoe.url'")
+    old: object = Field(description="the value at the last start (null: not set then)")
+    new: object = Field(description="the value now (null: not set now)")
+
+
+class ConfigPayload(Envelope):
+    """``<prefix>/<table>/config`` (retained): the configuration the daemon runs, journaled at
+    each start with what changed since the last start's (docs/configuration.md). Secrets
+    (passwords) appear only as a digest, so that a change shows and the value does not."""
+
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the configuration "
+                      "as recorded here (canonical JSON, secrets as digests), hex")  # fmt: skip
+    config: dict[str, object] = Field(description="every key, as its path, with its value")
+    changed: list[ConfigChange] = Field(
+        description="the keys that differ from the last start's configuration; all of them at "
+        "a first start"
+    )
+    started_by: str | None = Field(
+        description="the login that started the daemon, where the system says (SUDO_USER, "
+        "LOGNAME); null when it does not"
+    )
+
+
 class CheckpointPayload(Envelope):
     """``<prefix>/<table>/checkpoint``: the table's newest record, signed with its key. The
     checkpoint is itself a journal record (its own seq, the next after ``upto_seq``)."""
@@ -346,6 +375,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "command": CommandRequest,
     "command-result": CommandResult,
     "checkpoint": CheckpointPayload,
+    "config": ConfigPayload,
     "replay": ReplayPayload,
     "withheld": WithheldPayload,
 }
@@ -364,6 +394,7 @@ class TopicKind(enum.StrEnum):
     RULING_STATE = "ruling_state"
     TABLE = "table"
     CHECKPOINT = "checkpoint"
+    CONFIG = "config"
     REPLAY = "replay"
     WITHHELD = "withheld"
     COMMAND = "command"
@@ -434,6 +465,7 @@ _MODEL_OF: dict[TopicKind, type[BaseModel]] = {
     TopicKind.RULING_STATE: RulingStatePayload,
     TopicKind.TABLE: TablePayload,
     TopicKind.CHECKPOINT: CheckpointPayload,
+    TopicKind.CONFIG: ConfigPayload,
     TopicKind.REPLAY: ReplayPayload,
     TopicKind.WITHHELD: WithheldPayload,
     TopicKind.COMMAND: CommandRequest,

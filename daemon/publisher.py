@@ -113,6 +113,7 @@ class Topics:
         self.checkpoint = f"{self.base}/checkpoint"
         self.replay = f"{self.base}/replay"
         self.withheld = f"{self.base}/withheld"
+        self.config = f"{self.base}/config"
         #: each role's request topic, for a broker that takes no wildcard subscription
         self.command_topics = [f"{self.base}/command/{role}" for role in Role]
 
