@@ -836,7 +836,22 @@ def _up_card(turn: Turn, args: DealtCard) -> TableState:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
         # the shoe, torn up (551.16(b)); the up card is still to come.
         return _a_ten(turn, up_card=True)
-    return dataclasses.replace(state, up_card=args.rank)
+    new = dataclasses.replace(state, up_card=args.rank)
+    if state.up_card is None and turn.facts.game is Game.SPANISH_21:
+        _judged_again(turn, state, new)
+    return new
+
+
+def _judged_again(turn: Turn, before: TableState, now: TableState) -> None:
+    """Spanish 21: the up card given after the reader checked the hole card, or after more
+    cards were dealt: those steps are judged against it now, as they would have been had it
+    come first (551.16(l): the reader used on an up card that needs none; 551.8(e): more cards
+    before the reader on an ace or a face card)."""
+    if before.hole_card_checked:
+        turn.observe("hole_card_checked", seen.HoleCardChecked(
+            up_card=now.up_card, gate=gate(now), reveals=now.reader_reveals))  # fmt: skip
+    elif before.more_cards_dealt:
+        turn.observe("more_cards", seen.Gated(**_round_so_far(now)))
 
 
 @_table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards "

@@ -261,3 +261,28 @@ async def test_a_card_reader_whose_self_test_fails_halts_dealing(
         await until(lambda: runtime.state.halted_by is None)
         assert (await ask(table, port, "dealer", "start_round", "s2"))["ok"]
         assert _rule_ids(table).count("551.16(m).reader-not-working") == 1
+
+
+@pytest.mark.parametrize(("reveals", "clause"), [(True, "551.16(l)(1)"), (False, "551.16(l)(2)")])
+def test_the_up_card_given_after_the_reader_checked(reveals: bool, clause: str) -> None:
+    """551.16(l): the reader checked the hole card before the dealer gave the up card; a 7 up
+    is judged when it comes, as it would have been first."""
+    table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
+    table("open_table")
+    table("reader_inspected")
+    table("card_reader.status", state="ready", reveals_hole_card=reveals)
+    table("start_round")
+    assert table("card_reader.hole_card_checked", check_id=1, blackjack=False) == []
+    assert table("up_card", rank="7") == [clause]
+    assert table("up_card", rank="K") == [], "a correction judges nothing again"
+
+
+def test_the_up_card_given_after_more_cards() -> None:
+    """551.8(e): more cards were dealt, then the dealer gives an ace as the up card: the hole
+    card had not gone through the reader."""
+    table = Table(Game.SPANISH_21, devices=("shuffler", "card_reader"))
+    table("open_table")
+    table("reader_inspected")
+    table("start_round")
+    assert table("more_cards") == []
+    assert table("up_card", rank="A") == ["551.8(e)"]
