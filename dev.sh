@@ -25,37 +25,33 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet --editable '.[test,demo,floor]'
 
-# need WHAT PACKAGE CHECK...: CHECK (a command) must succeed, else install PACKAGE with apt when
-# root, else say what to install.
-need() {
+# apt_install WHAT PACKAGE CHECK...: true when CHECK (a command) succeeds, or once PACKAGE is
+# installed with apt (as root, saying so); false, having said how to install it, otherwise.
+apt_install() {
     local what="$1" package="$2"
     shift 2
     if "$@" >/dev/null 2>&1; then
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "dev.sh: installing $package ($what)" >&2
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
-    else
-        echo "dev.sh: $what: sudo apt-get install $package" >&2
-        exit 1
-    fi
-}
-
-# want WHAT PACKAGE CHECK...: like need, but the tests that use it skip, saying why, without it
-want() {
-    local what="$1" package="$2"
-    shift 2
-    if "$@" >/dev/null 2>&1; then
-        return
+        return 0
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "dev.sh: installing $package ($what)" >&2
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" \
-            >/dev/null || echo "dev.sh: $package did not install: its tests skip" >&2
+            >/dev/null && return 0
+        echo "dev.sh: $package did not install ($what)" >&2
     else
-        echo "dev.sh: $what: sudo apt-get install $package (its tests skip meanwhile)" >&2
+        echo "dev.sh: $what: sudo apt-get install $package" >&2
     fi
+    return 1
+}
+
+# need WHAT PACKAGE CHECK...: the tests cannot run without it
+need() {
+    apt_install "$@" || exit 1
+}
+
+# want WHAT PACKAGE CHECK...: the tests that use it skip, saying why, without it
+want() {
+    apt_install "$@" || echo "dev.sh: without it, those tests skip" >&2
 }
 
 # The broker matrix (tests/test_broker_matrix.py) runs aedes on Node.js (20 or newer), the
