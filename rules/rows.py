@@ -259,8 +259,8 @@ SHOE_RULES: tuple[Rule, ...] = (
         _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
              (When(ReaderFault, lambda e: e.fault, "==", "malfunction"),),
              (Action.HALT_DEALING, Action.ALERT),
-             "The card reader malfunctioned: no more dealing at this table until it is "
-             "repaired or replaced."),
+             "The card reader malfunctioned: no more dealing at this table, the round in play "
+             "included, until it is repaired or replaced; nothing is void (its wagers stand)."),
         until=READER_REPAIRED,
     ),
     # the same fact by the reader's other words: its status says it malfunctions (it came up
@@ -270,7 +270,8 @@ SHOE_RULES: tuple[Rule, ...] = (
              (When(ReaderMalfunction, lambda e: e.how, "in", ("status", "self_test")),),
              (Action.HALT_DEALING, Action.ALERT),
              "The card reader says it is not in working order (its status, or a failed "
-             "self-test): no more dealing at this table until it is repaired or replaced."),
+             "self-test): no more dealing at this table, the round in play included, until it "
+             "is repaired or replaced; nothing is void (its wagers stand)."),
         until=READER_REPAIRED,
     ),
 )  # fmt: skip
