@@ -20,7 +20,7 @@ from tests.postgres import Postgres
 
 __all__ = ["Mosquitto", "free_port"]
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.floorstores"]
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 SYSTEMD = Path(__file__).parents[1] / "systemd"

@@ -45,7 +45,8 @@ async def test_a_config_edit_between_two_starts_is_one_record_with_the_changed_k
     broker = config.broker.model_copy(update={"password": "s3cret"})
     edited = config.model_copy(update={"journal": journal, "broker": broker})
     third = await _one_start(edited)
-    changed = {c["key"]: (c["old"], c["new"]) for c in third["changed"]}  # type: ignore[union-attr]
+    assert isinstance(third["changed"], list)
+    changed = {c["key"]: (c["old"], c["new"]) for c in third["changed"]}
     assert set(changed) == {"journal.retain_days", "broker.password"}
     assert changed["journal.retain_days"] == (90, 120)
     old, new = changed["broker.password"]

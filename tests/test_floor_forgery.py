@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,16 +37,6 @@ TS = "2026-12-01T08:00:00.000Z"
 ROW = next(r for r in RULES if r.actions and r.affects == "all")
 #: the verdicts a forgery is counted under: held apart on arrival, or giving its seq way
 FORGERY_COUNTS = ("seq-ahead", "unvouched")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/floor.db"
-    else:
-        url = request.getfixturevalue("postgres")
-    async with open_store(url) as opened:
-        yield opened
 
 
 def ruling(peer: PeerTable, n: int) -> Record:

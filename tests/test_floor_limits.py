@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +43,6 @@ from tests.test_floor_forgery import Pit, ruling
 TS = "2026-12-01T08:00:00.000Z"
 #: the broker's Maximum Packet Size in these tests (as tests/test_mqtt_limits.py's Mosquitto)
 LIMIT = 1200
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/floor.db"
-    else:
-        url = request.getfixturevalue("postgres")
-    async with open_store(url) as opened:
-        yield opened
 
 
 def table_state(peer: PeerTable) -> Record:

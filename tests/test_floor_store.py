@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,6 @@ from tableside.floor.store import Progress, Store, StoreError, open_store
 from tableside.floor.verify import walk
 from tests.floorpeer import PeerTable
 from tests.postgres import Postgres
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/floor.db"
-    else:
-        url = request.getfixturevalue("postgres")
-    async with open_store(url) as opened:
-        yield opened
 
 
 async def test_records_are_stored_once_and_repeats_counted(store: Store) -> None:
