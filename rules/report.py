@@ -112,6 +112,30 @@ ENFORCED_ELSEWHERE: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
+#: each fact the rows judge, and every path it reaches the table by (tests/test_paths.py)
+_PATHS = (
+    ("a round starts (`table.round`: shuffle, decks, deck age, stub count due, the reader's "
+     "inspection, the cover card's last hand, a halt)",
+     "`start_round`; baccarat: a `coup` after one was dealt in the round",
+     "a shoe's `deal_started`; a reading baccarat shoe's first card of a coup"),
+    ("a card face up (555.14(b), 557.13(a), 559.15(a), 551.16(a))", "`card_face_up`",
+     "a shoe's `card_face_up` (counted with the dealer's, this round)"),
+    ("a stack or hand of the wrong size (555.14(d), 557.13(c), 559.15(c))", "`misdeal`",
+     "a shoe's `stack_dispensed`"),
+    ("the stub count's outcome (555.8(h) and their like)", "`stub_count`",
+     "an automated shoe's `stub_removed`, with the cards it dealt (the dealer still counts "
+     "every five rounds)"),
+    ("a ten in the shoe, Spanish 21 (551.16(b))", "`ten_found`; an `up_card` of 10",
+     "a reading shoe's `stack_dispensed` or `card_face_up`"),
+    ("the card reader malfunctions (551.16(m))", "",
+     "its `fault`, its `status`, a failed `self_test`"),
+    ("new cards (deck age, the cover card, a new shoe's burn)", "`new_cards`",
+     "a baccarat shoe's `cards_loaded`"),
+    ("the up card against the reader and more cards (551.16(l), 551.8(e))",
+     "`up_card`, `more_cards`, before or after the reader", "the reader's `hole_card_checked`"),
+)  # fmt: skip
+
+
 def _halts() -> list[str]:
     """The section on halts: what stops, when, and what becomes of the round in play."""
     from tableside.rules.commands import COMMANDS  # the declarations, not the rows'
@@ -209,6 +233,14 @@ def render(rules: Iterable[Rule] = RULES, tests: Mapping[str, list[str]] | None 
         "cites 643a.9, the text in force, its words as the regulations hold them; the 2010",
         "clause it replaced (559.11) is named beside it, in the table above and in each ruling's",
         "summary, for a reader of older records.",
+        "",
+        "## Every path to a fact",
+        "",
+        "A fact a row judges reaches it the same way whoever tells the table:",
+        "",
+        "| fact | the dealer's or a floorperson's word | a device |",
+        "| --- | --- | --- |",
+        *(f"| {fact} | {said} | {device} |" for fact, said, device in _PATHS),
         "",
         *_halts(),
         "",

@@ -43,6 +43,7 @@ from tableside.drivers.shoe.events import (
     DealStarted,
     FirstCardBurned,
     StackDispensed,
+    StubRemoved,
 )
 from tableside.drivers.shuffler.events import ShuffleCompleted
 from tableside.rules.hands import (
@@ -54,7 +55,7 @@ from tableside.rules.hands import (
     player_draws,
 )
 from tableside.rules.model import Game, Observation, TableFacts
-from tableside.rules.patterns import plan_misfit
+from tableside.rules.patterns import plan_misfit, stack_size
 from tableside.rules.progressive import PAYING_HANDS
 from tableside.rules.rulings import RulingRecord, end_halts, escalate, halt_ends, open_rulings
 from tableside.rules.seen import (
@@ -66,6 +67,7 @@ from tableside.rules.seen import (
     ReaderMalfunction,
     RoundStarts,
     ShoeBurn,
+    StubCount,
     TableSeen,
     TenFound,
     WagersUnaccounted,
@@ -184,6 +186,10 @@ class TableState:
     #: None: it has not said), and whether the dealer dealt additional cards (``more_cards``)
     blackjack: bool | None = None
     more_cards_dealt: bool = False
+    #: an automated shoe's round: the cards it dealt (its deal_complete; None: not yet) and
+    #: whether a stack had another count than the game's (a misdeal), for its stub count
+    shoe_dealt: int | None = None
+    shoe_misdealt: bool = False
     #: baccarat: the round in which the cover card came out (543.10(e)); None: not yet
     cover_card_round: int | None = None
     #: baccarat, from a shoe that reads cards: the coup being drawn (its number, the ranks so
@@ -470,7 +476,26 @@ def _deal_started(turn: Turn, event: DealStarted) -> TableState:
 
 @_on(DealCompleted)
 def _deal_completed(turn: Turn, event: DealCompleted) -> TableState:
-    return turn.state  # the phase: TRANSITIONS
+    return dataclasses.replace(turn.state, shoe_dealt=event.cards)  # the phase: TRANSITIONS
+
+
+@_on(StubRemoved)
+def _stub_removed(turn: Turn, event: StubRemoved) -> TableState:
+    """An automated shoe that counts its stub says how many cards are left after its round:
+    with the cards it dealt and those found face up, that is a stub count (555.10(f),
+    557.10(f), 559.12(f)), and one that is not the whole deck is judged as the dealer's is
+    (misdealt or not, by the round's stacks). The dealer still counts at least every five
+    rounds (555.10(d): "by counting the cards face down on the layout")."""
+    state = turn.state
+    if event.count is None or state.shoe_dealt is None:
+        return state
+    total = state.shoe_dealt + state.face_up_found + event.count
+    full = total in turn.facts.full_deck_counts
+    if not full:
+        turn.observe("stub_count", StubCount(
+            count=total, misdealt=state.shoe_misdealt, full=full,
+            dealing=DealingMethod.AUTOMATED_SHOE.value))  # fmt: skip
+    return dataclasses.replace(state, shoe_dealt=None)
 
 
 @_on(ShuffleCompleted)
@@ -561,6 +586,9 @@ def _card_drawn_event(turn: Turn, event: CardDrawn) -> TableState:
 @_on(StackDispensed)
 def _stack_dispensed(turn: Turn, event: StackDispensed) -> TableState:
     state = _read_hand(turn.facts, turn.state, event)
+    wanted = stack_size(turn.facts.game, event.target)
+    if wanted is not None and event.count != wanted:
+        state = dataclasses.replace(state, shoe_misdealt=True)
     for card in event.cards:  # a shoe that reads cards, at a table with no tens in play
         state = ten_found(turn, state, card=card)
     return state
@@ -694,6 +722,8 @@ def _round_begins(state: TableState) -> TableState:
         tens_found=0,
         blackjack=None,
         more_cards_dealt=False,
+        shoe_dealt=None,
+        shoe_misdealt=False,
     )
 
 

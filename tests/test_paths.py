@@ -286,3 +286,52 @@ def test_the_up_card_given_after_more_cards() -> None:
     table("start_round")
     assert table("more_cards") == []
     assert table("up_card", rank="A") == ["551.8(e)"]
+
+
+@pytest.mark.parametrize(("misdealt", "actions"), [
+    (False, (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK)),
+    (True, (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)),
+])  # fmt: skip
+def test_an_automated_shoes_stub_count(misdealt: bool, actions: tuple[Action, ...]) -> None:
+    """555.10(f): the shoe's own count of the stub, with the cards it dealt, is not the whole
+    deck: judged as the dealer's stub count is, misdealt or not by the round's stacks."""
+    table = Table(Game.CARIBBEAN_STUD)
+    table("open_table")
+    table("shuffler.shuffle_complete")
+    table("shoe.deal_started")
+    table("shoe.stack_dispensed", round=1, index=0, target="seat1", count=4 if misdealt else 5)
+    table("shoe.stack_dispensed", round=1, index=1, target="dealer", count=5)
+    table("shoe.deal_complete", round=1, stacks=2, cards=9 if misdealt else 10)
+    stub = 42 if misdealt else 41
+    assert table("shoe.stub_removed", round=1, count=stub) == ["555.10(f)"]
+    assert table.last_actions() == actions
+    full = Table(Game.CARIBBEAN_STUD)
+    full("open_table")
+    full("shoe.deal_started")
+    full("shoe.deal_complete", round=1, stacks=2, cards=10)
+    assert full("shoe.stub_removed", round=1, count=42) == []
+    assert full.state.rounds_since_stub_count == 1, "the dealer still counts"
+
+
+async def test_an_automated_shoes_stub_count_that_is_not_the_whole_deck(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A shoe loaded with 51 cards deals a round and counts its stub: the deck is short, and
+    the ruling is 555.10(f)'s, as the dealer's stub count of 51 would be (it was none: only the
+    dealer's count was judged)."""
+    port = mosquitto.port
+    short_shoe = shoe(interval=None, deck_size=51)
+    async with simulated_table(
+        mosquitto.url, tmp_path, simulator(interval=None), others={"shoe": short_shoe}
+    ) as table:  # fmt: skip
+        await table.daemon.publisher.connected.wait()
+        assert (await ask(table, port, "floorperson", "open_table", "o"))["ok"]
+        assert (await ask(table, port, "dealer", "start_shuffle", "s", device="shuffler"))["ok"]
+        await table.subscriber.wait_for(event("shuffle_complete"))
+        dealt = await ask(table, port, "dealer", "deal_round", "d", device="shoe",
+                          positions=[1, 2])  # fmt: skip
+        assert dealt["ok"], dealt
+        (wrong,) = await table.subscriber.wait_for(ruling("58 Pa. Code § 555.10(f)"))
+        assert wrong.payload["rule_id"] == "555.10(f).stub-wrong"
+        assert wrong.payload["event"]["data"]["count"] == 51
+        assert wrong.payload["round"] == 1
