@@ -261,11 +261,12 @@ class FramedLink:
                 each.exception()
 
     def _next_wakeup(self) -> float | None:
-        """Seconds until a partial frame is abandoned or a held frame may be taken."""
+        """Seconds until a partial frame is abandoned or a held frame may be taken (not while a
+        settle is under way: its end wakes the loop)."""
         waits = []
         if self.decoder.buffered:
             waits.append(self.policy.frame_timeout - (time.monotonic() - self._last_byte))
-        if self._held and self._bucket is not None:
+        if self._held and self._bucket is not None and self._settling is None:
             waits.append(self._bucket.wait())
         return max(0.0, min(waits)) if waits else None
 
