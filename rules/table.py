@@ -804,6 +804,8 @@ def coup_begins(turn: Turn, state: TableState) -> TableState:
     started = state.phase is Phase.DEALING and state.round > 0
     if not started or state.coup_dealt_in == state.round:
         state = round_begins(turn, state)
+    else:  # the round the dealer began: its cards are dealt now, under a halt or not
+        dealt(turn, state)
     return dataclasses.replace(state, burn_due=False, coups_in_shoe=state.coups_in_shoe + 1,
                                coup_dealt_in=state.round)  # fmt: skip
 

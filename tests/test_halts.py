@@ -232,3 +232,25 @@ async def test_a_shoe_that_deals_under_a_halting_ruling_is_ruled_on(
         assert dealt["event"]["data"]["how"] == "shoe.deal_started"
         assert dealt["event"]["data"]["halting"] == ["555.5(b).shuffler-count"]
         assert miscount.payload["seq"] < dealt["seq"]
+
+
+def test_a_reading_shoes_coup_under_a_halt_is_seen_in_the_round_the_dealer_began() -> None:
+    """A coup a reading shoe deals in the round the dealer began, while dealing is halted: the
+    table sees cards dealt under the halt (baccarat has no halting row of its own; the rows
+    that judge it are the halting clauses')."""
+    from tableside.rules.rulings import RulingRecord
+    from tableside.rules.table import step
+
+    from .events import table_event
+
+    table = Table(Game.BACCARAT, devices=("shoe",))
+    table("open_table")
+    table("start_round")
+    held = RulingRecord(3, "551.2(e).reader-inspection", "58 Pa. Code § 551.2(e)",
+                        (Action.HALT_DEALING,), table.now)  # fmt: skip
+    table("rulings_opened", rulings=[held])
+    drawn = table_event("shoe.card_drawn", table.now, {"round": 1, "index": 0, "card": "9S"})
+    state, seen = step(table.facts, table.state, drawn)
+    assert [o.kind for o in seen] == ["table.dealt_while_halted"]
+    assert seen[0].seen.data()["halting"] == ("551.2(e).reader-inspection",)
+    assert state.round == 1, "the coup is the round the dealer began"
