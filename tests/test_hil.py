@@ -164,7 +164,7 @@ async def test_broker_restart_is_survived(mosquitto: Mosquitto, tmp_path: Path) 
             await stop(late_task)
         # everything that waited through the outage acknowledged (the shuffler goes on, so
         # "nothing pending" would race its next event)
-        assert table.daemon.journal.acked >= back
+        await until(lambda: table.daemon.journal.acked >= back)
     assert_seq_sound(sub.fresh())
 
 
