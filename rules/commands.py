@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -234,15 +235,28 @@ RulingId = Annotated[
 ]
 
 
+def _hidden(text: str, *, line_breaks: bool) -> None:
+    """A character that would make what a person typed read otherwise in an audit trail:
+    control characters (but line breaks where allowed), direction overrides and isolates
+    (U+202A-U+202E, U+2066-U+2069: a note read backwards), zero-width characters and every
+    other Unicode format character (words hidden), line and paragraph separators."""
+    for at, char in enumerate(text):
+        kind = unicodedata.category(char)
+        if (kind == "Cc" and not (line_breaks and char == "\n")) or kind in ("Cf", "Zl", "Zp"):
+            name = unicodedata.name(char, "a control character")
+            raise ValueError(f"U+{ord(char):04X} ({name}) at character {at + 1}: it would "
+                             "hide or reorder what was typed")  # fmt: skip
+
+
 def _name(text: str) -> str:
-    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if text != text.strip():
         raise ValueError("a name of printable characters, without spaces around it")
+    _hidden(text, line_breaks=False)
     return text
 
 
 def _note(text: str) -> str:
-    if any((ord(c) < 32 and c != "\n") or ord(c) == 127 for c in text):
-        raise ValueError("text and line breaks, no other control characters")
+    _hidden(text, line_breaks=True)
     return text
 
 

@@ -4,6 +4,7 @@ command registry: no broker, no daemon, no clock."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
@@ -204,7 +205,17 @@ def test_only_a_floorperson_acknowledges_or_resolves(name: str) -> None:
         ({"ruling": 1, "action": "remove_deck", "by": "ann", "note": "x" * 501},
          "note: String should have at most 500 characters"),
         ({"ruling": 1, "action": "remove_deck", "by": "ann", "note": "bell\x07"},
-         "note: Value error, text and line breaks, no other control characters"),
+         "note: Value error, U+0007 (a control character) at character 5"),
+        # an audit trail reads as typed: no note read backwards, no word hidden
+        ({"ruling": 1, "action": "remove_deck", "by": "ann", "note": "paid \u202edias ton"},
+         "note: Value error, U+202E (RIGHT-TO-LEFT OVERRIDE) at character 6: it would hide or "
+         "reorder what was typed"),
+        ({"ruling": 1, "action": "remove_deck", "by": "ann", "note": "not\u200b paid"},
+         "note: Value error, U+200B (ZERO WIDTH SPACE) at character 4"),
+        ({"ruling": 1, "action": "remove_deck", "by": "ann", "note": "a\u2067b\u2069"},
+         "note: Value error, U+2067 (RIGHT-TO-LEFT ISOLATE)"),
+        ({"ruling": 1, "action": "remove_deck", "by": "an\u00adn"},
+         "by: Value error, U+00AD (SOFT HYPHEN)"),
         ({"ruling": 1, "action": "remove_deck", "by": " ann"},
          "by: Value error, a name of printable characters, without spaces around it"),
         ({"ruling": 1, "action": "remove_deck", "by": "x" * 65},
@@ -216,7 +227,7 @@ def test_only_a_floorperson_acknowledges_or_resolves(name: str) -> None:
     ],
 )  # fmt: skip
 def test_resolve_arguments_are_checked_strictly(args: dict[str, Any], complaint: str) -> None:
-    with pytest.raises(Refused, match=complaint.replace("(", r"\(")):
+    with pytest.raises(Refused, match=re.escape(complaint)):
         admit("resolve_ruling", "floorperson", args, Phase.OPEN)
 
 
