@@ -246,7 +246,7 @@ async def test_checkpoints_when_asked_and_the_tail_lets_the_wal_start_over(tmp_p
     def commit() -> None:
         conn.execute("INSERT INTO t VALUES (?)", (b"x" * 3000,))
 
-    checkpointer = Checkpointer(path)
+    checkpointer = Checkpointer(path, quiet_s=0.0)
     checkpointer.idle_bytes, checkpointer.busy_bytes = 10_000, 100_000
     try:
         commit()
@@ -300,12 +300,12 @@ class SlowLog(RedoLog):
 class Parts:
     """A new journal's writer thread with its real log and checkpointer."""
 
-    def __init__(self, path: Path, *, every_s: float = 60.0) -> None:
+    def __init__(self, path: Path, *, every_s: float = 60.0, quiet_s: float = 30.0) -> None:
         self.log = SlowLog(RedoLog.beside(path))
         opened = open_checked(path, "t1", self.log)
         self.conn = opened.conn
         self.progress = attached()
-        self.checkpointer = Checkpointer(path)
+        self.checkpointer = Checkpointer(path, quiet_s=quiet_s)
         self.kept = threading.Event()
         self.committer = Committer(
             path, batch=2000, every_s=every_s, progress=self.progress, log=self.log,
@@ -373,7 +373,7 @@ async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -
 
 async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    parts = Parts(path, every_s=0.0)
+    parts = Parts(path, every_s=0.0, quiet_s=0.0)
     parts.start()
     try:
         for record in chain(0, 10):
@@ -386,7 +386,7 @@ async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> N
         finally:
             reader.close()
         assert await asyncio.to_thread(parts.kept.wait, 10), "housekeeping ran on the writer"
-        # a few KiB committed, then half a second idle: the WAL goes into the main file
+        # a few KiB committed, then quiet (here at once): the WAL goes into the main file
         await until(lambda: parts.checkpointer.checkpoints >= 1)
     finally:
         parts.close()
@@ -435,7 +435,7 @@ async def test_the_log_starts_anew_only_after_a_checkpoint_put_it_all_in_the_mai
     the whole WAL (SQLite synced the main file): what it held is then in the main file, which
     alone (the -wal lost) reaches the new log's base."""
     path = tmp_path / "j.sqlite"
-    parts = Parts(path)
+    parts = Parts(path, quiet_s=0.0)
     parts.committer.log_bytes = 2_000
     parts.start()
     records = chain(0, 40)
@@ -446,7 +446,7 @@ async def test_the_log_starts_anew_only_after_a_checkpoint_put_it_all_in_the_mai
         assert parts.committer.log_restarts == 0, "never before a checkpoint"
         first = parts.log.read().header
         assert first.base_seq == -1
-        # half a second idle: the checkpoint thread, then the writer's tail copy, then anew
+        # quiet: the checkpoint thread, then the writer's tail copy, then anew
         await until(lambda: parts.committer.log_restarts == 1)
         header = parts.log.read().header
         assert (header.base_seq, header.base_hash) == (29, records[29].hash)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import structlog
@@ -17,14 +18,26 @@ log = structlog.get_logger("tableside.journal")
 
 class Checkpointer:
     """PASSIVE checkpoints on a connection of their own, asked for by the writer thread: after a
-    megabyte when it finds nothing queued, after eight whatever, after half a second idle. The
-    writer then copies the tail committed meanwhile (``copy_tail``), so that its next commit
-    finds the WAL all copied and starts it over: the WAL is reused, not grown."""
+    megabyte when it finds nothing queued, after eight whatever, after ``quiet_s`` (30 s) with
+    nothing committed. The writer then copies the tail committed meanwhile (``copy_tail``), so
+    that its next commit finds the WAL all copied and starts it over: the WAL is reused, not
+    grown.
 
-    def __init__(self, path: Path) -> None:
+    Not sooner when quiet: a checkpoint rewrites in the main file every page the commits since
+    the last one touched (a record's page holds several records, ``latest`` and ``meta`` are
+    the same pages each time), syncs the WAL and the main file, and the first commit after it
+    syncs the WAL's new header too (SQLite does, starting the WAL over). After each record of a
+    table making one a second that came to ~40 KB at the device per record; a megabyte of WAL
+    between them, ~1 KB (docs/benchmarks.md, "Bytes written"). The WAL's frames are written once
+    whatever; what it holds not yet checkpointed, the redo log holds too (synced)."""
+
+    def __init__(self, path: Path, *, quiet_s: float = 30.0) -> None:
         self.path = path
         self.idle_bytes = 1 << 20
         self.busy_bytes = 8 << 20
+        #: with nothing committed for this long, what the WAL holds goes into the main file
+        self.quiet_s = quiet_s
+        self._last_commit = time.monotonic()
         #: checkpoints run (by this thread)
         self.checkpoints = 0
         self._due = threading.Event()
@@ -71,13 +84,20 @@ class Checkpointer:
         """A commit grew the WAL by about ``wal_grew`` bytes: idle (nothing queued) with a
         megabyte in it, or busy with eight, it is copied meanwhile."""
         self._wal_bytes += wal_grew
+        self._last_commit = time.monotonic()
         if self._wal_bytes >= self.busy_bytes or (self._wal_bytes >= self.idle_bytes
                                                   and queue_empty):  # fmt: skip
             self._request()
 
+    def wrote_while_quiet(self, wal_grew: int) -> None:
+        """Something small committed while quiet (``meta.acked``): copied with the rest at the
+        next checkpoint, which it does not put off."""
+        self._wal_bytes += wal_grew
+
     def quiet(self) -> None:
-        """Half a second with nothing to commit: what the WAL holds goes into the main file."""
-        if self._wal_bytes:
+        """Nothing to commit (the writer waited half a second): after ``quiet_s`` with nothing
+        committed, what the WAL holds goes into the main file."""
+        if self._wal_bytes and time.monotonic() - self._last_commit >= self.quiet_s:
             self._request()
 
     def _request(self) -> None:

@@ -1,10 +1,11 @@
 """The writer thread: whatever has queued up, from every device at once, committed in one
 SQLite transaction (group commit, no fsync) and appended to the redo log with one
 ``fdatasync``: the one sync per batch. Then the devices may be acknowledged and the publisher
-may send it. Idle, it writes ``meta.acked`` and asks for a checkpoint; after a checkpoint that
-put everything into SQLite's main file it starts the log anew when it has grown; every
-``every_s`` it runs the journal's housekeeping (retention). docs/journal.md, "Why group
-commit", "One sync per batch" and "What the commit path holds"."""
+may send it. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
+checkpointer (a long enough quiet is a checkpoint); after a checkpoint that put everything into
+SQLite's main file it starts the log anew when it has grown; every ``every_s`` it runs the
+journal's housekeeping (retention). docs/journal.md, "Why group commit", "One sync per batch",
+"What the commit path holds" and "What a record costs the storage"."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Committer:
         checkpointer: Checkpointer,
         housekeeping: Callable[[], None],
         log_bytes: int = 4 << 20,
+        acked_every_s: float = 5.0,
         transaction: Transaction | None = None,
     ) -> None:
         self.path = path
@@ -53,6 +55,10 @@ class Committer:
         self.acked = -1
         self.commits = 0
         self._acked_written = -1
+        #: ``meta.acked`` is written at most this often (docs/journal.md, "What a record costs
+        #: the storage"): in a batch's transaction, or on its own when idle
+        self.acked_every_s = acked_every_s
+        self._acked_at = -float("inf")
         self._batch = batch
         self._every_s = every_s
         self._progress = progress
@@ -104,7 +110,7 @@ class Committer:
                 "INSERT OR REPLACE INTO latest VALUES (?, ?, ?)",
                 [(k, r.seq, r.payload) for k, r in latest.items()],
             )
-            if self.acked != self._acked_written:
+            if self._acked_due():
                 self.write_acked(conn)
             conn.execute("COMMIT")
         except BaseException:
@@ -112,13 +118,22 @@ class Committer:
                 conn.execute("ROLLBACK")
             raise
 
-    def write_acked(self, conn: sqlite3.Connection) -> None:
-        """``meta.acked`` on its own, with no fsync (as every commit now): the next checkpoint
-        makes it durable, and until then a power cut only sends the records since again,
+    def write_acked(self, conn: sqlite3.Connection, *, only_if_moved: bool = False) -> None:
+        """``meta.acked``, with no fsync (as every commit now): the next checkpoint makes it
+        durable, and until then a crash or a power cut only sends the records since again,
         marked ``redelivered`` (it is written lazily anyway; the log does not carry it)."""
         acked = self.acked
+        if only_if_moved and acked == self._acked_written:
+            return
         conn.execute("UPDATE meta SET value = ? WHERE key = 'acked'", (str(acked),))
         self._acked_written = acked
+        self._acked_at = time.monotonic()
+
+    def _acked_due(self) -> bool:
+        """``acked`` moved and was last written ``acked_every_s`` ago: written in every commit,
+        its page would be one more page of WAL per batch (a third of a record's)."""
+        return (self.acked != self._acked_written
+                and time.monotonic() - self._acked_at >= self.acked_every_s)  # fmt: skip
 
     def _run(self, conn: sqlite3.Connection) -> None:
         last_tick = time.monotonic()
@@ -181,10 +196,11 @@ class Committer:
         log.info("journal_log_restarted", path=str(self.log.path), after_seq=seq)
 
     def _idle(self, conn: sqlite3.Connection) -> None:
-        if self.acked != self._acked_written:
+        if self._acked_due():
             with self.db_lock:
                 self.write_acked(conn)
-        self._checkpointer.quiet()  # half a second quiet: the WAL goes into the main file
+            self._checkpointer.wrote_while_quiet(4096)
+        self._checkpointer.quiet()  # long enough quiet: the WAL goes into the main file
 
 
 def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:

@@ -31,7 +31,19 @@ CREATE TABLE IF NOT EXISTS latest (
     key TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
     payload BLOB NOT NULL
-);
+) WITHOUT ROWID;
+"""
+#: ``latest`` in one B-tree, keyed by its key: a row replaced rewrites one page of the WAL, not
+#: two (a rowid table with a text key keeps the key in an index of its own as well)
+LATEST_WITHOUT_ROWID = """
+CREATE TABLE latest_by_key (
+    key TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    payload BLOB NOT NULL
+) WITHOUT ROWID;
+INSERT INTO latest_by_key SELECT key, seq, payload FROM latest;
+DROP TABLE latest;
+ALTER TABLE latest_by_key RENAME TO latest;
 """
 
 

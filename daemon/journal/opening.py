@@ -17,6 +17,7 @@ import structlog
 
 from tableside.daemon.journal.file import (
     GENESIS,
+    LATEST_WITHOUT_ROWID,
     JournalCorrupt,
     JournalError,
     Record,
@@ -77,6 +78,7 @@ def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
         if not problems:
             # read once: a crash of this run must not find the last run's mark
             conn.execute("DELETE FROM meta WHERE key = 'sent'")
+            _latest_in_one_tree(conn, path)
             _start_log(conn, path, log, table, summary, found)
     except sqlite3.DatabaseError as exc:
         raise corrupt(path, f"not a readable journal ({exc})") from exc
@@ -125,6 +127,16 @@ def _roll_forward(
     return {**summary, "last_seq": missing[-1].seq, "last_hash": prev.hex(),
             "records": summary["records"] + len(missing),
             "newest_ts": max(summary["newest_ts"], missing[-1].ts)}  # fmt: skip
+
+
+def _latest_in_one_tree(conn: sqlite3.Connection, path: Path) -> None:
+    """A journal made before ``latest`` was a WITHOUT ROWID table gets it so, in one
+    transaction (a few rows: one per device, event kind and retained topic)."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'latest'").fetchone()
+    if "WITHOUT ROWID" in sql.upper():
+        return
+    conn.executescript(f"BEGIN; {LATEST_WITHOUT_ROWID} COMMIT;")
+    logger.info("journal_latest_rebuilt", path=str(path))
 
 
 def _start_log(

@@ -26,6 +26,14 @@ on ext4 that halves the sync (0.14-0.17 against 0.22-0.32 ms p50 here, docs/benc
 A recycled file still holds the frames of an older log after the new header: seeding each
 frame's CRC with its header's CRC makes them fail, so reading stops there (as SQLite's WAL
 does with its salts).
+
+The zeros go in one page per write call, and the file is read with readahead off: the page
+cache keeps a file in folios as large as the write (or the readahead) that brought them in
+(up to 2 MiB on ext4 since Linux 6.16), and an append that dirties a byte dirties its whole
+folio: one 5 MiB write of zeros made every append of a few hundred bytes dirty 2 MiB, which the
+kernel charged to the daemon (``/proc/PID/io`` ``write_bytes``) and counted towards its dirty
+page limits (the device got only the changed block on ext4). docs/benchmarks.md, "Bytes
+written".
 """
 
 from __future__ import annotations
@@ -218,7 +226,7 @@ class RedoLog:
         """What it holds. FileNotFoundError when there is none, ValueError when its header is
         unreadable."""
         try:
-            return decode_log(self.path.read_bytes())
+            return decode_log(_read_small_pages(self.path))
         except ValueError as exc:
             raise ValueError(f"{self.path}: {exc}") from exc
 
@@ -235,7 +243,7 @@ class RedoLog:
         try:
             size = os.fstat(fd).st_size
             if size < self.reserve:
-                _write_all(fd, bytes(self.reserve - size), size)
+                _write_zeros(fd, size, self.reserve)
                 size = self.reserve
             _write_all(fd, raw)
             os.fsync(fd)
@@ -259,7 +267,7 @@ class RedoLog:
         end = self.size + len(frame)
         if end > self._written_ahead:  # past what was written ahead: a megabyte more
             ahead = max(end, self._written_ahead + (1 << 20))
-            _write_all(self._fd, bytes(ahead - self._written_ahead), self._written_ahead)
+            _write_zeros(self._fd, self._written_ahead, ahead)
             self._written_ahead = ahead
         _write_all(self._fd, frame, self.size)
         os.fdatasync(self._fd)
@@ -276,6 +284,34 @@ def _write_all(fd: int, data: bytes, offset: int = 0) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+
+
+#: what the zeros written ahead go in, one write call each: a page of the page cache
+PAGE = os.sysconf("SC_PAGE_SIZE")
+_ZEROS = bytes(PAGE)
+
+
+def _write_zeros(fd: int, start: int, end: int) -> None:
+    """Zeros from ``start`` to ``end``, a page per write call, so that the page cache holds
+    them in single pages (a 5 MiB write is cached in 2 MiB folios: see the module's doc)."""
+    while start < end:
+        n = min(PAGE - start % PAGE, end - start)
+        _write_all(fd, _ZEROS[:n], start)
+        start += n
+
+
+def _read_small_pages(path: Path) -> bytes:
+    """The whole file, read with readahead off (``POSIX_FADV_RANDOM``): a page not cached comes
+    in as a single page, not in a large folio the next append would dirty whole."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_log(journal: Path) -> Contents | OSError | ValueError:

@@ -38,6 +38,8 @@ class Journal:
         batch: int = 2_000,
         prune_every_s: float = 60.0,
         log_bytes: int = 4 << 20,
+        acked_every_s: float = 5.0,
+        quiet_checkpoint_s: float = 30.0,
         test_clock: LabClock | None = None,
     ) -> None:
         self.path = path
@@ -48,13 +50,13 @@ class Journal:
         self._conn: sqlite3.Connection | None = None
         self._chain = Chain()
         self._progress = Progress()
-        self._checkpointer = Checkpointer(path)
+        self._checkpointer = Checkpointer(path, quiet_s=quiet_checkpoint_s)
         self._retention = Retention(path, retain_days, max_mb)
         self._reads = Reads(path, cache)
         self._committer = Committer(
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
-            housekeeping=self._housekeeping, log_bytes=log_bytes,
+            housekeeping=self._housekeeping, log_bytes=log_bytes, acked_every_s=acked_every_s,
         )  # fmt: skip
         self.recovered_acked = -1
         #: the highest seq that may have reached a broker, this run or before (the publisher
@@ -178,6 +180,8 @@ class Journal:
         if conn is None:
             return 0
         with self._committer.db_lock:
+            # retention goes by ``meta.acked`` (what a restart would resend from): the newest
+            self._committer.write_acked(conn, only_if_moved=True)
             return self._retention.prune(conn, self.clock)
 
     # -- the parts' state, as the journal's ------------------------------------------------
