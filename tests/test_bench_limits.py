@@ -59,4 +59,5 @@ def test_commit_runs_the_journal_beside_no_checkpoint_and_the_twin(tmp_path: Pat
     assert by["no ckpt", 1]["checkpoints_off_path"] == 0
     assert by["twin", 1]["txn_ms"] is None  # no database transaction to time
     assert by["this tree", 1]["wal_restarts"] > 0  # as shipped, the WAL started over
-    assert by["no ckpt", 1]["wal_restarts"] == 0 and by["no ckpt", 1]["wal_mib"] > 4
+    # left to grow: 400 one-record commits, about 2.2 WAL pages each since 1d198fe (3.5 MiB)
+    assert by["no ckpt", 1]["wal_restarts"] == 0 and by["no ckpt", 1]["wal_mib"] > 2
