@@ -121,6 +121,7 @@ class Driver(abc.ABC):
         self.options: DriverOptions = given if given is not None else self.Options()
         self._sink = sink
         self.state = ConnectionState.DISCONNECTED
+        self._detail = ""
         self.connects = 0
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
         self._connected_at: float | None = None
@@ -173,7 +174,11 @@ class Driver(abc.ABC):
         )
 
     def _set_state(self, state: ConnectionState, detail: str = "") -> None:
-        if state == self.state:
+        # A device that stays unreachable is said once, and again only when why changes: a
+        # record per attempt would be some 2,000 an hour of one device retrying, written to
+        # the controller's flash for nothing (docs/journal.md, what a record costs the storage)
+        if state == self.state and (state is not ConnectionState.DISCONNECTED
+                                    or detail == self._detail):  # fmt: skip
             return
         now = time.monotonic()
         gap: float | None = None
@@ -181,7 +186,7 @@ class Driver(abc.ABC):
             self._lost_at = now  # from here until it is back, nothing came from the device
         elif state is ConnectionState.CONNECTED and self._lost_at is not None:
             gap, self._lost_at = round(now - self._lost_at, 3), None
-        self.state = state
+        self.state, self._detail = state, detail
         log.info("device_connection", device=self.name, state=state.value, detail=detail,
                  gap_s=gap)  # fmt: skip
         self._sink(ConnectionEvent(device=self.name, state=state, detail=detail, gap_s=gap))
@@ -189,9 +194,14 @@ class Driver(abc.ABC):
     # -- supervision -----------------------------------------------------------------------
 
     async def run(self) -> NoReturn:
-        """Connect, serve, reconnect; forever. Only cancellation ends it."""
+        """Connect, serve, reconnect; forever. Only cancellation ends it.
+
+        While the device stays unreachable, an attempt that fails as the last one did changes
+        nothing on the record: no ``connecting``, no second ``disconnected``."""
+        retrying = False  # the last attempt never reached the device
         while True:
-            self._set_state(ConnectionState.CONNECTING, self.settings.url)
+            if not retrying:
+                self._set_state(ConnectionState.CONNECTING, self.settings.url)
             self._connected_at = None
             detail = ""
             try:
@@ -210,11 +220,15 @@ class Driver(abc.ABC):
                 # over it: say so loudly, and treat it like a broken link.
                 log.error("driver_failed", device=self.name, exc_info=group.exceptions[0])
                 detail = f"internal error: {group.exceptions[0]!r}"
+            again = retrying and detail == self._detail
             self._set_state(ConnectionState.DISCONNECTED, detail)
+            retrying = self._connected_at is None
             if self._connected_for() > 10:
                 self._backoff.reset()  # it worked for a while: try again soon
             delay = self._backoff.next()
-            log.info("device_reconnect", device=self.name, delay_s=round(delay, 3), why=detail)
+            (log.debug if again else log.info)(
+                "device_reconnect", device=self.name, delay_s=round(delay, 3), why=detail
+            )
             await asyncio.sleep(delay)
 
 
@@ -238,7 +252,7 @@ class FramedDriver(Driver):
     async def on_link_up(self, link: FramedLink) -> None:
         """Called once per connection: ask who the device is and how it stands. A device that
         refuses a query is reported, not disconnected."""
-        await self.query(QueryIdentity(), QueryStatus())
+        await self.query(link, QueryIdentity(), QueryStatus())
 
     async def command(self, name: str, args: Args) -> None:
         message_class = self.simple_commands.get(name)
@@ -274,11 +288,12 @@ class FramedDriver(Driver):
             link.close()
             raise
 
-    async def query(self, *messages: Message) -> None:
-        """Send queries; a device that refuses one is reported, not disconnected."""
+    async def query(self, link: FramedLink, *messages: Message) -> None:
+        """Send queries on a link coming up (before the device counts as connected); a device
+        that refuses one is reported, not disconnected."""
         for message in messages:
             try:
-                await self.require_link().send(message)
+                await link.send(message)
             except DeviceRejected as exc:
                 self.emit(
                     ProtocolErrorEvent(
@@ -372,8 +387,10 @@ class FramedDriver(Driver):
 
     async def _up(self, link: FramedLink) -> NoReturn:
         self._link = link
-        self.connected()
+        # Connected once the device has answered (its ACKs or NAKs to the queries): a port
+        # that opens with nothing behind it (a serial device switched off) is not a device
         await self.on_link_up(link)
+        self.connected()
         await self._watch_silence(link)
 
     async def _watch_silence(self, link: FramedLink) -> NoReturn:

@@ -4,6 +4,7 @@ nothing a device does makes it give up."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -120,3 +121,45 @@ async def test_host_message_from_the_device_is_a_protocol_error() -> None:
         await until(lambda: count(events, ProtocolErrorEvent) >= 1)
     error = next(e for e in events if isinstance(e, ProtocolErrorEvent))
     assert error.reason == "unexpected_direction"
+
+
+async def test_a_device_that_stays_unreachable_is_said_once_and_again_when_why_changes() -> None:
+    """Each failed attempt used to be a `connecting` and a `disconnected`: four journal records
+    (event and retained state each), some 2,000 an hour of one device retrying, on the
+    controller's flash. An attempt that fails as the last one did is not news."""
+    with socket.socket() as probe:  # a loopback port nobody listens on: refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    events: list[DeviceEvent] = []
+    settings = DriverSettings(url=f"socket://127.0.0.1:{port}", backoff_initial=0.005,
+                              backoff_max=0.01)  # fmt: skip
+    driver = ShufflerDriver("shuffler", settings, events.append)
+    task = asyncio.create_task(driver.run(), name="driver")
+    accepted = 0
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        writer.close()
+
+    try:
+        await asyncio.sleep(0.3)  # tens of refused attempts
+        states = [(e.state, e.detail) for e in events if isinstance(e, ConnectionEvent)]
+        assert [state for state, _ in states] == [
+            ConnectionState.CONNECTING,
+            ConnectionState.DISCONNECTED,
+        ]
+        assert "cannot open" in states[1][1]
+        # now something answers and hangs up at once: another reason, said once more
+        server = await asyncio.start_server(hang_up, "127.0.0.1", port)
+        async with server:
+            await until(lambda: accepted >= 10)
+            states = [(e.state, e.detail) for e in events if isinstance(e, ConnectionEvent)]
+            assert [state for state, _ in states] == [
+                ConnectionState.CONNECTING, ConnectionState.DISCONNECTED,
+                ConnectionState.DISCONNECTED,
+            ]  # fmt: skip
+            assert states[2][1] != states[1][1]
+            assert driver.connects == 0
+    finally:
+        await stop(task)
