@@ -26,9 +26,10 @@ Phases, each process on a fresh state folder:
   was journaled) and that record's checkpoint fall in it.
 * ``idle``: the same process, then ``--idle`` s with the device connected and quiet
   (heartbeats only): bytes an hour.
-* ``retrying`` (tableside only): a new process with the device connected and a second device
-  that refuses every connection (``socket://`` to a closed port), so the driver retries its
-  link all along; ``--idle`` s: bytes an hour.
+* ``retrying`` (tableside only): a new process with the device connected and two more that
+  never answer: one refuses every connection (``socket://`` to a closed port), one is a serial
+  port that opens with nothing behind it (a pty nobody answers: a device switched off), so
+  their drivers retry their links all along; ``--idle`` s: bytes an hour.
 
 ``--attribute`` (root: a tracefs instance of ``block:block_bio_queue``) says which file each
 written sector belongs to (the state's files by ``filefrag``, the file system's journal by
@@ -199,7 +200,7 @@ class Variant:
     twin: bool = False
 
 
-def config(path: Path, state: Path, broker: str, retrying: int | None) -> Path:
+def config(path: Path, state: Path, broker: str, retrying: tuple[int, str] | None) -> Path:
     text = f"""
 [table]
 id = "flash"
@@ -215,18 +216,23 @@ url = "/dev/null"
 heartbeat_timeout_s = 30
 max_frames_per_s = 100000
 """
-    if retrying is not None:  # nothing listens there: every connection is refused
+    if retrying is not None:
+        port, silent = retrying
         text += f"""
-[devices.retrying]
+[devices.refused]  # nothing listens there: every connection is refused
 driver = "tableside.shuffler"
-url = "socket://127.0.0.1:{retrying}"
+url = "socket://127.0.0.1:{port}"
+
+[devices.silent]  # a serial port with nothing behind it
+driver = "tableside.shuffler"
+url = "{silent}"
 """
     path.write_text(text)
     return path
 
 
 async def spawn(variant: Variant, pty: str, broker: str, state: Path, work: Path,
-                retrying: int | None = None) -> asyncio.subprocess.Process:  # fmt: skip
+                retrying: tuple[int, str] | None = None) -> asyncio.subprocess.Process:  # fmt: skip
     if variant.twin:
         argv = [sys.executable, str(HERE / "forwarder.py"), "--broker", broker,
                 "--durable", str(state / "durable.log"), "--pty", pty]  # fmt: skip
@@ -309,7 +315,11 @@ class Beating(Device):
 
 @contextlib.asynccontextmanager
 async def connected(
-    variant: Variant, broker: str, state: Path, work: Path, retrying: int | None = None
+    variant: Variant,
+    broker: str,
+    state: Path,
+    work: Path,
+    retrying: tuple[int, str] | None = None,
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, Beating, Seen]]:
     """The process running with one device connected (sending heartbeats), and what a
     subscriber receives from it."""
@@ -406,12 +416,21 @@ async def run_retrying(variant: Variant, args: argparse.Namespace, disk: Disk,
                        trace: Trace | None, broker: str, work: Path,
                        state: Path) -> dict[str, Any]:  # fmt: skip
     os.makedirs(state)
-    async with connected(variant, broker, state, work, retrying=free_port()) as (proc, _, seen):
-        await asyncio.sleep(2.0)
-        window = Window(disk, proc.pid, trace, state, seen)
-        window.open()
-        await asyncio.sleep(args.idle)
-        return per(window.close(), window.figures["seconds"] / 3600, "per_hour")
+    master, slave = os.openpty()  # what the driver writes is read and dropped: no answer
+    loop = asyncio.get_running_loop()
+    loop.add_reader(master, os.read, master, 4096)
+    retrying = (free_port(), os.ttyname(slave))
+    try:
+        async with connected(variant, broker, state, work, retrying) as (proc, _, seen):
+            await asyncio.sleep(2.0)
+            window = Window(disk, proc.pid, trace, state, seen)
+            window.open()
+            await asyncio.sleep(args.idle)
+            return per(window.close(), window.figures["seconds"] / 3600, "per_hour")
+    finally:
+        loop.remove_reader(master)
+        os.close(master)
+        os.close(slave)
 
 
 UNITS = {"records": "per_record", "after": "once"}

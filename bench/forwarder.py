@@ -1,7 +1,10 @@
 """The baseline for bench/latency.py: a bare pty → MQTT forwarder, no rules, no models.
 
 It does only what any bridge must: read the line, find frames, ACK each one so the device goes
-on, and publish it (QoS 1, awaiting the PUBACK). Whatever tableside adds on top of this is the
+on, and publish it (QoS 1, up to ``WINDOW`` awaiting their PUBACKs while the next frames are
+read, as tableside's publisher does; awaiting each PUBACK before reading on held one device to
+one frame per broker round trip, which made this twin slower than an independent one:
+../shared/perf/fwd.py). Whatever tableside adds on top of this is the
 cost of the product. Independent of tableside: its own minimal framing (start byte 0xA5, LEN,
 SEQ, TYPE, payload, CRC-16/CCITT-FALSE: docs/protocols/shuffler.md), nothing imported from
 the daemon, so a change to the daemon's decoder cannot move the baseline.
@@ -11,8 +14,9 @@ One task per ``--pty``; frames from the n-th go to ``<topic>/<n>``. ``--ready-to
 
 ``--durable FILE``: the durable twin, the honest limit for a daemon that journals before it
 sends (issue 20). The same code, but every frame of one read is appended to FILE and made durable
-with one ``fdatasync`` (on a worker thread, so other devices' reads go on) before any of them is
-ACKed or published.
+with one ``fdatasync`` before any of them is ACKed or published: on the event loop for one
+device (no thread hop: the least a journal can do, as the independent twin does), on a worker
+thread for several (so other devices' reads go on).
 """
 
 from __future__ import annotations
@@ -79,21 +83,41 @@ def append_durably(fd: int, data: bytes) -> None:
     os.fdatasync(fd)
 
 
-async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: int | None) -> None:
+#: QoS 1 publishes awaiting their PUBACK at once (aiomqtt's own default window is 20)
+WINDOW = 100
+
+
+async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: int | None,
+                      *, threaded: bool) -> None:  # fmt: skip
     reader, writer = await open_pty(path)
     buffer = bytearray()
+    window = asyncio.Semaphore(WINDOW)
+    publishing: set[asyncio.Task[None]] = set()
+
+    async def publish(payload: str) -> None:
+        try:
+            await client.publish(topic, payload, qos=1)
+        finally:
+            window.release()
+
     while data := await reader.read(4096):
         buffer += data
         found = [(seq, kind, payload) for seq, kind, payload in frames(buffer)
                  if kind not in (ACK, NAK)]  # fmt: skip
         if durable is not None and found:
             record = b"".join(frame(seq, kind, payload) for seq, kind, payload in found)
-            await asyncio.to_thread(append_durably, durable, record)
+            if threaded:
+                await asyncio.to_thread(append_durably, durable, record)
+            else:
+                append_durably(durable, record)
         for seq, kind, payload in found:
             writer.write(frame(seq, ACK))
             if kind == SHUFFLE_COMPLETE and len(payload) >= 4:
                 shuffle_id = int.from_bytes(payload[:4], "big")
-                await client.publish(topic, json.dumps({"shuffle_id": shuffle_id}), qos=1)
+                await window.acquire()
+                task = asyncio.create_task(publish(json.dumps({"shuffle_id": shuffle_id})))
+                publishing.add(task)
+                task.add_done_callback(publishing.discard)
 
 
 async def forward(
@@ -101,12 +125,15 @@ async def forward(
 ) -> None:
     fd = None if durable is None else os.open(durable, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     parts = urlsplit(broker)
-    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883) as client:
+    async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883,
+                              max_inflight_messages=WINDOW) as client:  # fmt: skip
+        client.pending_calls_threshold = WINDOW + 10
         if ready_topic:
             await client.publish(ready_topic, "online", qos=1, retain=True)
         async with asyncio.TaskGroup() as tg:
             for n, path in enumerate(ptys):
-                tg.create_task(forward_one(path, client, f"{topic}/{n}", fd))
+                tg.create_task(forward_one(path, client, f"{topic}/{n}", fd,
+                                           threaded=len(ptys) > 1))  # fmt: skip
 
 
 def main() -> None:

@@ -334,9 +334,9 @@ async def test_what_queued_up_is_one_commit_and_one_log_frame(tmp_path: Path) ->
     parts.start()
     try:
         await parts.progress.wait_durable(49)
-        assert parts.committer.commits == 1
     finally:
         parts.close()
+    assert parts.committer.commits == 1
     assert RedoLog(RedoLog.beside(path)).read().last == (49, records[-1].hash)
     summary, problems = verify_file(path)
     assert problems == [] and summary["last_seq"] == 49
@@ -357,18 +357,39 @@ async def _writer_stops(parts: Parts, match: str, *, within: float) -> None:
         parts.close()
 
 
-async def test_a_failed_commit_is_rolled_back_and_never_logged(tmp_path: Path) -> None:
-    """One batch whose last record cannot go in (seq 3 twice): none of it is committed, the
-    daemon is told, and the log (the mark) stays where it was: SQLite goes first."""
+async def test_a_batch_sqlite_refuses_after_its_log_sync_is_rolled_forward(
+    tmp_path: Path,
+) -> None:
+    """The log goes first: a batch synced to it is durable (its devices acknowledged, the
+    broker may have it) even when SQLite then refuses it (a full disk: the log's blocks were
+    written ahead, SQLite's were not). The writer stops, the daemon is told, SQLite has none of
+    the batch, and the next opening puts all of it back."""
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # SQLite refusing, as when full
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON records WHEN NEW.seq = 5 "
+                     "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")  # fmt: skip
+        conn.commit()
     records = chain(0, 8)
-    for record in [*records, records[3]]:
+    for record in records:
         parts.committer.queue.put(record)
-    await _writer_stops(parts, "UNIQUE", within=10)
-    assert RedoLog(RedoLog.beside(path)).read().last[0] == -1
+    parts.start()
+    try:
+        assert parts.progress.failed is not None
+        with pytest.raises(JournalError, match="disk is full"):
+            await asyncio.wait_for(parts.progress.failed, 10)
+        assert parts.progress.durable_seq == 7
+    finally:
+        parts.close()
+    assert RedoLog(RedoLog.beside(path)).read().last == (7, records[-1].hash)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+        conn.execute("DROP TRIGGER full")  # room again
+        conn.commit()
+    opened = open_checked(path, "t1", RedoLog(RedoLog.beside(path)))
+    opened.conn.close()
     summary, problems = verify_file(path)
-    assert problems == [] and summary["records"] == 0, "none of the failed batch went in"
+    assert problems == [] and summary["last_seq"] == 7 and summary["records"] == 8
 
 
 async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> None:
@@ -392,31 +413,33 @@ async def test_the_idle_writer_writes_acked_and_keeps_house(tmp_path: Path) -> N
         parts.close()
 
 
-async def test_nothing_is_acknowledged_or_sent_before_the_log_sync(tmp_path: Path) -> None:
-    """SQLite has committed the batch (no fsync), its log frame is not yet synced: neither the
-    devices' ACKs nor the publisher (both wait for ``durable_seq``) may have it."""
+async def test_nothing_is_acknowledged_sent_or_stored_before_the_log_sync(
+    tmp_path: Path,
+) -> None:
+    """The batch's log frame is written, not yet synced: neither the devices' ACKs nor the
+    publisher (both wait for ``durable_seq``) may have it, and SQLite does not hold it (so a
+    power cut never leaves SQLite ahead of the log); once synced, all three do."""
     path = tmp_path / "j.sqlite"
     parts = Parts(path)
     parts.log.release.clear()
     parts.start()
     records = chain(0, 5)
+    reader = connect_db(path, readonly=True)
     try:
         for record in records:
             parts.committer.queue.put(record)
         assert await asyncio.to_thread(parts.log.entered.wait, 10)
-        reader = connect_db(path, readonly=True)
-        try:
-            await until(lambda: reader.execute("SELECT count(*) FROM records").fetchone()[0] == 5)
-        finally:
-            reader.close()
         await asyncio.sleep(0.05)
         assert parts.progress.durable_seq == -1
         assert RedoLog(parts.log.path).read().last[0] == -1
+        assert reader.execute("SELECT count(*) FROM records").fetchone()[0] == 0
         parts.log.release.set()
         await parts.progress.wait_durable(4)
         assert parts.progress.durable_seq == 4
         assert RedoLog(parts.log.path).read().last == (4, records[-1].hash)
+        await until(lambda: reader.execute("SELECT count(*) FROM records").fetchone()[0] == 5)
     finally:
+        reader.close()
         parts.close()
 
 
@@ -523,7 +546,7 @@ async def test_reads_come_from_memory_while_it_has_them_then_from_disk(tmp_path:
     parts = Parts(path)
     parts.start()
     records = chain(0, 20)
-    reads = Reads(path, 5)
+    reads = Reads(path, 5, lambda seq: None)  # no writer: SQLite holds what it holds
     for record in records:
         parts.committer.queue.put(record)
         reads.add(record)

@@ -1,7 +1,7 @@
-"""The writer thread: whatever has queued up, from every device at once, committed in one
-SQLite transaction (group commit, no fsync) and appended to the redo log with one
-``fdatasync``: the one sync per batch. Then the devices may be acknowledged and the publisher
-may send it. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
+"""The writer thread: whatever has queued up, from every device at once, appended to the redo log
+with one ``fdatasync`` (the one sync per batch: from there the devices may be acknowledged and
+the publisher may send it), then committed in one SQLite transaction (group commit, no fsync)
+while they are. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
 checkpointer (a long enough quiet is a checkpoint); after a checkpoint that put everything into
 SQLite's main file it starts the log anew when it has grown; every ``every_s`` it runs the
 journal's housekeeping (retention). docs/journal.md, "Why group commit", "One sync per batch",
@@ -54,6 +54,8 @@ class Committer:
         #: the highest seq the broker acknowledged (the loop sets it)
         self.acked = -1
         self.commits = 0
+        #: the newest seq SQLite holds (committed after the log: a read of SQLite waits for it)
+        self._stored = _Stored()
         self._acked_written = -1
         #: ``meta.acked`` is written at most this often (docs/journal.md, "What a record costs
         #: the storage"): in a batch's transaction, or on its own when idle
@@ -83,6 +85,7 @@ class Committer:
         """At opening: ``meta.acked`` as the journal holds it, and its last record."""
         self.acked = self._acked_written = acked
         self._logged = (last_seq, last_hash)
+        self._stored.reset(last_seq)
 
     def start(self, conn: sqlite3.Connection) -> None:
         self._thread = threading.Thread(target=self._run, args=(conn,), name="journal-writer",
@@ -165,20 +168,27 @@ class Committer:
         batch = [item for item in items if item is not None]
         return batch, len(batch) < len(items)
 
+    def wait_stored(self, seq: int) -> None:
+        """(any thread but this one) Until SQLite holds the records up to ``seq`` (durable ones
+        are at most a transaction behind), or the writer stopped."""
+        self._stored.wait(seq, lambda: self._thread is None or not self._thread.is_alive())
+
     def _commit(self, conn: sqlite3.Connection, batch: list[Record]) -> None:
         latest = {r.key: r for r in batch if r.key is not None}
-        # SQLite first (no fsync): a batch it refuses (a constraint, a full disk) is rolled
-        # back and never reaches the log, so the log holds nothing SQLite did not take, and a
-        # reader that reads the log before SQLite (``journal verify``) never finds SQLite behind
-        with self.db_lock:
-            self._transaction(conn, batch, latest)
-        self.log.append(batch)  # the one sync: from here the batch survives a power cut
-        self.commits += 1
+        # The log first: its one sync makes the batch durable (a power cut from here loses
+        # none of it: the next opening rolls forward into SQLite what SQLite lacks), so the
+        # devices are acknowledged and the publisher sends while SQLite takes the batch, not
+        # after (docs/journal.md, "What the commit path holds"). A batch SQLite then refuses (a
+        # full disk: the log's blocks were written ahead, SQLite's were not) stops the daemon
+        # with the batch safe in the log, for the next opening to put back or refuse loudly.
+        self.log.append(batch)
         last = batch[-1]
         self._logged = (last.seq, last.hash)
-        # Committed and durable at once: the devices may be acknowledged and the publisher may
-        # send (a seq the broker has seen is always in the log).
         self._progress.tell(last.seq)
+        with self.db_lock:
+            self._transaction(conn, batch, latest)
+        self._stored.tell(last.seq)
+        self.commits += 1
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
         self._checkpointer.committed(grew, queue_empty=self.queue.empty())
@@ -201,6 +211,28 @@ class Committer:
                 self.write_acked(conn)
             self._checkpointer.wrote_while_quiet(4096)
         self._checkpointer.quiet()  # long enough quiet: the WAL goes into the main file
+
+
+class _Stored:
+    """The newest seq SQLite holds, told by the writer and waited for by readers of SQLite."""
+
+    def __init__(self) -> None:
+        self._seq = -1
+        self._changed = threading.Condition()
+
+    def reset(self, seq: int) -> None:
+        with self._changed:
+            self._seq = seq
+
+    def tell(self, seq: int) -> None:
+        with self._changed:
+            self._seq = seq
+            self._changed.notify_all()
+
+    def wait(self, seq: int, stopped: Callable[[], bool]) -> None:
+        with self._changed:
+            while self._seq < seq and not stopped():
+                self._changed.wait(timeout=0.1)
 
 
 def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:

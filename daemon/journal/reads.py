@@ -8,6 +8,7 @@ import asyncio
 import collections
 import itertools
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from tableside.daemon.journal.file import Record, connect_db
@@ -16,8 +17,11 @@ from tableside.daemon.journal.file import Record, connect_db
 class Reads:
     """Records by seq; what is asked for is up to ``durable`` (the caller's ``durable_seq``)."""
 
-    def __init__(self, path: Path, limit: int) -> None:
+    def __init__(self, path: Path, limit: int, stored: Callable[[int], None]) -> None:
         self.path = path
+        #: returns once SQLite holds the records up to a seq (a durable record may be a
+        #: transaction away from it: the log is synced first)
+        self._stored = stored
         self._limit = limit
         self._cache: collections.deque[Record] = collections.deque()
         self._reader: sqlite3.Connection | None = None
@@ -61,6 +65,7 @@ class Reads:
             self._reader = None
 
     def _read_disk(self, first: int, last: int) -> list[Record]:
+        self._stored(last)
         if self._reader is None:
             self._reader = connect_db(self.path, readonly=True)
         rows = self._reader.execute(

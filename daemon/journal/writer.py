@@ -52,12 +52,12 @@ class Journal:
         self._progress = Progress()
         self._checkpointer = Checkpointer(path, quiet_s=quiet_checkpoint_s)
         self._retention = Retention(path, retain_days, max_mb)
-        self._reads = Reads(path, cache)
         self._committer = Committer(
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping, log_bytes=log_bytes, acked_every_s=acked_every_s,
         )  # fmt: skip
+        self._reads = Reads(path, cache, self._committer.wait_stored)
         self.recovered_acked = -1
         #: the highest seq that may have reached a broker, this run or before (the publisher
         #: raises it as it sends); a clean close keeps it as ``meta.sent``, and after a crash
@@ -171,7 +171,8 @@ class Journal:
         conn = self._conn
         if conn is None:
             raise JournalError("journal not open")
-        return {k: bytes(p) for k, p in conn.execute("SELECT key, payload FROM latest")}
+        with self._committer.db_lock:  # the writer thread shares the connection
+            return {k: bytes(p) for k, p in conn.execute("SELECT key, payload FROM latest")}
 
     def prune(self) -> int:
         """Delete acknowledged records older than ``retain_days`` or beyond ``max_mb``; never
