@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 import tableside
+from tableside.daemon.software import SoftwareResult, SoftwareVerdict
 
 __all__ = [
     "InstallReport",
@@ -46,6 +48,7 @@ __all__ = [
     "manifest_from_wheels",
     "software_root",
     "verify_install",
+    "verify_software",
     "write_manifest",
 ]
 
@@ -302,4 +305,29 @@ def check_manifest(path: Path, root: Path | None = None) -> SoftwareCheck:
         added=tuple(sorted(set(found) - set(expected))),
         problem=problem,
         files=len(expected),
+    )
+
+
+def verify_software(configured: Path | None) -> SoftwareVerdict:
+    """The daemon's check: the installed files held to the configured manifest, else to the
+    install's own (:func:`default_manifest_path`). With neither, the software is unverified (a
+    checkout, the demo); a configured manifest that cannot be read is a mismatch."""
+    started = time.perf_counter()
+    path = default_manifest_path() if configured is None else configured
+    if configured is None and not path.exists():
+        problem = f"no manifest: none configured ([table] software_manifest), none at {path}"
+        return SoftwareVerdict(SoftwareResult.UNVERIFIED, tableside.__version__, None,
+                               problem=problem)  # fmt: skip
+    check = check_manifest(path)
+    return SoftwareVerdict(
+        SoftwareResult.OK if check.ok else SoftwareResult.MISMATCH,
+        tableside.__version__,
+        path,
+        check.manifest_sha256,
+        check.changed,
+        check.missing,
+        check.added,
+        check.problem,
+        check.files,
+        time.perf_counter() - started,
     )
