@@ -31,6 +31,7 @@ import structlog
 from tableside.daemon import proof
 from tableside.daemon.changes import config_fields
 from tableside.daemon.config import Config, DeviceConfig
+from tableside.daemon.integrity import verify_software
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import CheckpointPayload, ConfigPayload, utc_ms
 from tableside.daemon.publisher import Publisher
@@ -43,6 +44,7 @@ from tableside.daemon.runtime import (
     TableRuntime,
 )
 from tableside.daemon.sdnotify import Notifier, NotifyError
+from tableside.daemon.software import SoftwareResult
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.commands import NoArgs
 from tableside.drivers.errors import TablesideDriverError
@@ -186,7 +188,8 @@ class TableDaemon:
                                      on_rulings_moved=self._rulings_moved.set)  # fmt: skip
         facts = self.runtime.facts
         self.router = CommandRouter(self.runtime, self.drivers, self.publisher, self.journal,
-                                    spawn=self._spawn, carry_out=self._carry_out)  # fmt: skip
+                                    spawn=self._spawn, carry_out=self._carry_out,
+                                    verify_software=self.verify_software)  # fmt: skip
         self.restored = restore(self.runtime, self.drivers, self.journal, self.publisher)
         if facts.progressive is not None and self.runtime.state.meter_millicents is None:
             initial = facts.progressive.initial_cents * 1000
@@ -238,6 +241,8 @@ class TableDaemon:
                 tg.create_task(_raise_when(self.journal.failed), name="journal.watch")
                 publisher = tg.create_task(self.publisher.run(), name="mqtt.publisher")
                 self._journal_config()
+                # the software is held to its manifest before any device opens (docs/software.md)
+                await self.verify_software("start")
                 for rt in self.runtime.devices.values():
                     self.runtime.publish_device(rt, utc_ms())
                 self.runtime.publish_table("start", utc_ms())
@@ -288,6 +293,16 @@ class TableDaemon:
         record = self.publisher.enqueue(topic, ConfigPayload, utc_ms(), fields, retain=True)
         log.info("config_recorded", seq=record.seq, hash=fields["hash"],
                  changed=[change.key for change in fields["changed"]])  # fmt: skip
+
+    async def verify_software(self, checked_by: str) -> int:
+        """Hold the installed software to its manifest (in a thread: it reads every file) and
+        journal the outcome (daemon/software.py); returns the record's seq."""
+        manifest = self.config.table.software_manifest
+        verdict = await asyncio.to_thread(verify_software, manifest)
+        said = log.info if verdict.result is SoftwareResult.OK else log.warning
+        said("software_checked", result=verdict.result.value, manifest=str(verdict.manifest),
+             seconds=round(verdict.seconds, 3), checked_by=checked_by)  # fmt: skip
+        return self.runtime.software(verdict, checked_by)
 
     async def _settle(self) -> None:
         """Everything journaled so far is durable (a driver acknowledges its device's frame

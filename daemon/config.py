@@ -103,6 +103,9 @@ class TableConfig(_Strict):
     gaming_day_starts: Annotated[int, Field(ge=0, le=23)] = 0
     #: a test lab's table, not one on the casino floor: only a lab table takes [test_clock]
     lab: bool = False
+    #: the release manifest the installed software is held to (docs/software.md); unset: the
+    #: install's own, <prefix>/share/tableside/manifest.json, when there is one
+    software_manifest: _Path | None = None
 
     @field_validator("timezone")
     @classmethod

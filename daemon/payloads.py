@@ -34,6 +34,7 @@ __all__ = [
     "ReplayPayload",
     "RulingPayload",
     "RulingStatePayload",
+    "SoftwarePayload",
     "SourceEvent",
     "StatusPayload",
     "TablePayload",
@@ -321,6 +322,32 @@ class ConfigPayload(Envelope):
     )
 
 
+class SoftwarePayload(Envelope):
+    """``<prefix>/<table>/software`` (retained): the installed software held to its release
+    manifest, before any device opens and at a technician's ``verify_software``
+    (docs/software.md). A mismatch also gives a ruling that halts dealing."""
+
+    result: Literal["ok", "mismatch", "unverified"] = Field(
+        description="ok: every file matches the manifest; mismatch: a file differs, or the "
+        "configured manifest cannot be read; unverified: no manifest (a checkout, the demo)"
+    )
+    version: str = Field(description="the tableside version running")
+    manifest: str | None = Field(description="the manifest's path on the table; null: none")
+    manifest_sha256: str | None = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the manifest file, hex (what the floor approves); null when it "
+        "could not be read",
+    )
+    files: int = Field(ge=0, description="files the manifest names")
+    differ: int = Field(ge=0, description="files changed, missing or added, in all")
+    changed: list[str] = Field(description="files whose SHA-256 differs (the first 50)")
+    missing: list[str] = Field(description="files the manifest names that are not there")
+    added: list[str] = Field(description="files there that the manifest does not name")
+    problem: str | None = Field(description="why the check could not be made, or says more")
+    checked_by: str = Field(description="'start', or the role that asked (verify_software)")
+    seconds: float = Field(ge=0, description="how long the check took")
+
+
 class CheckpointPayload(Envelope):
     """``<prefix>/<table>/checkpoint``: the table's newest record, signed with its key. The
     checkpoint is itself a journal record (its own seq, the next after ``upto_seq``)."""
@@ -376,6 +403,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "command-result": CommandResult,
     "checkpoint": CheckpointPayload,
     "config": ConfigPayload,
+    "software": SoftwarePayload,
     "replay": ReplayPayload,
     "withheld": WithheldPayload,
 }
@@ -395,6 +423,7 @@ class TopicKind(enum.StrEnum):
     TABLE = "table"
     CHECKPOINT = "checkpoint"
     CONFIG = "config"
+    SOFTWARE = "software"
     REPLAY = "replay"
     WITHHELD = "withheld"
     COMMAND = "command"
@@ -466,6 +495,7 @@ _MODEL_OF: dict[TopicKind, type[BaseModel]] = {
     TopicKind.TABLE: TablePayload,
     TopicKind.CHECKPOINT: CheckpointPayload,
     TopicKind.CONFIG: ConfigPayload,
+    TopicKind.SOFTWARE: SoftwarePayload,
     TopicKind.REPLAY: ReplayPayload,
     TopicKind.WITHHELD: WithheldPayload,
     TopicKind.COMMAND: CommandRequest,

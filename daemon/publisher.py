@@ -114,6 +114,7 @@ class Topics:
         self.replay = f"{self.base}/replay"
         self.withheld = f"{self.base}/withheld"
         self.config = f"{self.base}/config"
+        self.software = f"{self.base}/software"
         #: each role's request topic, for a broker that takes no wildcard subscription
         self.command_topics = [f"{self.base}/command/{role}" for role in Role]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 
 import structlog
 from pydantic import ValidationError
@@ -46,6 +46,7 @@ from tableside.rules.commands import (
     Refused,
     Replay,
     Role,
+    VerifySoftware,
     admit,
 )
 from tableside.rules.model import Action
@@ -75,6 +76,7 @@ class CommandRouter:
         *,
         spawn: Spawn,
         carry_out: Callable[[list[DeviceAction]], None],
+        verify_software: Callable[[str], Awaitable[int]] | None = None,
     ) -> None:
         self.table = table
         #: what carries a device command out (the runtime holds no live driver)
@@ -84,6 +86,8 @@ class CommandRouter:
         self.spawn = spawn
         #: the table's own actions on its devices (the lock-out), done by the daemon
         self.carry_out = carry_out
+        #: the software check (daemon/app.py), given who asked; None: this table has none
+        self.verify_software = verify_software
         #: what the metrics read (daemon/metrics.py): (command, result)
         self.commands_by_result: collections.Counter[tuple[str, str]] = collections.Counter()
 
@@ -110,6 +114,11 @@ class CommandRouter:
             return
         if runtime is None and isinstance(args, Replay):
             self._start_replay(role, request, args, reply)
+        elif runtime is None and isinstance(args, VerifySoftware):
+            if self.verify_software is None:
+                self.result(role, request, "verify_software: no software check here", reply)
+            elif not self.spawn(self._verify(role, request, reply), "command.verify_software"):
+                self.result(role, request, "the daemon is stopping", reply)
         elif runtime is None:
             self._table_command(role, request, args, reply, override)
         elif not self.spawn(self._device_command(role, request, runtime, args, reply, override),
@@ -227,6 +236,13 @@ class CommandRouter:
         return name, args
 
     # -- the auditor's replay (docs/floor.md) ------------------------------------------------
+
+    async def _verify(self, role: str, request: CommandRequest, reply: Reply) -> None:
+        """``verify_software``: the check runs in a thread; its outcome is the ``software``
+        record, journaled before this result."""
+        assert self.verify_software is not None
+        await self.verify_software(role)
+        self.result(role, request, None, reply)
 
     def _start_replay(self, role: str, request: CommandRequest, args: Replay, reply: Reply) -> None:
         newest = self.journal.head[0]

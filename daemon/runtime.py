@@ -28,11 +28,13 @@ from tableside.daemon.payloads import (
     DeviceStatePayload,
     RulingPayload,
     RulingStatePayload,
+    SoftwarePayload,
     SourceEvent,
     TablePayload,
     utc_ms,
 )
 from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
+from tableside.daemon.software import SOFTWARE_MISMATCH, SoftwareResult, SoftwareVerdict
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
     ConnectionEvent,
@@ -48,10 +50,12 @@ from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.model import Action
 from tableside.rules.rulings import HALTING, RulingRecord
+from tableside.rules.seen import Noted
 from tableside.rules.table import (
     DeviceReport,
     EscalateRulings,
     Halt,
+    HaltEnded,
     RulingsOpened,
     TableEvent,
     TableState,
@@ -273,6 +277,30 @@ class TableRuntime:
             raise ValueError(f"unknown command {command!r}")
         self.step(declared.said(args, self.clock.now()), utc_ms())
         return self.button_actions(command)
+
+    # -- the software it runs (daemon/software.py) ---------------------------------------------
+
+    def software(self, verdict: SoftwareVerdict, checked_by: str) -> int:
+        """Journal a check of the installed software (the retained ``software`` record); a
+        mismatch gives the ruling that halts dealing (one at a time: none while another still
+        halts), a check that passes ends that halt. Returns the record's seq."""
+        ts, now = utc_ms(), self.clock.now()
+        fields = verdict.fields(checked_by)
+        seq = self.outbox.enqueue(self.topics.software, SoftwarePayload, ts, fields,
+                                  retain=True, now=now).seq  # fmt: skip
+        if verdict.result is SoftwareResult.OK:
+            self.step(HaltEnded(SOFTWARE_MISMATCH.id, now), ts)
+        elif verdict.result is SoftwareResult.MISMATCH:
+            log.warning("software_mismatch", manifest=fields["manifest"], differ=fields["differ"],
+                        problem=verdict.problem)  # fmt: skip
+            held = any(r.rule_id == SOFTWARE_MISMATCH.id and r.halts for r in self.state.rulings)
+            if not held:
+                data = {k: fields[k] for k in ("result", "manifest_sha256", "differ", "problem")}
+                source = SourceEvent(device="table", event="software", seq=seq, data=data)
+                observation = Observation("table.software", "table", Noted())
+                given = self._ruling(SOFTWARE_MISMATCH, observation, source, ts, now)
+                self._open_rulings([given], ts, now)
+        return seq
 
     # -- the table: phase, round, and what the rules count -------------------------------------
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -95,6 +96,15 @@ def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     enroll.add_argument("--key", required=True, metavar="HEX|PEMFILE",
                         help="64 hex digits, or a file holding a PEM PUBLIC KEY")  # fmt: skip
 
+    approve = action("approve-software",
+                     "approve a release manifest: tables running it are not flagged")  # fmt: skip
+    approve.add_argument("--manifest", required=True, type=_sha256, metavar="SHA256",
+                         help="the manifest's SHA-256 (`tableside verify-install --manifest` "
+                         "prints it)")  # fmt: skip
+    approve.add_argument("--note", help="why, e.g. the release and the lab's report")
+    revoke = action("revoke-software", "take a release manifest off the approved list")
+    revoke.add_argument("--manifest", required=True, type=_sha256, metavar="SHA256")
+
     verify = action("verify", "check a table's stored chain and signatures (and its journal)")
     verify.add_argument("--table", required=True)
     verify.add_argument(
@@ -107,6 +117,12 @@ def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     export.add_argument("--from", dest="first", type=int, default=0, metavar="SEQ")
     export.add_argument("--to", dest="last", type=int, default=2**62, metavar="SEQ")
     export.add_argument("--output", "-o", type=Path, help="file (default: stdout)")
+
+
+def _sha256(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"expected 64 hex digits, got {text!r}")
+    return text.lower()
 
 
 def _user(args: argparse.Namespace) -> int:
@@ -235,7 +251,8 @@ def _command(args: argparse.Namespace, run_async: Any) -> int:
             print(f"tableside floor verify: {exc}", file=sys.stderr)
             return 2
     action = {"run": _run, "gaps": _gaps, "enroll": _enroll, "verify": _verify,
-              "export": _export}[args.floor_command]  # fmt: skip
+              "export": _export, "approve-software": _approve_software,
+              "revoke-software": _revoke_software}[args.floor_command]  # fmt: skip
 
     async def go() -> int:
         try:
@@ -386,6 +403,20 @@ async def _enroll(store: Store, args: argparse.Namespace) -> int:
     hex_key = proof.public_key_hex(key)
     await store.enrol(args.table, hex_key)
     print(f"{args.table}: key {hex_key} enrolled")
+    return 0
+
+
+async def _approve_software(store: Store, args: argparse.Namespace) -> int:
+    await store.approve_software(args.manifest, args.note)
+    print(f"manifest {args.manifest} approved")
+    return 0
+
+
+async def _revoke_software(store: Store, args: argparse.Namespace) -> int:
+    if not await store.revoke_software(args.manifest):
+        print(f"tableside floor revoke-software: {args.manifest} is not approved", file=sys.stderr)
+        return 1
+    print(f"manifest {args.manifest} revoked")
     return 0
 
 

@@ -609,6 +609,31 @@ class Store(abc.ABC):
             (key_hex, table),
         )])  # fmt: skip
 
+    async def approve_software(self, manifest_sha256: str, note: str | None = None) -> None:
+        """Approve a release manifest (its SHA-256, docs/software.md): a table whose software
+        record names it is not flagged; approved again, the note and time are the new ones."""
+        await self._execute([(
+            "INSERT INTO floor_software (manifest_sha256, note, approved_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (manifest_sha256) DO UPDATE SET note = excluded.note, "
+            "approved_at = excluded.approved_at",
+            (manifest_sha256, note, _now()),
+        )])  # fmt: skip
+
+    async def revoke_software(self, manifest_sha256: str) -> bool:
+        """Take a manifest off the approved list; False when it was not on it."""
+        rows = await self._query(
+            "SELECT 1 FROM floor_software WHERE manifest_sha256 = ?", (manifest_sha256,)
+        )
+        await self._execute(
+            [("DELETE FROM floor_software WHERE manifest_sha256 = ?", (manifest_sha256,))]
+        )
+        return bool(rows)
+
+    async def approved_software(self) -> dict[str, str | None]:
+        """The approved manifests' SHA-256s, each with its note."""
+        rows = await self._query("SELECT manifest_sha256, note FROM floor_software")
+        return {digest: note for digest, note in rows}
+
     # -- reading --------------------------------------------------------------------------------
 
     async def flags(self) -> dict[str, str]:
@@ -802,6 +827,11 @@ CREATE TABLE IF NOT EXISTS floor_tables (
     pruned_before BIGINT,
     key_hex TEXT,
     flagged TEXT
+);
+CREATE TABLE IF NOT EXISTS floor_software (
+    manifest_sha256 TEXT PRIMARY KEY,
+    note TEXT,
+    approved_at DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE IF NOT EXISTS floor_problems (
     table_id TEXT NOT NULL,

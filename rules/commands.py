@@ -1067,6 +1067,25 @@ REPLAY = Command(
 COMMANDS[REPLAY.name] = REPLAY
 
 
+class VerifySoftware(Args):
+    """No arguments: the table's configured manifest is the one it is held to."""
+
+
+VERIFY_SOFTWARE = Command(
+    "verify_software",
+    "hold the installed software to its release manifest now (docs/software.md): the outcome "
+    "is the retained `software` record; a mismatch gives a ruling that halts dealing, and a "
+    "check that passes ends that halt (the ruling stays for a floorperson)",
+    frozenset({Role.TECHNICIAN}),
+    VerifySoftware,
+    "table",
+    why="the software is a technician's to install and verify, as a device's repair is; the "
+    "check reads every installed file (carried out by the daemon, not the table's rules)",
+    example={},
+)
+COMMANDS[VERIFY_SOFTWARE.name] = VERIFY_SOFTWARE
+
+
 class Refused(ValueError):
     """A request the table does not take; the message says why."""
 

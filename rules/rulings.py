@@ -41,6 +41,7 @@ __all__ = [
     "RulingState",
     "acknowledge",
     "due",
+    "end_halt",
     "end_halts",
     "escalate",
     "halt_ends",
@@ -244,6 +245,17 @@ def end_halts(rulings: Rulings, facts: TableFacts, seen: Observation, at: float)
     out = rulings
     for r in rulings:
         if r.halts and any(u.met(facts, seen) for u in _UNTIL.get(r.rule_id, ())):
+            out = _replace(out, dataclasses.replace(r, halt_ended_at=at))
+    return out
+
+
+def end_halt(rulings: Rulings, rule_id: str, at: float) -> Rulings:
+    """Every ruling of ``rule_id`` that halts dealing stops halting: the end its rule names was
+    seen outside the rows (a software check that passed, daemon/software.py); each stays
+    unresolved for a floorperson."""
+    out = rulings
+    for r in rulings:
+        if r.halts and r.rule_id == rule_id:
             out = _replace(out, dataclasses.replace(r, halt_ended_at=at))
     return out
 

@@ -57,7 +57,14 @@ from tableside.rules.hands import (
 from tableside.rules.model import Game, Observation, TableFacts
 from tableside.rules.patterns import plan_misfit, stack_size
 from tableside.rules.progressive import PAYING_HANDS
-from tableside.rules.rulings import RulingRecord, end_halts, escalate, halt_ends, open_rulings
+from tableside.rules.rulings import (
+    RulingRecord,
+    end_halt,
+    end_halts,
+    escalate,
+    halt_ends,
+    open_rulings,
+)
 from tableside.rules.seen import (
     Coup,
     DealPlanRefused,
@@ -81,6 +88,7 @@ __all__ = [
     "DeviceReport",
     "EscalateRulings",
     "Halt",
+    "HaltEnded",
     "Phase",
     "RulingsOpened",
     "Said",
@@ -302,9 +310,19 @@ class EscalateRulings:
     kind: ClassVar[str] = "escalate_rulings"
 
 
+@dataclass(frozen=True, slots=True)
+class HaltEnded:
+    """The end a halting alert names was seen by the daemon, not by the rows (a software check
+    that passed: daemon/software.py): its rulings stop halting dealing."""
+
+    rule_id: str
+    at: float
+    kind: ClassVar[str] = "halt_ended"
+
+
 #: everything that moves the table
-TableEvent = DeviceReport | Said | RulingsOpened | Halt | EscalateRulings
-_TABLE_EVENTS = (DeviceReport, Said, RulingsOpened, Halt, EscalateRulings)
+TableEvent = DeviceReport | Said | RulingsOpened | Halt | EscalateRulings | HaltEnded
+_TABLE_EVENTS = (DeviceReport, Said, RulingsOpened, Halt, EscalateRulings, HaltEnded)
 
 
 #: a ``table.<kind>`` with no fields of its own
@@ -408,6 +426,8 @@ def step(
             new = dataclasses.replace(state, halted_by=device)
         case EscalateRulings(after_s=after):
             new = dataclasses.replace(state, rulings=escalate(state.rulings, after, event.at))
+        case HaltEnded(rule_id=rule_id):
+            new = dataclasses.replace(state, rulings=end_halt(state.rulings, rule_id, event.at))
     seen = [Observation(f"table.{what}", "table",
                         dataclasses.replace(noted, round=new.round if round_ is None else round_))
             for what, round_, noted in turn.notes]  # fmt: skip

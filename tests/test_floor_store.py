@@ -120,6 +120,20 @@ async def test_keys_enrolled_and_a_flag_cleared(store: Store) -> None:
     assert await store.tables() == ["cs-01"]
 
 
+async def test_software_manifests_approved_and_revoked(store: Store) -> None:
+    """The approved list (docs/software.md), as keys are enrolled: approved again, the note is
+    the new one; revoked, it is off the list; a store opened again keeps it."""
+    one, two = "a" * 64, "b" * 64
+    assert await store.approved_software() == {}
+    await store.approve_software(one, "0.1.0 as released")
+    await store.approve_software(two)
+    await store.approve_software(one, "0.1.0, lab report 17")
+    assert await store.approved_software() == {one: "0.1.0, lab report 17", two: None}
+    assert await store.revoke_software(two) is True
+    assert await store.revoke_software(two) is False
+    assert await store.approved_software() == {one: "0.1.0, lab report 17"}
+
+
 async def test_progress_is_kept_and_a_break_flagged(store: Store) -> None:
     peer = PeerTable()
     records = [peer.event() for _ in range(4)]

@@ -366,6 +366,7 @@ class WebApp:
         logged and skipped; the rest of the batch goes on."""
         if self.store is not None:
             self.view.enrolled = set(await self.store.keys())
+            self.view.approved_software = set(await self.store.approved_software())
         now = self.clock()
         changed: set[str] = set()
         for m in shown:

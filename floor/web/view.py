@@ -40,6 +40,7 @@ from tableside.daemon.payloads import (
     Envelope,
     RulingPayload,
     RulingStatePayload,
+    SoftwarePayload,
     StatusPayload,
     TablePayload,
     TopicKind,
@@ -147,6 +148,8 @@ class TableTile:
     shufflers: dict[str, ShufflerPanel] = field(default_factory=dict)
     #: the game's pace: the first and the newest (table clock, round) heard
     rounds: tuple[tuple[float, int], tuple[float, int]] | None = None
+    #: the table's newest check of its software against its manifest (docs/software.md)
+    software: SoftwarePayload | None = None
     #: the records the table sent as withheld stand-ins (too large for the broker), newest first
     withheld: collections.deque[WithheldPayload] = field(
         default_factory=lambda: collections.deque(maxlen=KEPT_WITHHELD)
@@ -160,6 +163,8 @@ class FloorView:
         self.rulings: dict[str, FloorRuling] = {}
         #: the tables with a key enrolled (the web app keeps it from the store)
         self.enrolled: set[str] = set()
+        #: the approved release manifests' SHA-256s (the web app keeps it from the store)
+        self.approved_software: set[str] = set()
         #: tables that left the view (capped or expired) since the web app last told browsers
         self.dropped: list[str] = []
 
@@ -215,6 +220,9 @@ class FloorView:
             case CommandResult():
                 what = f"{body.role} {body.command}"
                 self._event(tile, body, what, "ok" if body.ok else body.error)
+            case SoftwarePayload():
+                tile.software = body
+                self._event(tile, body, f"software {body.result}", body.manifest_sha256)
             case WithheldPayload():
                 tile.withheld.appendleft(body)
                 self._event(tile, body, "WITHHELD", withheld_words(body))
@@ -323,6 +331,7 @@ class FloorView:
             "unverified": self.unverified(table),
             "undelivered": _undelivered(status.undelivered if status is not None else None),
             "withheld_state": self._stale(tile),
+            "software": _software(tile.software, self.approved_software),
         }
 
     def _stale(self, tile: TableTile) -> list[dict[str, object]]:
@@ -377,6 +386,32 @@ class FloorView:
             "pace": _pace(tile),
             "withheld": [_withheld(w) for w in tile.withheld],
         }
+
+
+def _software(record: SoftwarePayload | None, approved: set[str]) -> dict[str, object] | None:
+    """The table's software as a tile shows it: its version, its manifest (short), and a flag
+    when its own check failed or found no manifest, or its manifest is not approved."""
+    if record is None:
+        return None
+    digest = record.manifest_sha256
+    if record.result == "mismatch":
+        flag = (f"check failed: {record.differ} files differ" if record.differ
+                else f"check failed: {record.problem}")  # fmt: skip
+    elif record.result == "unverified" or digest is None:
+        flag = "unverified: no manifest"
+    elif digest not in approved:
+        flag = "manifest not approved"
+    else:
+        flag = None
+    return {
+        "version": record.version,
+        "manifest_sha256": digest,
+        "manifest_short": digest[:12] if digest else None,
+        "result": record.result,
+        "approved": digest is not None and digest in approved,
+        "flag": flag,
+        "checked_at": record.ts,
+    }
 
 
 def _pace(tile: TableTile) -> dict[str, object]:

@@ -75,7 +75,17 @@ function tile(t) {
       withheldCount(t.completeness),
       proofLine(t.completeness)),
     undeliveredLine(t.undelivered),
-    staleLines(t.withheld_state));
+    staleLines(t.withheld_state),
+    softwareLine(t.software));
+}
+
+// the table's software: its version, its manifest (short), flagged when not approved or when
+// the table's own check failed (docs/software.md)
+function softwareLine(s) {
+  if (!s) return el("p", { class: "software" }, "software: not reported");
+  return el("p", { class: s.flag ? "software bad" : "software", title: s.manifest_sha256 || "" },
+    `tableside ${s.version}`, s.manifest_short ? ` · manifest ${s.manifest_short}` : "",
+    s.flag ? el("strong", { class: "software-flag" }, ` · ${s.flag.toUpperCase()}`) : " · approved");
 }
 
 // a retained state (table, status, a device's) whose newest record was too large for the broker
@@ -265,6 +275,7 @@ async function renderTable(main, name) {
       " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
     undeliveredLine(t.undelivered),
     staleLines(t.withheld_state),
+    softwareLine(t.software),
     page.withheld.length ? el("section", { class: "withheld" }, el("h2", {}, "Withheld records"),
       el("ul", {}, page.withheld.map((w) => el("li", { "data-seq": w.seq }, w.text)))) : null,
     el("h2", {}, "Devices"),
