@@ -24,6 +24,9 @@ def _device_override(text: str) -> tuple[str, str]:
     return name, url
 
 
+#: where a packaged install keeps its manifest (daemon/integrity.py's default_manifest_path)
+_DEFAULT_MANIFEST = Path(sys.prefix) / "share" / "tableside" / "manifest.json"
+
 #: a subparsers' ``add_parser``: each part of the command line adds its own
 AddParser = Callable[..., argparse.ArgumentParser]
 
@@ -189,6 +192,27 @@ def _add_journal(add: AddParser) -> None:
     verify = add("verify-install", help="hash the installed software (self-check)")
     verify.add_argument("--files", action="store_true", help="list every file and its hash")
     verify.add_argument("--expect", help="exit 1 unless the overall SHA-256 is this one")
+    verify.add_argument(
+        "--manifest",
+        nargs="?",
+        type=Path,
+        const=_DEFAULT_MANIFEST,
+        metavar="PATH",
+        help="hold every installed file to the release manifest (default: the install's own, "
+        f"{_DEFAULT_MANIFEST}); exit 1 naming changed, missing and added files",
+    )
+    verify.add_argument(
+        "--write-manifest",
+        type=Path,
+        metavar="PATH",
+        help="write the release manifest of this install (or of --from-wheels) to PATH",
+    )
+    verify.add_argument(
+        "--from-wheels",
+        type=Path,
+        metavar="DIR",
+        help="with --write-manifest: the manifest of the install these wheels will make",
+    )
 
     journal = add("journal", help="check, export, back up or recover a table's journal")
     jsub = journal.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
@@ -848,9 +872,40 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify_install(args: argparse.Namespace) -> int:
-    from tableside.daemon.integrity import verify_install
+    from tableside.daemon import integrity
 
-    report = verify_install()
+    if args.from_wheels is not None and args.write_manifest is None:
+        print("--from-wheels goes with --write-manifest", file=sys.stderr)
+        return 2
+    if args.write_manifest is not None:
+        try:
+            if args.from_wheels is not None:
+                manifest = integrity.manifest_from_wheels(args.from_wheels)
+            else:
+                manifest = integrity.manifest_from_install()
+        except integrity.ManifestError as exc:
+            print(f"cannot make the manifest: {exc}", file=sys.stderr)
+            return 1
+        digest = integrity.write_manifest(manifest, args.write_manifest)
+        print(f"manifest: {args.write_manifest} ({len(manifest.files)} files)")
+        print(f"manifest sha256: {digest}")
+        print(f"version: {manifest.version}")
+        return 0
+    if args.manifest is not None:
+        check = integrity.check_manifest(args.manifest)
+        print(f"manifest: {check.manifest}")
+        print(f"manifest sha256: {check.manifest_sha256 or '-'}")
+        print(f"version: {check.version or '-'}  (running: {__version__})")
+        for label, names in (("changed", check.changed), ("missing", check.missing),
+                             ("added", check.added)):  # fmt: skip
+            for name in names:
+                print(f"{label}: {name}")
+        if check.problem is not None:
+            print(check.problem)
+        print(f"MANIFEST: all {check.files} files match" if check.ok else "MANIFEST: MISMATCH")
+        return 0 if check.ok else 1
+
+    report = integrity.verify_install()
     if args.files:
         for path, digest in sorted(report.files.items()):
             print(f"{digest}  {path}")
