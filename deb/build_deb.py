@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -189,6 +190,16 @@ def _wheels(tree: Path, into: Path, work: Path) -> list[Wheel]:
     return wheels
 
 
+def _manifest(tree: Path, wheels: Path, path: Path) -> None:
+    """The release manifest of the venv these wheels will make (docs/software.md), written by
+    the tableside being packaged: made here, before any venv exists, and held by the package
+    where the installed daemon looks for it (``<sys.prefix>/share/tableside/manifest.json``)."""
+    env = os.environ | {"PYTHONPATH": str(tree / "src")}
+    _run([sys.executable, "-m", "tableside", "verify-install", "--write-manifest", path,
+          "--from-wheels", wheels], env=env)  # fmt: skip
+    path.chmod(0o644)
+
+
 def _control(fields: dict[str, str], description: str) -> str:
     lines = [f"{key}: {value}" for key, value in fields.items()]
     summary, _, body = description.strip().partition("\n\n")
@@ -253,6 +264,8 @@ def build(out: Path) -> Path:
         for path in wheel_dir.iterdir():
             path.chmod(0o644)
         architecture, depends_on = depends(wheels, requires_python)
+        manifest = stage / SHARE / "manifest.json"
+        _manifest(tree, wheel_dir, manifest)
         _put(tree / "systemd" / "tableside@.service", stage, UNIT)
         _put(tree / "systemd" / "99-tableside.rules", stage, RULES)
         examples = sorted((tree / "config").glob("*.toml"))
@@ -285,6 +298,7 @@ def build(out: Path) -> Path:
             folder.chmod(0o755)
         deb = out / f"{PACKAGE}_{version}_{architecture}.deb"
         _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", stage, deb])
+        shutil.copyfile(manifest, out / f"{PACKAGE}_{version}_{architecture}.manifest.json")
     return deb
 
 
