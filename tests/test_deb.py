@@ -298,12 +298,21 @@ def test_installs_verifies_and_removes_with_dpkg(built: Path, machine: None) -> 
         unit = _run("systemd-analyze", "verify", "tableside@cs-01.service")
         assert unit.returncode == 0, unit.stdout + unit.stderr
 
-    # dpkg -r: the software goes, the config and every table's journal stay
+    # a table's journal and config, then the package again, as an upgrade goes (prerm upgrade,
+    # the venv made anew): the journal, its directory and the config are left as they are
     journal = STATE / "cs-01" / "journal.sqlite"
     journal.parent.mkdir()
     journal.write_bytes(b"a table's records")
     table_config = CONFIG / "cs-01.toml"
     shutil.copyfile(examples[0], table_config)
+    again = _dpkg("-i", built, offline=offline)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _run(tableside, "verify-install", "--manifest").returncode == 0
+    kept = STATE.stat()
+    assert (kept.st_uid, kept.st_gid, kept.st_mode) == (state.st_uid, state.st_gid, state.st_mode)
+    assert journal.read_bytes() == b"a table's records"
+
+    # dpkg -r: the software goes, the config and every table's journal stay
     removed = _dpkg("-r", "tableside")
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert not PREFIX.exists() and not UNIT.exists() and not ON_PATH.is_symlink()
