@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,8 +223,13 @@ instance of tableside@.service (installed, not enabled), reading /etc/tableside/
 
 
 def _installed_size(stage: Path) -> int:
-    """Installed-Size in KiB: the package's files (the venv made at install is not counted)."""
-    total = sum(p.stat().st_size for p in stage.rglob("*") if p.is_file() and not p.is_symlink())
+    """Installed-Size in KiB: the package's files and what its wheels unpack to in the venv
+    (byte-compiled files aside)."""
+    files = [p for p in stage.rglob("*") if p.is_file() and not p.is_symlink()]
+    total = sum(p.stat().st_size for p in files)
+    for wheel in (p for p in files if p.suffix == ".whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            total += sum(member.file_size for member in archive.infolist())
     return (total + 1023) // 1024
 
 
