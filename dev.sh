@@ -2,7 +2,9 @@
 # The two commands a fresh machine needs (see README.md):
 #   ./dev.sh demo [demo options]   a whole simulated table, live, end to end
 #   ./dev.sh test [pytest options] ruff, mypy --strict, then the whole test suite
-# Both create .venv (Python 3.11 or newer) and install tableside into it, editable, first.
+# and, for a controller:
+#   ./dev.sh deb [--out DIR]       the Debian package, into dist/ (systemd/README.md)
+# Each creates .venv (Python 3.11 or newer) and installs tableside into it, editable, first.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -103,7 +105,7 @@ case "$command" in
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy -p tableside
-        .venv/bin/mypy tests bench
+        .venv/bin/mypy tests bench deb
         # pytest exits 5 when it ran no test; that fails here like any other non-zero status.
         # In parallel (pytest-xdist): the suite mostly waits on brokers, daemons and devices,
         # and every test starts its own on free ports. TABLESIDE_TEST_WORKERS=0 runs it serially.
@@ -111,8 +113,13 @@ case "$command" in
         # on one worker each, which starts that broker once; the others are spread as usual.
         exec .venv/bin/pytest -n "${TABLESIDE_TEST_WORKERS:-4}" --dist loadgroup "$@"
         ;;
+    deb)
+        # tableside and its runtime dependencies as wheels, at the versions in .venv, in a .deb
+        # whose install needs no network (deb/build_deb.py says how)
+        exec .venv/bin/python deb/build_deb.py "$@"
+        ;;
     *)
-        echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
+        echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options] | ./dev.sh deb [--out DIR]" >&2
         exit 2
         ;;
 esac
