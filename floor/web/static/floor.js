@@ -75,7 +75,13 @@ function tile(t) {
       withheldCount(t.completeness),
       proofLine(t.completeness)),
     undeliveredLine(t.undelivered),
+    clockLine(t.clock),
     staleLines(t.withheld_state));
+}
+
+// the table's word that it does not trust its wall clock (its clock record)
+function clockLine(c) {
+  return c ? el("p", { class: "clock bad", role: "status", "data-seq": c.seq }, c.text) : null;
 }
 
 // a retained state (table, status, a device's) whose newest record was too large for the broker
@@ -264,6 +270,7 @@ async function renderTable(main, name) {
       c.flagged ? el("p", { class: "bad" }, c.flagged) : null,
       " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
     undeliveredLine(t.undelivered),
+    clockLine(t.clock),
     staleLines(t.withheld_state),
     page.withheld.length ? el("section", { class: "withheld" }, el("h2", {}, "Withheld records"),
       el("ul", {}, page.withheld.map((w) => el("li", { "data-seq": w.seq }, w.text)))) : null,
