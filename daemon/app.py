@@ -23,7 +23,9 @@ import contextlib
 import dataclasses
 import gc
 import math
+import os
 from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -31,6 +33,7 @@ import structlog
 from tableside.daemon import proof
 from tableside.daemon.changes import config_fields
 from tableside.daemon.config import Config, DeviceConfig
+from tableside.daemon.discipline import DISCIPLINE_FILE_ENV, POLL_S, ClockWatch, read_discipline
 from tableside.daemon.integrity import verify_software
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import CheckpointPayload, ConfigPayload, utc_ms
@@ -194,6 +197,10 @@ class TableDaemon:
         if facts.progressive is not None and self.runtime.state.meter_millicents is None:
             initial = facts.progressive.initial_cents * 1000
             self.runtime.state = dataclasses.replace(self.runtime.state, meter_millicents=initial)
+        #: the wall clock's verdict, journaled at start and whenever it changes
+        self.clock_watch = ClockWatch(config.clock.max_error_s)
+        lab_file = os.environ.get(DISCIPLINE_FILE_ENV)  # a lab's hook (daemon/discipline.py)
+        self._discipline_file = Path(lab_file) if lab_file else None
         self.ready = asyncio.Event()
         self.handling_errors = 0
         self._tasks: asyncio.TaskGroup | None = None
@@ -243,6 +250,7 @@ class TableDaemon:
                 self._journal_config()
                 # the software is held to its manifest before any device opens (docs/software.md)
                 await self.verify_software("start")
+                self._read_clock()
                 for rt in self.runtime.devices.values():
                     self.runtime.publish_device(rt, utc_ms())
                 self.runtime.publish_table("start", utc_ms())
@@ -251,6 +259,7 @@ class TableDaemon:
                     for name, driver in self.drivers.items()
                 ]
                 tg.create_task(self._escalations(), name="rulings.escalate")
+                tg.create_task(self._clock_polls(), name="clock.discipline")
                 if self.notifier.watchdog_interval:
                     tg.create_task(self._watchdog(self.notifier.watchdog_interval), name="watchdog")
                 tg.create_task(
@@ -303,6 +312,27 @@ class TableDaemon:
         said("software_checked", result=verdict.result.value, manifest=str(verdict.manifest),
              seconds=round(verdict.seconds, 3), checked_by=checked_by)  # fmt: skip
         return self.runtime.software(verdict, checked_by)
+
+    def _read_clock(self) -> None:
+        """Read the clock's discipline; journal it when its verdict changed (and at start)."""
+        record = self.clock_watch.observe(read_discipline(self._discipline_file))
+        if record is None:
+            return
+        seq = self.runtime.record_clock(record)
+        said = log.info if record.trusted else log.warning
+        said("clock", seq=seq, trusted=record.trusted, synchronised=record.synchronised,
+             esterror_us=record.esterror_us, maxerror_us=record.maxerror_us,
+             source=record.source)  # fmt: skip
+
+    async def _clock_polls(self) -> None:
+        """The kernel asked every ``POLL_S`` (daemon/discipline.py)."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                self._read_clock()
+            except Exception:  # a bug here must not stop the table; said, counted
+                self.handling_errors += 1
+                log.exception("clock_read_failed")
 
     async def _settle(self) -> None:
         """Everything journaled so far is durable (a driver acknowledges its device's frame

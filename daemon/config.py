@@ -41,6 +41,7 @@ from tableside.rules.progressive import PayTable
 
 __all__ = [
     "BrokerConfig",
+    "ClockConfig",
     "Config",
     "ConfigError",
     "DeviceConfig",
@@ -225,6 +226,15 @@ class RulingsConfig(_Strict):
     #: a ruling nobody has acknowledged this many seconds after it was given is escalated (by
     #: the table's clock: monotonic within a run; a lab's test clock runs it faster)
     escalate_after_s: Annotated[float, Field(gt=0, le=86400)] = 120.0
+
+
+class ClockConfig(_Strict):
+    """``[clock]``: when the table trusts its wall clock (daemon/discipline.py, docs/journal.md
+    "Time")."""
+
+    #: the clock's estimated error (the kernel's, as its time service says) past this many
+    #: seconds, or the clock not synchronised, is an alert; records made meanwhile say so
+    max_error_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
 
 
 class ProofConfig(_Strict):
@@ -426,6 +436,7 @@ class Config(_Strict):
     journal: JournalConfig = JournalConfig()
     rulings: RulingsConfig = RulingsConfig()
     proof: ProofConfig = ProofConfig()
+    clock: ClockConfig = ClockConfig()
     test_clock: LabClockConfig | None = None
     progressive: ProgressiveConfig | None = None
     metrics: MetricsConfig | None = None

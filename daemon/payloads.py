@@ -22,6 +22,7 @@ __all__ = [
     "PAYLOAD_MODELS",
     "PLAIN",
     "CheckpointPayload",
+    "ClockPayload",
     "CommandRequest",
     "CommandResult",
     "ConfigChange",
@@ -93,6 +94,14 @@ class Envelope(BaseModel):
         default=None,
         description="only from a lab table running a test clock ([test_clock]: its speed and "
         "offset, e.g. 'x3600 +0s'): the table's times (deck age, the gaming day) are not real",
+    )
+    untrusted_time: int | None = Field(
+        default=None,
+        ge=0,
+        exclude_if=lambda seq: seq is None,
+        description="present only on a record made while the table did not trust its wall "
+        "clock (not synchronised, or its estimated error past [clock] max_error_s): the seq "
+        "of the clock record that said so; its ts may be off by more than that bound",
     )
 
 
@@ -348,6 +357,26 @@ class SoftwarePayload(Envelope):
     seconds: float = Field(ge=0, description="how long the check took")
 
 
+class ClockPayload(Envelope):
+    """``<prefix>/<table>/clock`` (retained): the wall clock's discipline as the kernel has it
+    (``adjtimex``), journaled at each start and whenever the verdict changes (daemon/
+    discipline.py, docs/journal.md "Time")."""
+
+    synchronised: bool = Field(description="a time service disciplines the clock (the "
+                               "kernel's STA_UNSYNC is clear)")  # fmt: skip
+    trusted: bool = Field(
+        description="synchronised, and the estimated error within bound_s: records made while "
+        "it is false carry untrusted_time"
+    )
+    esterror_us: int = Field(description="the estimated error, microseconds (-1: unknown)")
+    maxerror_us: int = Field(description="the error's bound, microseconds (-1: unknown)")
+    bound_s: float = Field(description="[clock] max_error_s: the estimated error trusted")
+    source: str = Field(
+        description="where it was read: 'adjtimex' (the kernel), or 'file <path>', a lab's "
+        "test hook; with why it could not be read, if so"
+    )
+
+
 class CheckpointPayload(Envelope):
     """``<prefix>/<table>/checkpoint``: the table's newest record, signed with its key. The
     checkpoint is itself a journal record (its own seq, the next after ``upto_seq``)."""
@@ -404,6 +433,7 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "checkpoint": CheckpointPayload,
     "config": ConfigPayload,
     "software": SoftwarePayload,
+    "clock": ClockPayload,
     "replay": ReplayPayload,
     "withheld": WithheldPayload,
 }
@@ -424,6 +454,7 @@ class TopicKind(enum.StrEnum):
     CHECKPOINT = "checkpoint"
     CONFIG = "config"
     SOFTWARE = "software"
+    CLOCK = "clock"
     REPLAY = "replay"
     WITHHELD = "withheld"
     COMMAND = "command"
@@ -496,6 +527,7 @@ _MODEL_OF: dict[TopicKind, type[BaseModel]] = {
     TopicKind.CHECKPOINT: CheckpointPayload,
     TopicKind.CONFIG: ConfigPayload,
     TopicKind.SOFTWARE: SoftwarePayload,
+    TopicKind.CLOCK: ClockPayload,
     TopicKind.REPLAY: ReplayPayload,
     TopicKind.WITHHELD: WithheldPayload,
     TopicKind.COMMAND: CommandRequest,

@@ -115,6 +115,7 @@ class Topics:
         self.withheld = f"{self.base}/withheld"
         self.config = f"{self.base}/config"
         self.software = f"{self.base}/software"
+        self.clock = f"{self.base}/clock"
         #: each role's request topic, for a broker that takes no wildcard subscription
         self.command_topics = [f"{self.base}/command/{role}" for role in Role]
 
@@ -225,6 +226,16 @@ class Publisher:
         if retain:
             self._retained[topic] = (record.seq, record.payload)
         return record
+
+    def untrusted_time(self, clock_seq: int | None) -> None:
+        """Every record enqueued from now on says the table does not trust its clock, naming
+        the ``clock`` record that said so (``clock_seq``), or (None) nothing: trusted. A new
+        head, not the old one changed: a record already enqueued keeps the one it was made
+        with."""
+        head = {k: v for k, v in self._head.items() if k != "untrusted_time"}
+        if clock_seq is not None:  # last, as in Envelope: a plain payload keeps the model's order
+            head["untrusted_time"] = clock_seq
+        self._head = head
 
     def envelope(self, ts: str, seq: int, **flags: bool) -> dict[str, Any]:
         """The fields every payload of this table carries, for a message made here."""
@@ -458,8 +469,9 @@ class Publisher:
     def stand_in(self, record: Record, size: int, limit: int, *, redelivered: bool) -> bytes:
         """The ``withheld`` payload in place of ``record``, whose PUBLISH of ``size`` bytes is
         larger than the broker's ``limit``."""
+        stamp = _stamp(record.payload)  # the record's own time and its quality
         return WithheldPayload(
-            **self.envelope(_json_ts(record.payload), record.seq, redelivered=redelivered),
+            **{**self.envelope(stamp["ts"], record.seq, redelivered=redelivered), **stamp},
             topic=record.topic, retain=record.retain, size=size, limit=limit,
         ).model_dump_json().encode()  # fmt: skip
 
@@ -706,10 +718,13 @@ class _Drain:
             self.conn.on_room = None
 
 
-def _json_ts(payload: bytes) -> str:
-    """The ``ts`` a journaled payload carries (its envelope's), for its stand-in."""
+def _stamp(payload: bytes) -> dict[str, Any]:
+    """The ``ts`` a journaled payload carries (its envelope's) and its ``untrusted_time``, for
+    its stand-in."""
     try:
-        ts = json.loads(payload).get("ts")
+        body = json.loads(payload)
+        ts, untrusted = body.get("ts"), body.get("untrusted_time")
     except (ValueError, AttributeError):
-        return utc_ms()
-    return ts if isinstance(ts, str) else utc_ms()
+        return {"ts": utc_ms(), "untrusted_time": None}
+    return {"ts": ts if isinstance(ts, str) else utc_ms(),
+            "untrusted_time": untrusted if isinstance(untrusted, int) else None}  # fmt: skip

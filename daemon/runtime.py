@@ -21,8 +21,10 @@ import structlog
 
 from tableside.daemon.clock import RunClock
 from tableside.daemon.config import DeviceConfig
+from tableside.daemon.discipline import CLOCK_ALERT, ClockRecord
 from tableside.daemon.firmware import firmware_change
 from tableside.daemon.payloads import (
+    ClockPayload,
     DeviceEventPayload,
     DeviceIdentity,
     DeviceStatePayload,
@@ -256,6 +258,26 @@ class TableRuntime:
             log.warning("shuffle_alert", device=rt.name, test=alert.test, p_value=alert.p_value,
                         shuffles=alert.shuffles)  # fmt: skip
             self._handle(rt, alert, actions)
+
+    # -- the wall clock's verdict (daemon/discipline.py) --------------------------------------
+
+    def record_clock(self, record: ClockRecord) -> int:
+        """Journal a reading of the clock's discipline (retained ``clock``); every record after
+        it says whether the clock is trusted (``untrusted_time``). A clock not trusted gives an
+        alert ruling, unless one given earlier is still unresolved. Returns the record's seq."""
+        ts, now = utc_ms(), self.clock.now()
+        data = record.data()
+        seq = self.outbox.enqueue(self.topics.clock, ClockPayload, ts, data, retain=True,
+                                  now=now).seq  # fmt: skip
+        self.outbox.untrusted_time(None if record.trusted else seq)
+        if record.trusted or any(
+            r.rule_id == CLOCK_ALERT.id and r.unresolved for r in self.state.rulings
+        ):
+            return seq
+        observation = Observation(f"table.{record.kind}", "table", record)
+        source = SourceEvent(device="table", event=record.kind, seq=seq, data=data)
+        self._open_rulings([self._ruling(record.rule(), observation, source, ts, now)], ts, now)
+        return seq
 
     def button_actions(self, button: str) -> list[DeviceAction]:
         """ "No more bets" locks every acceptor out; "bets open" releases them."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import re
 import shutil
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tableside.daemon.discipline import DISCIPLINE_FILE_ENV
 from tests.ports import free_port
 from tests.postgres import Postgres
 
@@ -156,6 +158,27 @@ def _no_broker_outlives_its_test() -> Iterator[None]:
     yield
     for broker in list(_RUNNING):
         broker.stop()
+
+
+#: a synchronised clock, as a lab's discipline file says it (daemon/discipline.py)
+SYNCHRONISED = '{"synchronised": true, "esterror_us": 1000, "maxerror_us": 20000}'
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _synchronised_clock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every daemon the tests start (in this process or a child) reads its clock's discipline
+    from a file saying it is synchronised, through the lab's hook, not from this machine's
+    kernel, whose clock a container or CI runner often leaves unsynchronised: a test of the
+    clock itself sets the hook (or unsets it, for the kernel) with monkeypatch."""
+    path = tmp_path_factory.mktemp("clock") / "discipline.json"
+    path.write_text(SYNCHRONISED, encoding="utf-8")
+    before = os.environ.get(DISCIPLINE_FILE_ENV)
+    os.environ[DISCIPLINE_FILE_ENV] = str(path)
+    yield
+    if before is None:
+        os.environ.pop(DISCIPLINE_FILE_ENV, None)
+    else:
+        os.environ[DISCIPLINE_FILE_ENV] = before
 
 
 @pytest.fixture

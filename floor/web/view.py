@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tableside.daemon.payloads import (
+    ClockPayload,
     CommandResult,
     DeviceEventPayload,
     DeviceStatePayload,
@@ -150,6 +151,8 @@ class TableTile:
     rounds: tuple[tuple[float, int], tuple[float, int]] | None = None
     #: the table's newest check of its software against its manifest (docs/software.md)
     software: SoftwarePayload | None = None
+    #: the table's newest word on its wall clock (daemon/discipline.py)
+    clock: ClockPayload | None = None
     #: the records the table sent as withheld stand-ins (too large for the broker), newest first
     withheld: collections.deque[WithheldPayload] = field(
         default_factory=lambda: collections.deque(maxlen=KEPT_WITHHELD)
@@ -223,6 +226,9 @@ class FloorView:
             case SoftwarePayload():
                 tile.software = body
                 self._event(tile, body, f"software {body.result}", body.manifest_sha256)
+            case ClockPayload():
+                if tile.clock is None or body.seq >= tile.clock.seq:  # a retained one comes late
+                    tile.clock = body
             case WithheldPayload():
                 tile.withheld.appendleft(body)
                 self._event(tile, body, "WITHHELD", withheld_words(body))
@@ -330,6 +336,7 @@ class FloorView:
             "completeness": _brief(tile.completeness),
             "unverified": self.unverified(table),
             "undelivered": _undelivered(status.undelivered if status is not None else None),
+            "clock": _clock(tile.clock),
             "withheld_state": self._stale(tile),
             "software": _software(tile.software, self.approved_software),
         }
@@ -430,6 +437,22 @@ def _withheld(w: WithheldPayload) -> dict[str, object]:
     return w.model_dump(mode="json", include={"seq", "ts", "topic", "retain", "size", "limit"}) | {
         "text": withheld_words(w)
     }
+
+
+def _clock(clock: ClockPayload | None) -> dict[str, object] | None:
+    """The table's wall clock while the table does not trust it, with the words the tile
+    shows; None while it does (or has not said)."""
+    if clock is None or clock.trusted:
+        return None
+    if not clock.synchronised:
+        text = "clock not synchronised"
+    else:
+        text = f"clock error {clock.esterror_us / 1e6:g} s, past {clock.bound_s:g} s"
+    text += f": times since {clock.ts[11:19]} untrusted (seq {clock.seq}, {clock.source})"
+    return clock.model_dump(mode="json", include={"seq", "ts", "synchronised", "esterror_us",
+                                                  "maxerror_us", "bound_s", "source"}) | {
+        "text": text
+    }  # fmt: skip
 
 
 def _undelivered(refused: Undelivered | None) -> dict[str, object] | None:

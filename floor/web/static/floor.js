@@ -75,6 +75,7 @@ function tile(t) {
       withheldCount(t.completeness),
       proofLine(t.completeness)),
     undeliveredLine(t.undelivered),
+    clockLine(t.clock),
     staleLines(t.withheld_state),
     softwareLine(t.software));
 }
@@ -86,6 +87,11 @@ function softwareLine(s) {
   return el("p", { class: s.flag ? "software bad" : "software", title: s.manifest_sha256 || "" },
     `tableside ${s.version}`, s.manifest_short ? ` · manifest ${s.manifest_short}` : "",
     s.flag ? el("strong", { class: "software-flag" }, ` · ${s.flag.toUpperCase()}`) : " · approved");
+}
+
+// the table's word that it does not trust its wall clock (its clock record)
+function clockLine(c) {
+  return c ? el("p", { class: "clock bad", role: "status", "data-seq": c.seq }, c.text) : null;
 }
 
 // a retained state (table, status, a device's) whose newest record was too large for the broker
@@ -274,6 +280,7 @@ async function renderTable(main, name) {
       c.flagged ? el("p", { class: "bad" }, c.flagged) : null,
       " · ", el("a", { href: `/api/table/${encodeURIComponent(t.table)}/export` }, "export")),
     undeliveredLine(t.undelivered),
+    clockLine(t.clock),
     staleLines(t.withheld_state),
     softwareLine(t.software),
     page.withheld.length ? el("section", { class: "withheld" }, el("h2", {}, "Withheld records"),
