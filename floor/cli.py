@@ -82,7 +82,9 @@ def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     user.add_argument("--users", type=Path, default=DEFAULT_USERS, metavar="FILE")
     user.add_argument("user_action", choices=("add", "remove", "list"))
     user.add_argument("name", nargs="?")
-    user.add_argument("--role", help="dealer, floorperson, technician, auditor or surveillance")
+    user.add_argument(
+        "--role", help="dealer, floorperson, technician, auditor, surveillance or supervisor"
+    )
     user.add_argument("--password-stdin", action="store_true",
                       help="read the password from stdin (default: ask twice)")  # fmt: skip
 
@@ -305,6 +307,7 @@ async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> i
     web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
                      secure_cookies=tls is not None, metrics=floor.metrics)  # fmt: skip
     floor.on_stored = web_app.stored
+    web_app.keys_changed = floor.keys_changed
     host, port = args.http
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(send.aclose)
