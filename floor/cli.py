@@ -83,7 +83,9 @@ def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     user.add_argument("--users", type=Path, default=DEFAULT_USERS, metavar="FILE")
     user.add_argument("user_action", choices=("add", "remove", "list"))
     user.add_argument("name", nargs="?")
-    user.add_argument("--role", help="dealer, floorperson, technician, auditor or surveillance")
+    user.add_argument(
+        "--role", help="dealer, floorperson, technician, auditor, surveillance or supervisor"
+    )
     user.add_argument("--password-stdin", action="store_true",
                       help="read the password from stdin (default: ask twice)")  # fmt: skip
 
@@ -104,6 +106,16 @@ def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     approve.add_argument("--note", help="why, e.g. the release and the lab's report")
     revoke = action("revoke-software", "take a release manifest off the approved list")
     revoke.add_argument("--manifest", required=True, type=_sha256, metavar="SHA256")
+    enroll.add_argument("--reason", default="", help="why (kept on the record)")
+    revoke = action("revoke", "trust a table's enrolled key no more (on the record, with why)")
+    revoke.add_argument("--table", required=True)
+    revoke.add_argument(
+        "--key",
+        required=True,
+        metavar="HEX",
+        help="the key enrolled now (64 hex digits), as `floor gaps` shows it",
+    )
+    revoke.add_argument("--reason", required=True, help="why (kept on the record)")
 
     verify = action("verify", "check a table's stored chain and signatures (and its journal)")
     verify.add_argument("--table", required=True)
@@ -250,8 +262,8 @@ def _command(args: argparse.Namespace, run_async: Any) -> int:
         except (OSError, ValueError) as exc:
             print(f"tableside floor verify: {exc}", file=sys.stderr)
             return 2
-    action = {"run": _run, "gaps": _gaps, "enroll": _enroll, "verify": _verify,
-              "export": _export, "approve-software": _approve_software,
+    action = {"run": _run, "gaps": _gaps, "enroll": _enroll, "revoke": _revoke,
+              "verify": _verify, "export": _export, "approve-software": _approve_software,
               "revoke-software": _revoke_software}[args.floor_command]  # fmt: skip
 
     async def go() -> int:
@@ -311,6 +323,7 @@ async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> i
     web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
                      secure_cookies=tls is not None, metrics=floor.metrics)  # fmt: skip
     floor.on_stored = web_app.stored
+    web_app.keys_changed = floor.keys_changed
     host, port = args.http
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(send.aclose)
@@ -401,8 +414,8 @@ async def _enroll(store: Store, args: argparse.Namespace) -> int:
         print(f"tableside floor enroll: --key: {exc}", file=sys.stderr)
         return 2
     hex_key = proof.public_key_hex(key)
-    await store.enrol(args.table, hex_key)
-    print(f"{args.table}: key {hex_key} enrolled")
+    done = await store.enrol(args.table, hex_key, by=_os_login(), via="cli", reason=args.reason)
+    print(f"{args.table}: key {hex_key} enrolled (by {done.by or 'an unnamed login'})")
     return 0
 
 
@@ -418,6 +431,23 @@ async def _revoke_software(store: Store, args: argparse.Namespace) -> int:
         return 1
     print(f"manifest {args.manifest} revoked")
     return 0
+
+
+async def _revoke(store: Store, args: argparse.Namespace) -> int:
+    try:
+        done = await store.revoke(args.table, args.key.lower(), by=_os_login(), via="cli",
+                                  reason=args.reason)  # fmt: skip
+    except ValueError as exc:
+        print(f"tableside floor revoke: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.table}: key {done.key_hex} revoked (by {done.by or 'an unnamed login'}): "
+          "its checkpoints stored from now on are not vouched for")  # fmt: skip
+    return 0
+
+
+def _os_login() -> str:
+    """Who ran the command, as the system says (the daemon's config record asks the same)."""
+    return os.environ.get("SUDO_USER") or os.environ.get("LOGNAME") or os.environ.get("USER") or ""
 
 
 def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
@@ -437,17 +467,18 @@ def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
 async def _verify(store: Store, args: argparse.Namespace) -> int:
     from tableside.daemon.payloads import split_topic
     from tableside.floor.store import FAILED, Progress, stands_in
-    from tableside.floor.verify import against_export, recheck, walk
+    from tableside.floor.verify import KeyHistory, against_export, recheck, walk
 
     state = await store.state(args.table)
     if state is None:
         print(f"tableside floor verify: no table {args.table!r} in {args.store}", file=sys.stderr)
         return 1
     keys = {t: proof.trusted_key(k) for t, k in (await store.keys()).items()}
+    history = KeyHistory({args.table: await store.enrolments(args.table)}, keys)
     stored = await store.records(args.table, limit=2**62)
     split = split_topic(args.table, stored[0].topic) if stored else None
     prefix = split[0] if split is not None else "tableside"
-    checked = list(recheck(prefix, stored, keys))
+    checked = list(recheck(prefix, stored, keys, history))
     findings = [f"seq {m.seq}: {m.reason or m.verdict}" for m in checked if m.verdict in FAILED]
     progress, walked = walk(Progress(), checked, state.pruned_before or 0, across_gaps=True)
     findings.extend(str(f) for f in walked)

@@ -190,6 +190,11 @@ class Floor:
             if self.repair.tail:
                 group.create_task(self._tail(), name="floor-tail")
 
+    async def keys_changed(self) -> None:
+        """A key was enrolled or revoked (the web view's supervisor): trusted, or no more, from
+        the next message on, not only from the next look for gaps."""
+        await self._load_keys()
+
     async def _load_keys(self) -> None:
         keys: dict[str, Ed25519PublicKey] = {}
         for table, text in (await self.store.keys()).items():

@@ -41,6 +41,7 @@ __all__ = [
     "FAILED",
     "N_COLUMNS",
     "UNTRUSTED",
+    "Enrolment",
     "Kind",
     "Message",
     "Problem",
@@ -87,6 +88,23 @@ FAILED = frozenset(
 #: a checkpoint's signature not trusted: the table is flagged, and every message stored from it
 #: carries the flag, until a key is enrolled
 UNTRUSTED = frozenset({"forged", "not-enrolled"})
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolment:
+    """A key enrolled for a table's checkpoints, or revoked: on the record, who, when, how
+    (``web``: a supervisor in the web view; ``cli``: ``tableside floor enroll``), and why."""
+
+    table: str
+    key_hex: str
+    #: "enrolled" or "revoked"
+    action: Literal["enrolled", "revoked"]
+    #: the login: the web view's user, or the OS login that ran the command ("" if none said)
+    by: str
+    via: str
+    #: the floor's clock (UTC seconds), when it was stored
+    at: float
+    reason: str = ""
 
 
 class StoreError(RuntimeError):
@@ -601,13 +619,85 @@ class Store(abc.ABC):
             "UPDATE floor_tables SET flagged = ? WHERE table_id = ?", (why, table)
         )])  # fmt: skip
 
-    async def enrol(self, table: str, key_hex: str) -> None:
+    async def enrol(
+        self, table: str, key_hex: str, *, by: str = "", via: str = "", reason: str = ""
+    ) -> Enrolment:
         """Trust this public key (64 hex digits) for the table's checkpoints; clears a flag
-        a forged or unenrolled checkpoint set."""
+        a forged or unenrolled checkpoint set. On the record (``enrolments``), in the same
+        transaction."""
+        done = Enrolment(table, key_hex, "enrolled", by, via, _now(), reason)
         await self._execute([self._ensure(table), (
             "UPDATE floor_tables SET key_hex = ?, flagged = NULL WHERE table_id = ?",
             (key_hex, table),
-        )])  # fmt: skip
+        ), self._enrolment_sql(done)])  # fmt: skip
+        return done
+
+    async def revoke(
+        self, table: str, key_hex: str, *, by: str, via: str, reason: str
+    ) -> Enrolment:
+        """Trust the table's enrolled key no more: from now on its checkpoints are not vouched
+        for (docs/floor.md, "Enrolment and revocation"). ``key_hex`` must be the key enrolled
+        now (ValueError otherwise: none, or another since the caller looked)."""
+        if not reason.strip():
+            raise ValueError("a revocation needs a reason")
+        done = Enrolment(table, key_hex, "revoked", by, via, _now(), reason)
+        rows = await self._query("SELECT key_hex FROM floor_tables WHERE table_id = ?", (table,))
+        enrolled = rows[0][0] if rows else None
+        if enrolled != key_hex:
+            raise ValueError(
+                f"table {table!r}: key {key_hex[:16]}… is not the one enrolled "
+                f"({'none is' if enrolled is None else enrolled[:16] + '…'})"
+            )
+        await self._execute([(
+            "UPDATE floor_tables SET key_hex = NULL WHERE table_id = ? AND key_hex = ?",
+            (table, key_hex),
+        ), self._enrolment_sql(done)])  # fmt: skip
+        return done
+
+    def _enrolment_sql(self, e: Enrolment) -> tuple[str, Sequence[object]]:
+        return ("INSERT INTO floor_enrolments (table_id, key_hex, action, by_login, via, at, "
+                "reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (e.table, e.key_hex, e.action, _clean(e.by) or "", e.via, e.at,
+                 _clean(e.reason) or ""))  # fmt: skip
+
+    async def enrolments(
+        self, table: str | None = None, since: float = 0.0, until: float = 2.0**62
+    ) -> list[Enrolment]:
+        """Every enrolment and revocation on the record (of one table if given), oldest first."""
+        where, params = ["at >= ?", "at < ?"], [since, until]
+        if table is not None:
+            where.append("table_id = ?")
+            params.append(table)  # type: ignore[arg-type]
+        rows = await self._query(
+            "SELECT table_id, key_hex, action, by_login, via, at, reason FROM floor_enrolments "
+            f"WHERE {' AND '.join(where)} ORDER BY at, id",
+            params,
+        )
+        return [Enrolment(t, k, a, b, v, float(at), r) for t, k, a, b, v, at, r in rows]
+
+    async def records_between(
+        self,
+        table: str,
+        since: float,
+        until: float,
+        *,
+        topics: Sequence[str] = (),
+        like: Sequence[str] = (),
+        limit: int = 100_000,
+    ) -> list[Message]:
+        """The table's records whose journal time (the arrival, for one with no chain entry)
+        is in [since, until), on one of ``topics`` or a topic matching one of ``like`` (SQL
+        LIKE patterns), oldest first."""
+        which = ["topic = ?"] * len(topics) + ["topic LIKE ?"] * len(like)
+        if not which:
+            return []
+        rows = await self._query(
+            f"{_SELECT} WHERE table_id = ? AND record_seq IS NOT NULL AND "
+            f"({' OR '.join(which)}) AND COALESCE(chain_ts, arrival) >= ? AND "
+            "COALESCE(chain_ts, arrival) < ? ORDER BY record_seq LIMIT ?",
+            (table, *topics, *like, since, until, limit),
+        )
+        return [_message(row) for row in rows]
 
     async def approve_software(self, manifest_sha256: str, note: str | None = None) -> None:
         """Approve a release manifest (its SHA-256, docs/software.md): a table whose software
@@ -833,6 +923,17 @@ CREATE TABLE IF NOT EXISTS floor_software (
     note TEXT,
     approved_at DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS floor_enrolments (
+    id {id},
+    table_id TEXT NOT NULL,
+    key_hex TEXT NOT NULL,
+    action TEXT NOT NULL,
+    by_login TEXT NOT NULL,
+    via TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS floor_enrolments_by_table ON floor_enrolments (table_id, at);
 CREATE TABLE IF NOT EXISTS floor_problems (
     table_id TEXT NOT NULL,
     seq BIGINT NOT NULL,

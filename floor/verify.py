@@ -32,9 +32,26 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tableside.daemon import proof
 from tableside.daemon.payloads import TopicKind, WithheldPayload, parse_payload, parse_topic
 from tableside.floor.judge import _proof, judge
-from tableside.floor.store import FAILED, UNTRUSTED, Message, Progress, Verdict, stands_in
+from tableside.floor.store import (
+    FAILED,
+    UNTRUSTED,
+    Enrolment,
+    Message,
+    Progress,
+    Verdict,
+    stands_in,
+)
 
-__all__ = ["Finding", "against_export", "export_line", "recheck", "vouched", "waits", "walk"]
+__all__ = [
+    "Finding",
+    "KeyHistory",
+    "against_export",
+    "export_line",
+    "recheck",
+    "vouched",
+    "waits",
+    "walk",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +249,50 @@ def waits(
     return not any(r.hash == occupant.prev and r.prev == previous.prev for r in rivals)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyHistory:
+    """Which key the floor trusted for a table's checkpoint, by when the floor stored it (its
+    arrival, the floor's own clock: a table's word on its time is no proof), from the
+    enrolments and revocations on the record (``Store.enrolments``).
+
+    The key of the newest enrolment or revocation at or before the arrival: an enrolment's key,
+    nothing after a revocation (a key revoked, even enrolled again later, vouches for nothing
+    stored between the two). Before the first of them, its key: a checkpoint stored before its
+    table's key was enrolled verifies once it is, and the key a revocation revoked was trusted
+    until then. A table with none on the record (enrolled before they were kept) has the key
+    enrolled now, for all time."""
+
+    events: Mapping[str, list[Enrolment]]
+    now: Mapping[str, Ed25519PublicKey]
+
+    def key_at(self, table: str, arrival: float) -> Ed25519PublicKey | None:
+        events = self.events.get(table)
+        if not events:
+            return self.now.get(table)
+        before = [e for e in events if e.at <= arrival]
+        chosen = before[-1] if before else events[0]
+        if before and chosen.action == "revoked":
+            return None
+        try:
+            return proof.trusted_key(chosen.key_hex)
+        except ValueError:
+            return None
+
+    def keys_at(self, table: str, arrival: float) -> dict[str, Ed25519PublicKey]:
+        key = self.key_at(table, arrival)
+        return {} if key is None else {table: key}
+
+
 def recheck(
-    prefix: str, records: Iterable[Message], keys: Mapping[str, Ed25519PublicKey]
+    prefix: str,
+    records: Iterable[Message],
+    keys: Mapping[str, Ed25519PublicKey],
+    history: KeyHistory | None = None,
 ) -> Iterator[Message]:
     """Each record with its verdict worked out again from what is stored (against the keys
-    enrolled now: a checkpoint stored before its table's key was enrolled verifies now)."""
+    enrolled now: a checkpoint stored before its table's key was enrolled verifies now; with
+    ``history``, against the key trusted when it was stored: one stored after its key was
+    revoked is not vouched for, one stored before stays verified)."""
     for r in records:
         if r.hash is None or r.prev is None or r.chain_ts is None or r.seq is None or stands_in(r):
             yield r  # (a stand-in has no content to hash: its verdict stays)
@@ -246,8 +302,9 @@ def recheck(
             yield r
             continue
         chain = proof.Chain(r.prev, r.hash, r.chain_ts)
+        trusted = keys if history is None else history.keys_at(r.table, r.arrival)
         verdict, reason = _proof(r.table, where, r.seq, r.topic, r.retain, r.payload, None, chain,
-                                 keys)  # fmt: skip
+                                 trusted)  # fmt: skip
         if r.verdict in ("break", "conflict", "malformed") and verdict == "ok":
             yield r  # a finding of the walk, or of the payload, not of the chain entry alone
         else:

@@ -770,3 +770,81 @@ async def test_sqlite_never_holds_what_the_log_has_not_synced(tmp_path: Path) ->
     assert log_of(path).read().last[0] == journal.next_seq - 1
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT max(seq) FROM records").fetchone()[0] == journal.next_seq - 1
+
+
+# -- issue 31: a first start cut short ------------------------------------------------------
+
+
+def _lose_journal(path: Path) -> None:
+    """The journal's file emptied, its -wal and -shm gone (its log left as it is)."""
+    path.write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def _cut_first_start(path: Path, how: str) -> None:
+    """A table's very first start, cut by a power cut after its log was made (synced) and before
+    the journal's own file was: what was not yet durable of the journal is gone. The log is the
+    one that start made (base -1, no records); the journal is as the cut leaves it."""
+    first = Journal(path, "t1")
+    first.open()  # the first start: the journal made, its log started after seq -1
+    first.close()
+    assert RedoLog(RedoLog.beside(path)).read().last[0] == -1
+    _lose_journal(path)
+    if how == "no file":  # its directory entry never reached the disk
+        path.unlink()
+    elif how == "empty file":  # created, nothing of it written
+        path.write_bytes(b"")
+    else:  # "no tables": SQLite's header written, the schema in a -wal that was lost
+        path.unlink()
+        sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").close()
+
+
+@pytest.mark.parametrize("how", ["no file", "empty file", "no tables"])
+async def test_a_first_start_cut_short_is_recovered_without_a_seq(
+    tmp_path: Path, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its log proves nothing was ever numbered (it started after seq -1 and holds no record),
+    so `journal recover` starts a new journal at seq 0 without `--after-seq`."""
+    path = tmp_path / "journal.sqlite"
+    _cut_first_start(path, how)
+    with pytest.raises(JournalCorrupt):
+        Journal(path, "t1").open()
+    assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was ever numbered" in out and "starts at seq 0" in out
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 0
+    again.close()
+
+
+async def test_a_cut_first_start_whose_log_is_unreadable_still_needs_a_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same state with its log's header torn too: nothing proves no seq was used, so it is
+    refused, saying why and what to pass (-1 only if no subscriber ever saw one)."""
+    path = tmp_path / "journal.sqlite"
+    _cut_first_start(path, "empty file")
+    log = RedoLog.beside(path)
+    log.write_bytes(log.read_bytes()[:10])
+    assert main(["journal", "recover", str(path), "--table", "t1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read" in err and "--after-seq" in err and "--after-seq -1" in err
+    assert main(["journal", "recover", str(path), "--table", "t1", "--after-seq", "-1"]) == 0
+
+
+async def test_a_cut_first_start_whose_log_holds_records_carries_on_after_them(
+    tmp_path: Path,
+) -> None:
+    """A log that started after seq -1 but holds records is no first start cut short: the
+    numbering carries on after its last record, as before."""
+    path = tmp_path / "journal.sqlite"
+    (await make(path, 3)).close()
+    assert RedoLog(RedoLog.beside(path)).read().last[0] == 2  # base -1, records 0..2
+    _lose_journal(path)
+    assert main(["journal", "recover", str(path), "--table", "t1"]) == 0
+    again = Journal(path, "t1")
+    again.open()
+    assert again.next_seq == 3
+    again.close()

@@ -21,7 +21,7 @@ from tableside.daemon.journal.file import (
     record_hash,
 )
 from tableside.daemon.journal.mark import create_journal, legacy_mark_path, read_legacy_mark
-from tableside.daemon.journal.redo import RedoLog, read_log
+from tableside.daemon.journal.redo import Contents, RedoLog, read_log
 from tableside.daemon.journal.verify import verify_chain
 
 
@@ -65,6 +65,31 @@ class Recovered:
     after_seq: int
     #: the table's state carried over (retained topics, device events): how many
     restated: int
+    #: its log proved the table never numbered a record (a first start cut short)
+    never_numbered: bool = False
+
+
+#: what to pass when nothing on the disk says how far a table's numbering went
+_GIVE_SEQ = (
+    "give the last seq the table used (--after-seq N, from a subscriber's record) so no number "
+    "is used twice, or --after-seq -1 if no subscriber ever saw a message of this table"
+)
+
+
+def never_numbered(path: Path, found: Contents | OSError | ValueError) -> bool:
+    """Whether the journal's log proves the table never numbered a record: it is whole (read,
+    every frame chained), it started after seq -1 and holds no record, and no older way of
+    numbering (a ``seq.json`` beside it, a mark file) says otherwise. What a power cut during a
+    table's very first start leaves when the journal's own file did not reach the disk: its
+    log, made and synced when that start checked the empty journal, is the proof."""
+    return (
+        isinstance(found, Contents)
+        and found.broken is None
+        and not found.records
+        and found.header.base_seq == -1
+        and not legacy_mark_path(path).exists()
+        and not (path.parent / "seq.json").exists()
+    )
 
 
 def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovered:
@@ -110,19 +135,16 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
             highest, anchor = seq, digest
     elif not isinstance(legacy, Exception):
         highest = max(highest, legacy[0])
-    elif after_seq is None and (keeps_log or not path.exists()):
+    elif after_seq is None and (keeps_log or not path.exists() or highest < 0):
         raise JournalError(
             f"{path}: its log file cannot be read ({found}), so how far its numbering went "
-            "cannot be told; give the last seq the table used (--after-seq, from a "
-            "subscriber's record) so no number is used twice"
+            f"cannot be told; {_GIVE_SEQ}"
         )
     if after_seq is not None:
         highest = max(highest, after_seq)
-    elif highest < 0:
-        raise JournalError(
-            f"{path}: cannot read how far its numbering went; give the last seq the table used "
-            "(--after-seq, from a subscriber's record) so no number is used twice"
-        )
+    elif highest < 0 and not never_numbered(path, found):
+        raise JournalError(f"{path}: cannot read how far its numbering went; {_GIVE_SEQ}")
+    proven_new = after_seq is None and highest < 0
     aside: Path | None = None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if path.exists():
@@ -140,7 +162,7 @@ def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovere
                 recovered_after=str(highest), clock_floor=repr(float(newest_ts)))  # fmt: skip
     finally:
         conn.close()
-    return Recovered(aside, highest, len(latest))
+    return Recovered(aside, highest, len(latest), never_numbered=proven_new)
 
 
 def backup(path: Path, dest: Path) -> dict[str, Any]:

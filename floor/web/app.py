@@ -351,6 +351,8 @@ class WebApp:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     #: the clock the login throttle counts by
     monotonic: Callable[[], float] = time.monotonic
+    #: told when a supervisor enrolled or revoked a key (the floor reloads the keys it trusts)
+    keys_changed: Callable[[], Awaitable[None]] | None = None
     #: the users file's version the sessions were last checked against
     _users_version: int = -1
     _listeners: set[Stream] = field(default_factory=set)
@@ -796,7 +798,10 @@ async def _asset(request: web.Request) -> web.Response:
 
 
 def make_app(web_app: WebApp) -> web.Application:
+    from tableside.floor.web.records import Records, routes
+
     app = web.Application(client_max_size=64 * 1024)
+    app.add_routes(routes(Records(web_app, web_app.keys_changed)))
     app.cleanup_ctx.append(web_app.watch_users)
     app.on_shutdown.append(web_app.hang_up_all)
     app.add_routes(

@@ -8,8 +8,9 @@ Hashes are scrypt (``hashlib.scrypt``, a memory-hard KDF: n=2**14, r=8, p=1, a r
 salt each), stored as ``scrypt$n$r$p$salt$hash`` (base64), compared in constant time. No
 password is ever stored or logged.
 
-A user's role is one the tables know (rules/commands.py ``Role``) or ``surveillance``, which
-sees everything and may do nothing.
+A user's role is one the tables know (rules/commands.py ``Role``) or one of the floor's own:
+``surveillance``, which sees everything and may do nothing, and ``supervisor``, who enrols and
+revokes tables' keys (floor/web/records.py) and may send the tables nothing.
 """
 
 from __future__ import annotations
@@ -27,11 +28,21 @@ from pathlib import Path
 
 from tableside.rules.commands import Role
 
-__all__ = ["ROLES", "SURVEILLANCE", "User", "Users", "hash_password", "password_matches"]
+__all__ = [
+    "ROLES",
+    "SUPERVISOR",
+    "SURVEILLANCE",
+    "User",
+    "Users",
+    "hash_password",
+    "password_matches",
+]
 
 #: sees every table and ruling, may send nothing
 SURVEILLANCE = "surveillance"
-ROLES = (*(role.value for role in Role), SURVEILLANCE)
+#: enrols and revokes tables' keys on the floor; may send the tables nothing
+SUPERVISOR = "supervisor"
+ROLES = (*(role.value for role in Role), SURVEILLANCE, SUPERVISOR)
 
 _N, _R, _P = 2**14, 8, 1
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

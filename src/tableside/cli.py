@@ -991,7 +991,11 @@ def _cmd_journal(args: argparse.Namespace) -> int:
         print(f"tableside journal: {exc}", file=sys.stderr)
         return 2
     print(f"set aside: {done.aside or '(no journal: only its log file)'}")
-    print(f"new journal: {path}, numbering carries on after seq {done.after_seq}")
+    if done.never_numbered:
+        print(f"new journal: {path} starts at seq 0 (its log says nothing was ever numbered: "
+              "a first start cut short)")  # fmt: skip
+    else:
+        print(f"new journal: {path}, numbering carries on after seq {done.after_seq}")
     print(f"restated: {done.restated} retained topics and device events (the table as it was); "
           "the acceptors stay locked out until betting is opened")  # fmt: skip
     return 0
