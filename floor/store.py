@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tableside.daemon.payloads import TopicKind, split_topic
+from tableside.errors import TablesideError
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -89,7 +90,7 @@ FAILED = frozenset(
 UNTRUSTED = frozenset({"forged", "not-enrolled"})
 
 
-class StoreError(RuntimeError):
+class StoreError(TablesideError, RuntimeError):
     """The store cannot be opened or written."""
 
 
