@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -1032,6 +1032,18 @@ def _coup(turn: Turn, args: Coup) -> TableState:
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in _DECLARED}
+
+
+def tie_transitions(transitions: Iterable[object]) -> None:
+    """rules/table.py keys a command's row in TRANSITIONS by its name: a name no command
+    declares (a misspelling) would leave the command with no row, taken in any phase. Raises
+    TypeError for one; called at import, so such a table never loads."""
+    undeclared = sorted(str(k) for k in transitions if isinstance(k, str) and k not in COMMANDS)
+    if undeclared:
+        raise TypeError(f"rules/table.py TRANSITIONS names no declared command: {undeclared}")
+
+
+tie_transitions(TRANSITIONS)
 
 
 # -- the auditor: records sent again from the journal (docs/floor.md) ---------------------
