@@ -95,6 +95,7 @@ from tableside.daemon.publisher import Topics
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.catalog import event_type
 from tableside.drivers.events import ConnectionState
+from tableside.errors import Refused
 from tableside.rules import Observation, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS
 from tableside.rules.model import Game
@@ -320,7 +321,7 @@ class SimulatedTable:
         try:
             declared = COMMANDS[command]
             self._step(declared.said(declared.parse(args or {}), time.time()))
-        except ValueError as exc:
+        except Refused as exc:
             error = str(exc)
         self._add(
             self.topics.command_result,

@@ -54,6 +54,7 @@ from tableside.drivers.errors import TablesideDriverError
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.link import ArqPolicy, FrameBudget
 from tableside.drivers.registry import get_driver
+from tableside.errors import ConfigurationError
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
 
@@ -120,7 +121,7 @@ def table_runtime(
     )
 
 
-class KeyUnreadable(RuntimeError):
+class KeyUnreadable(ConfigurationError, RuntimeError):
     """The table's signing key file is there but is no Ed25519 key, or it is missing beside a
     journal that holds records: the daemon does not start."""
 

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
+from tableside.errors import ConfigurationError
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
 
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class NoEmbeddedBroker(RuntimeError):
+class NoEmbeddedBroker(ConfigurationError, RuntimeError):
     """No broker answered and the embedded one is not installed."""
 
 

@@ -34,6 +34,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from tableside.daemon.clock import LabClock
 from tableside.drivers.base import DriverOptions
 from tableside.drivers.registry import UnknownDriver, available_drivers, get_driver
+from tableside.errors import ConfigurationError
 from tableside.mqtt.connection import Endpoint
 from tableside.rules import paytables
 from tableside.rules.model import Game, GamingDay
@@ -528,7 +529,7 @@ class Problem:
         return f"{self.where}: {path}{self.message}"
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """Every problem found in a config, each with where it is."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from tableside import __version__
 from tableside.daemon.config import parse_listen
 from tableside.drivers.events import ConnectionState
+from tableside.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from tableside.daemon.app import TableDaemon
@@ -40,7 +41,7 @@ MAX_REQUEST_BYTES = 8192
 REQUEST_TIMEOUT_S = 10.0
 
 
-class MetricsUnavailable(RuntimeError):
+class MetricsUnavailable(ConfigurationError, RuntimeError):
     """The metrics endpoint cannot listen where it was told to."""
 
 

@@ -291,6 +291,13 @@ class CommandResult(Envelope):
     command: str | None
     request_id: str | None
     ok: bool
+    status: Literal["done", "refused", "internal_error"] | None = Field(
+        default=None,
+        description="done (ok), refused (the request or the table's state: error says why), or "
+        "internal_error (the table failed while carrying it out: not the requester's mistake, "
+        "and nothing of it was applied to the table's state; error says what failed); null "
+        "only in results journaled before it was added",
+    )
     error: str | None = None
     #: a deal a rule would have refused, carried out on a floorperson's word: the reason given
     override: str | None = None

@@ -28,8 +28,9 @@ refuses stays unacknowledged and goes again, and the table's status says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, NoReturn
 
 import structlog
@@ -236,6 +237,19 @@ class Publisher:
         if clock_seq is not None:  # last, as in Envelope: a plain payload keeps the model's order
             head["untrusted_time"] = clock_seq
         self._head = head
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """What is enqueued inside is journaled together, or none of it is (an exception
+        inside: the journal takes it back, and the retained state to send again is as it
+        was). ``Journal.atomic``."""
+        retained = dict(self._retained)
+        try:
+            with self.journal.atomic():
+                yield
+        except BaseException:
+            self._retained = retained
+            raise
 
     def envelope(self, ts: str, seq: int, **flags: bool) -> dict[str, Any]:
         """The fields every payload of this table carries, for a message made here."""

@@ -15,7 +15,6 @@ import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 
 import structlog
-from pydantic import ValidationError
 
 from tableside.daemon.journal import Journal
 from tableside.daemon.payloads import (
@@ -35,6 +34,7 @@ from tableside.drivers.errors import (
     LinkError,
     TablesideDriverError,
 )
+from tableside.errors import Refused
 from tableside.mqtt.connection import MqttError
 from tableside.rules import evaluate
 from tableside.rules.commands import (
@@ -43,7 +43,6 @@ from tableside.rules.commands import (
     Command,
     DealRound,
     Override,
-    Refused,
     Replay,
     Role,
     VerifySoftware,
@@ -101,16 +100,21 @@ class CommandRouter:
                      f"requests are limited to {MAX_REQUEST_BYTES} bytes")  # fmt: skip
             self.result(role, None, error, reply)
             return
-        try:
+        try:  # reading it: nothing has moved
             request = CommandRequest.model_validate(json.loads(payload))
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, not a request
+            error = f"malformed request on {topic[:200]}: {str(exc)[:300]}"
+            self.result(role, None, error, reply)
+            return
+        try:  # checking it against its declaration and the table as it is: nothing moves
             command, args = admit(request.command, role, request.args, self.table.state.phase)
             runtime = self._carrier(command, request.device)
             override = self._deal_gate(command, args, role)
-        except (ValueError, ValidationError, RecursionError) as exc:
-            error = str(exc)[:600]
-            if request is None:
-                error = f"malformed request on {topic[:200]}: {error[:300]}"
-            self.result(role, request, error, reply)
+        except Refused as exc:
+            self.result(role, request, str(exc)[:600], reply)
+            return
+        except Exception as exc:  # a fault of the table's own checks: nothing has moved
+            self._failed(role, request, exc, reply)
             return
         if runtime is None and isinstance(args, Replay):
             self._start_replay(role, request, args, reply)
@@ -162,7 +166,7 @@ class CommandRouter:
                  else COMMANDS["start_round"].said(Override(), now))  # fmt: skip
         try:
             _, seen = step(facts, state, trial)
-        except ValueError:
+        except Refused:
             seen = []  # the table refuses the command itself, saying why
         halts = [r.rule for o in seen for r in evaluate(facts, o)
                  if Action.HALT_DEALING in r.rule.actions]  # fmt: skip
@@ -192,8 +196,11 @@ class CommandRouter:
         """A person tells the table something (docs/commands.md, device "table")."""
         try:
             actions = self.table.person(request.command, args)
-        except ValueError as exc:
+        except Refused as exc:
             self.result(role, request, str(exc), reply)
+            return
+        except Exception as exc:  # the table failed, not the person: nothing of it applied
+            self._failed(role, request, exc, reply)
             return
         self.carry_out(actions)
         self.result(role, request, None, reply, override)
@@ -216,11 +223,10 @@ class CommandRouter:
         except (DeviceUnavailable, LinkError) as exc:  # no acknowledgement: never "ok"
             self.result(role, request, f"{request.command}: not delivered to "
                         f"{request.device}: it did not acknowledge it ({exc})", reply)  # fmt: skip
-        except (TablesideDriverError, ValueError) as exc:
+        except (TablesideDriverError, Refused) as exc:
             self.result(role, request, str(exc), reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
-            log.exception("command_failed", device=request.device, command=request.command)
-            self.result(role, request, f"internal error: {exc!r}", reply)
+            self._failed(role, request, exc, reply)
         else:
             self.result(role, request, None, reply, override)
 
@@ -229,8 +235,11 @@ class CommandRouter:
         have a wager becomes the shoe's ``deal`` with the game's dispense pattern. The rest go
         to the driver with their arguments as parsed."""
         if isinstance(args, DealRound):
-            stacks = [StackArg.model_validate(s)
-                      for s in dispense_pattern(self.table.facts.game, args.positions)]  # fmt: skip
+            try:
+                pattern = dispense_pattern(self.table.facts.game, args.positions)
+            except ValueError as exc:  # a game no shoe deals: the request's, said as it is
+                raise Refused(f"deal_round: {exc}") from exc
+            stacks = [StackArg.model_validate(s) for s in pattern]
             next_round = args.round if args.round is not None else self.table.state.round + 1
             return DEAL.name, Deal(round=next_round, stacks=stacks)
         return name, args
@@ -266,8 +275,7 @@ class CommandRouter:
         except MqttError as exc:
             self.result(role, request, f"replay: not sent ({exc}); ask again", reply)
         except Exception as exc:  # reported, never allowed to stop the daemon's task group
-            log.exception("command_failed", device=request.device, command=request.command)
-            self.result(role, request, f"internal error: {exc!r}", reply)
+            self._failed(role, request, exc, reply)
         else:
             log.info("replayed", from_seq=args.from_seq, to_seq=args.to_seq, sent=len(records),
                      pruned_before=pruned)  # fmt: skip
@@ -275,6 +283,15 @@ class CommandRouter:
                         pruned_before=pruned)  # fmt: skip
 
     # -- the result ----------------------------------------------------------------------------
+
+    def _failed(self, role: str, request: CommandRequest, exc: Exception, reply: Reply) -> None:
+        """The table failed while carrying a request out (never the person's mistake): logged
+        with its traceback, answered ``internal_error``. When the journal itself failed this
+        answer cannot be journaled either, so none goes out (results are journaled records):
+        that is raised, and the daemon stops on its journal (daemon/app.py)."""
+        log.error("command_failed", role=role, device=request.device, command=request.command,
+                  exc_info=exc)  # fmt: skip
+        self.result(role, request, f"internal error: {exc!r}"[:600], reply, internal=True)
 
     def result(
         self,
@@ -286,10 +303,13 @@ class CommandRouter:
         *,
         replayed: int | None = None,
         pruned_before: int | None = None,
+        internal: bool = False,
     ) -> None:
-        """Journal and publish what became of a request; MQTT v5: a copy to its response
-        topic, with its correlation data."""
-        if error:
+        """Journal and publish what became of a request (``error``: refused, or with
+        ``internal`` the table failed); MQTT v5: a copy to its response topic, with its
+        correlation data."""
+        status = "internal_error" if internal else "done" if error is None else "refused"
+        if error and not internal:
             log.warning("command_refused", role=role, error=error,
                         command=request.command if request else None)  # fmt: skip
         fields = {
@@ -298,6 +318,7 @@ class CommandRouter:
             "command": request.command if request else None,
             "request_id": request.request_id if request else None,
             "ok": error is None,
+            "status": status,
             "error": error,
             "override": override,
             "replayed": replayed,
@@ -306,6 +327,6 @@ class CommandRouter:
         topic = self.publisher.topics.command_result
         record = self.publisher.enqueue(topic, CommandResult, utc_ms(), fields)
         named = (request.command if request else None) or "(unreadable)"
-        self.commands_by_result[named, "ok" if error is None else "refused"] += 1
+        self.commands_by_result[named, "ok" if error is None else status] += 1
         if reply is not None:
             self.publisher.respond(reply, record.payload)

@@ -48,6 +48,7 @@ from tableside.drivers.events import (
 )
 from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShuffleOrdered
+from tableside.errors import Refused
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.model import Action
@@ -291,13 +292,27 @@ class TableRuntime:
 
     def person(self, command: str, args: Args) -> list[DeviceAction]:
         """A person tells the table something (docs/commands.md, device "table"), its
-        arguments as parsed (rules/commands.py); raises ValueError when the table cannot take
-        it. "No more bets" said by a person locks the acceptors out as the button does (and
-        "bets open" releases them)."""
+        arguments as parsed (rules/commands.py); raises ``Refused`` when the table does not
+        take it. "No more bets" said by a person locks the acceptors out as the button does
+        (and "bets open" releases them).
+
+        Journaled or not applied: the command and everything it makes (the table's state, its
+        rulings and their lifecycle) are journaled together (``Publisher.atomic``), and any
+        failure on the way (the journal's, or a fault of the table's own) leaves the table as
+        it was, with none of it journaled, and is raised as it is: never as a refusal."""
         declared = COMMANDS.get(command)
         if declared is None:
-            raise ValueError(f"unknown command {command!r}")
-        self.step(declared.said(args, self.clock.now()), utc_ms())
+            raise Refused(f"unknown command {command!r}")
+        said = declared.said(args, self.clock.now())
+        kept = self.state, self.rulings, collections.Counter(self.rulings_by_clause)
+        try:
+            with self.outbox.atomic():
+                self.step(said, utc_ms())
+        except BaseException:
+            self.state, self.rulings = kept[0], kept[1]
+            self.rulings_by_clause.clear()
+            self.rulings_by_clause.update(kept[2])
+            raise
         return self.button_actions(command)
 
     # -- the software it runs (daemon/software.py) ---------------------------------------------
@@ -328,8 +343,8 @@ class TableRuntime:
 
     def step(self, event: TableEvent, ts: str) -> None:
         """Move the table by ``event`` (rules/table.py: a device's, a person's or the daemon's
-        own; raises ValueError for a person's it cannot take); publish its state when it
-        changed, and the rulings its rows give."""
+        own; raises ``Refused`` for a person's it does not take, before anything moved);
+        publish its state when it changed, and the rulings its rows give."""
         now = event.at
         before = self.state
         self.state, seen = step(self.facts, before, event)

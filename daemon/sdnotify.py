@@ -12,10 +12,12 @@ import os
 import socket
 from collections.abc import Mapping
 
+from tableside.errors import WireError
+
 __all__ = ["Notifier", "NotifyError"]
 
 
-class NotifyError(OSError):
+class NotifyError(WireError, OSError):
     """A notification could not be delivered to systemd."""
 
 

@@ -58,6 +58,7 @@ from tableside.drivers.link import (
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.tasks import first_to_end
 from tableside.drivers.transport import DEFAULT_BAUDRATE, open_transport
+from tableside.errors import Refused
 
 __all__ = ["Driver", "DriverOptions", "DriverSettings", "EventSink", "FramedDriver"]
 
@@ -138,7 +139,8 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     async def command(self, name: str, args: Args) -> None:
         """Carry out a named command (drivers/commands.py) with its arguments as they were
-        parsed; raise ValueError for a bad one, or a driver error."""
+        parsed; raise ``Refused`` (tableside/errors.py) for one it does not take, or a driver
+        error. Anything else is a fault of the driver's, answered as an internal error."""
 
     def restore(self, kind: str, data: Mapping[str, object]) -> None:  # noqa: B027
         """Before ``run()``, after a restart: the last event of this kind the device reported
@@ -167,9 +169,9 @@ class Driver(abc.ABC):
     def _connected_for(self) -> float:
         return 0.0 if self._connected_at is None else time.monotonic() - self._connected_at
 
-    def unknown_command(self, name: str) -> ValueError:
+    def unknown_command(self, name: str) -> Refused:
         known = ", ".join(sorted(self.commands)) or "none"
-        return ValueError(
+        return Refused(
             f"{self.name}: unknown {self.device_class} command {name!r} (known: {known})"
         )
 

@@ -82,7 +82,8 @@ def _code(target: str | int) -> int | None:
 
 class Deal(Args):
     round: Annotated[StrictInt, Field(ge=1, lt=2**32)]
-    stacks: Annotated[list[StackArg], Field(min_length=1)]
+    #: at most 32: the shoe's Deal frame carries no more (drivers/shoe/protocol.py)
+    stacks: Annotated[list[StackArg], Field(min_length=1, max_length=32)]
 
 
 class SetLights(Args):

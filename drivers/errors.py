@@ -4,6 +4,8 @@ Line noise is not an exception (the decoder counts and skips it). A device that 
 protocol, a device that reports a fault, and a link that is gone are different errors.
 """
 
+from tableside.errors import WireError
+
 __all__ = [
     "DeviceRejected",
     "DeviceUnavailable",
@@ -16,8 +18,8 @@ __all__ = [
 ]
 
 
-class TablesideDriverError(Exception):
-    """Base of every error raised by tableside.drivers."""
+class TablesideDriverError(WireError):
+    """Base of every error raised by tableside.drivers (the wire family of tableside/errors.py)."""
 
 
 class LinkError(TablesideDriverError):

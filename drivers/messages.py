@@ -6,11 +6,12 @@ from typing import ClassVar, Protocol, Self
 
 from tableside.drivers.framing import ACK, NAK, Frame
 from tableside.drivers.wire import MalformedPayload
+from tableside.errors import WireError
 
 __all__ = ["Message", "MessageSet", "UnknownMessageType"]
 
 
-class UnknownMessageType(ValueError):
+class UnknownMessageType(WireError, ValueError):
     """An intact frame whose type byte this protocol does not define."""
 
 

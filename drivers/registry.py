@@ -7,6 +7,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 
 from tableside.drivers.base import Driver
+from tableside.errors import ConfigurationError
 
 __all__ = ["ENTRY_POINT_GROUP", "UnknownDriver", "available_drivers", "get_driver"]
 
@@ -23,7 +24,7 @@ _BUILTIN: dict[str, str] = {
 }  # fmt: skip
 
 
-class UnknownDriver(LookupError):
+class UnknownDriver(ConfigurationError, LookupError):
     pass
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import SupportsIndex
 
+from tableside.errors import WireError
+
 __all__ = ["MAX_STRING", "MalformedPayload", "PayloadReader", "PayloadWriter"]
 
 MAX_STRING = 64
 
 
-class MalformedPayload(ValueError):
+class MalformedPayload(WireError, ValueError):
     """An intact frame whose payload does not decode as its type says."""
 
 

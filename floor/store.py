@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tableside.daemon.payloads import TopicKind, split_topic
+from tableside.errors import TablesideError
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -107,7 +108,7 @@ class Enrolment:
     reason: str = ""
 
 
-class StoreError(RuntimeError):
+class StoreError(TablesideError, RuntimeError):
     """The store cannot be opened or written."""
 
 

@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from tableside.errors import WireError
+
 __all__ = [
     "CONNACK",
     "DISCONNECT",
@@ -96,7 +98,7 @@ _WILDCARD_AVAILABLE: Final = 0x28
 _SHARED_AVAILABLE: Final = 0x2A
 
 
-class MalformedPacket(ValueError):
+class MalformedPacket(WireError, ValueError):
     """Bytes that are not the MQTT packet they claim to be; says what, and at which byte of
     the connection's stream. ``reason``: the DISCONNECT reason code the client closes with
     (4.13: 0x81 Malformed Packet)."""

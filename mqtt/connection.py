@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from tableside.errors import WireError
 from tableside.mqtt import codec
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
 log = structlog.get_logger("tableside.mqtt")
 
 
-class MqttError(Exception):
+class MqttError(WireError):
     """The broker refused, broke protocol, did not answer in time, or the connection is gone."""
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -34,6 +34,7 @@ from pydantic import (
 import tableside.drivers.commands as device
 from tableside.drivers.cards import Rank
 from tableside.drivers.commands import Args, NoArgs, Seat
+from tableside.errors import Refused
 from tableside.rules import seen
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
@@ -644,7 +645,7 @@ def _reader_inspected(turn: Turn, args: NoArgs) -> TableState:
 
 def _progressive_table(turn: Turn, kind: str) -> PayTable:
     if turn.facts.progressive is None:
-        raise ValueError(f"{kind}: this table has no progressive pay table ([progressive])")
+        raise Refused(f"{kind}: this table has no progressive pay table ([progressive])")
     return turn.facts.progressive
 
 
@@ -652,9 +653,9 @@ def _unpaid_claim(turn: Turn, kind: str, seat: int) -> Claim:
     _progressive_table(turn, kind)
     claim = turn.state.claim(seat)
     if claim is None:
-        raise ValueError(f"{kind}: no progressive hand recorded at seat {seat} this round")
+        raise Refused(f"{kind}: no progressive hand recorded at seat {seat} this round")
     if claim.paid_cents is not None:
-        raise ValueError(f"{kind}: seat {seat} has been paid this round")
+        raise Refused(f"{kind}: seat {seat} has been paid this round")
     return claim
 
 
@@ -671,7 +672,7 @@ def _progressive_hand(turn: Turn, args: ProgressiveHand) -> TableState:
     _progressive_table(turn, "progressive_hand")
     claim = turn.state.claim(args.seat)
     if claim is not None and claim.paid_cents is not None:
-        raise ValueError(f"progressive_hand: seat {args.seat} has been paid this round")
+        raise Refused(f"progressive_hand: seat {args.seat} has been paid this round")
     return turn.state.with_claim(Claim(args.seat, args.hand))
 
 
@@ -698,19 +699,19 @@ def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
     claim = _unpaid_claim(turn, "pay_progressive", seat)
     missing = claim.missing()
     if missing:
-        raise ValueError(f"pay_progressive: not paid: {'; '.join(missing)}")
+        raise Refused(f"pay_progressive: not paid: {'; '.join(missing)}")
     before = [c.seat for c in state.claims if c.seat > seat and c.paid_cents is None]
     if before:
-        raise ValueError(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
-                         "right)")  # fmt: skip
+        raise Refused(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
+                      "right)")  # fmt: skip
     hand = FiveCard[claim.hand.upper()]
     sharing = [c for c in state.claims if c.hand == "royal_flush"]
     if hand is not FiveCard.ROYAL_FLUSH:
         sharing = [claim]
     waiting = [m for c in sharing for m in c.missing()]
     if waiting:
-        raise ValueError("pay_progressive: the royal flushes share the meter and are paid "
-                         f"together: {'; '.join(waiting)}")  # fmt: skip
+        raise Refused("pay_progressive: the royal flushes share the meter and are paid "
+                      f"together: {'; '.join(waiting)}")  # fmt: skip
     before_cents = meter(turn.facts, state)
     paytable = _progressive_table(turn, "pay_progressive")
     share, after = payout(paytable, hand, before_cents, royal_flushes=len(sharing))
@@ -736,11 +737,11 @@ def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
     """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
     559.14(d) or the casino's higher one; three of a kind or better wins."""
     if turn.facts.game is not Game.LET_IT_RIDE:
-        raise ValueError("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
+        raise Refused("pay_bonus: the Let It Ride Bonus is Let It Ride's (559.8)")
     table = turn.facts.bonus_pays or MINIMUMS["let_it_ride_bonus"]
     if args.hand not in table:
-        raise ValueError(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
-                         "a lesser hand loses the wager")  # fmt: skip
+        raise Refused(f"pay_bonus: hand must be one of {', '.join(table)} (559.14(d)); "
+                      "a lesser hand loses the wager")  # fmt: skip
     turn.observe(
         "bonus_paid", seen.BonusPaid(seat=args.seat, hand=args.hand, dollars=table[args.hand])
     )
@@ -827,8 +828,8 @@ def _misdeal(turn: Turn, args: Misdeal) -> TableState:
     rules = EXPECTED.get(turn.facts.game.value, {})
     expected = args.expected or rules.get("seat" if args.target.startswith("seat") else args.target)
     if expected is None:
-        raise ValueError(f"misdeal: args expected (the cards {args.target} should get): the "
-                         "game has no rule for it")  # fmt: skip
+        raise Refused(f"misdeal: args expected (the cards {args.target} should get): the "
+                      "game has no rule for it")  # fmt: skip
     turn.observe("misdeal", seen.Misdeal(target=args.target, count=args.count, expected=expected))
     return turn.state
 
@@ -934,8 +935,8 @@ def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
         "second voids the round (551.16(b))", _DEALERS, NoArgs)  # fmt: skip
 def _ten_found(turn: Turn, args: NoArgs) -> TableState:
     if turn.facts.game is not Game.SPANISH_21:
-        raise ValueError("ten_found: tens are in play in this game; only Spanish 21 plays "
-                         "without them (551.3(a))")  # fmt: skip
+        raise Refused("ten_found: tens are in play in this game; only Spanish 21 plays "
+                      "without them (551.3(a))")  # fmt: skip
     return _a_ten(turn, up_card=False)
 
 
@@ -965,7 +966,7 @@ _table(
 def _first_card(turn: Turn, args: UpCard) -> TableState:
     dealt = turn.state.coups_in_shoe
     if dealt:
-        raise ValueError(
+        raise Refused(
             f"first_card: {dealt} coups were dealt from this shoe; the first card is burned "
             "before a new shoe's first coup (543.5(g), 545.5(f))"
         )
@@ -1033,6 +1034,18 @@ def _coup(turn: Turn, args: Coup) -> TableState:
 COMMANDS: dict[str, Command] = {c.name: c for c in _DECLARED}
 
 
+def tie_transitions(transitions: Iterable[object]) -> None:
+    """rules/table.py keys a command's row in TRANSITIONS by its name: a name no command
+    declares (a misspelling) would leave the command with no row, taken in any phase. Raises
+    TypeError for one; called at import, so such a table never loads."""
+    undeclared = sorted(str(k) for k in transitions if isinstance(k, str) and k not in COMMANDS)
+    if undeclared:
+        raise TypeError(f"rules/table.py TRANSITIONS names no declared command: {undeclared}")
+
+
+tie_transitions(TRANSITIONS)
+
+
 # -- the auditor: records sent again from the journal (docs/floor.md) ---------------------
 
 #: the most records one ``replay`` asks for (a 64 KiB request cannot ask a table for gigabytes)
@@ -1084,10 +1097,6 @@ VERIFY_SOFTWARE = Command(
     example={},
 )
 COMMANDS[VERIFY_SOFTWARE.name] = VERIFY_SOFTWARE
-
-
-class Refused(ValueError):
-    """A request the table does not take; the message says why."""
 
 
 def authorise(name: str, role: str) -> Command:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tableside.errors import Refused
 from tableside.rules.model import Action, Observation, TableFacts, Until
 from tableside.rules.rows import RULES
 
@@ -141,29 +142,31 @@ Rulings = tuple[RulingRecord, ...]
 
 
 def _moved(record: RulingRecord, what: str) -> RulingState:
-    """The next state, or ValueError saying why ``what`` cannot happen to this ruling now."""
+    """The next state, or ``Refused`` saying why a person cannot ``what`` (acknowledge,
+    resolve) this ruling now; RuntimeError for a move of the table's own (a lapse) that the
+    ruling's state does not allow (a fault of the table, never a person's)."""
     nxt = TRANSITIONS.get((record.state, what))
     if nxt is not None:
         return nxt
     name = f"ruling {record.id} ({record.clause})"
     if record.state is RulingState.RESOLVED:
-        raise ValueError(f"{name} is already resolved, by {record.resolved_by} "
-                         f"({record.action})")  # fmt: skip
+        raise Refused(f"{name} is already resolved, by {record.resolved_by} "
+                      f"({record.action})")  # fmt: skip
     if record.state is RulingState.LAPSED:
-        raise ValueError(f"{name} lapsed: the table no longer tracks it (its journal has it)")
+        raise Refused(f"{name} lapsed: the table no longer tracks it (its journal has it)")
     if what == "acknowledge":
-        raise ValueError(f"{name} is already acknowledged, by {record.acknowledged_by}")
+        raise Refused(f"{name} is already acknowledged, by {record.acknowledged_by}")
     if what == "resolve":
-        raise ValueError(f"{name} is {record.state.value}: a floorperson acknowledges it "
-                         "(acknowledge_ruling) before resolving it")  # fmt: skip
-    raise ValueError(f"{name} is {record.state.value}: it cannot {what}")
+        raise Refused(f"{name} is {record.state.value}: a floorperson acknowledges it "
+                      "(acknowledge_ruling) before resolving it")  # fmt: skip
+    raise RuntimeError(f"{name} is {record.state.value}: it cannot {what}")
 
 
 def _find(rulings: Rulings, ruling: object, command: str) -> RulingRecord:
     found = next((r for r in rulings if r.id == ruling), None)
     if found is None:
         tracked = ", ".join(str(r.id) for r in rulings if r.unresolved) or "none"
-        raise ValueError(
+        raise Refused(
             f"{command}: no ruling {ruling!r} at this table (unresolved: {tracked}); a ruling's "
             "id is the seq of its ruling message, and one resolved long ago is in the journal"
         )
@@ -206,8 +209,8 @@ def resolve(
     record = _find(rulings, ruling, "resolve_ruling")
     if action not in record.actions:
         allowed = ", ".join(a.value for a in record.actions)
-        raise ValueError(f"resolve_ruling: ruling {record.id} ({record.clause}) requires "
-                         f"{allowed}; {action.value!r} is none of them")  # fmt: skip
+        raise Refused(f"resolve_ruling: ruling {record.id} ({record.clause}) requires "
+                      f"{allowed}; {action.value!r} is none of them")  # fmt: skip
     state = _moved(record, "resolve")
     return _replace(rulings, dataclasses.replace(record, state=state, resolved_by=by,
                                                  resolved_at=at, action=action,

@@ -409,9 +409,9 @@ def refusal(command: str, phase: Phase) -> str | None:
 def step(
     facts: TableFacts, state: TableState, event: TableEvent
 ) -> tuple[TableState, list[Observation]]:
-    """The next state, and ``table.*`` observations for the rule rows. Raises ValueError for a
-    command the table cannot take (what its handler checks), with the reason, and TypeError for
-    anything that is not a ``TableEvent``."""
+    """The next state, and ``table.*`` observations for the rule rows. Raises ``Refused`` for a
+    command the table does not take (what its handler checks), with the reason; anything else
+    it raises is a fault of the table's own (TypeError for what is not a ``TableEvent``)."""
     if not isinstance(event, _TABLE_EVENTS):
         raise TypeError(f"the table takes a TableEvent, not {event!r}")
     turn = Turn(facts, state, event.kind, event.at)

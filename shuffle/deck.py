@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tableside.drivers.cards import card_code, card_name
+from tableside.errors import ConfigurationError
 
 __all__ = [
     "CardSpellingError",
@@ -19,7 +20,7 @@ __all__ = [
 _BY_NAME = {card_name(card_code(r, s)): card_code(r, s) for s in range(4) for r in range(1, 14)}
 
 
-class CardSpellingError(ValueError):
+class CardSpellingError(ConfigurationError, ValueError):
     """A card or deck that is not one: says which."""
 
 

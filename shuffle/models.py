@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tableside.errors import ConfigurationError
 from tableside.shuffle.deck import CardSpellingError, parse_card
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 Deck = tuple[int, ...]
 
 
-class ShuffleSpecError(ValueError):
+class ShuffleSpecError(ConfigurationError, ValueError):
     """A shuffle spec that is not one: says what and where."""
 
 

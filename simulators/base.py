@@ -27,6 +27,7 @@ from tableside.drivers.link import (
     ProtocolError,
 )
 from tableside.drivers.messages import Message, MessageSet
+from tableside.errors import WireError
 from tableside.simulators.faults import FaultPlan, FaultSpec
 
 __all__ = ["LINE_FAULTS", "FramedSimulator", "SimIdentity", "SimulatedDisconnect"]
@@ -59,7 +60,7 @@ class SimIdentity:
         )
 
 
-class SimulatedDisconnect(Exception):
+class SimulatedDisconnect(WireError):
     """Raised inside a connection to simulate the cable being pulled; args[0] = silence (s)."""
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from tableside.errors import ConfigurationError
+
 __all__ = [
     "FORMAT_LINE",
     "Capture",
@@ -53,7 +55,7 @@ _LINK_RE = re.compile(rf"^# link (?P<name>{_NAME}): (?P<rest>.*)$")
 _KEY_RE = re.compile(r"^# (?P<key>[a-z][a-z-]*): ?(?P<value>.*)$")
 
 
-class CaptureError(ValueError):
+class CaptureError(ConfigurationError, ValueError):
     """A capture file that cannot be read; the message says which file, which line, and why."""
 
 

@@ -38,6 +38,7 @@ import structlog
 from tableside.drivers.cctalk.protocol import CcTalkDecoder, CcTalkFrame
 from tableside.drivers.cctalk.protocol import NeedData as CcNeedData
 from tableside.drivers.framing import ACK, NAK, Frame, FrameDecoder, NeedData
+from tableside.errors import WireError
 from tableside.simulators.capture import Capture, Framing, Record, Session, What
 from tableside.simulators.listen import Connection, serve_pty, serve_socket
 
@@ -59,7 +60,7 @@ class Divergence:
         return f"{self.link} at {self.at_ms:.1f} ms: {self.what}"
 
 
-class ReplayStopped(Exception):
+class ReplayStopped(WireError):
     """Raised inside a link's player when the replay stopped at a divergence."""
 
 

@@ -49,7 +49,7 @@ def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
 
 def table_event(kind: str, at: float, data: dict[str, Any] | None = None) -> TableEvent:
     """A person's command by name, its arguments parsed as the daemon parses them (a bad one
-    is a ValueError), the daemon's own word (``rulings_opened``, ``halt``,
+    is Refused), the daemon's own word (``rulings_opened``, ``halt``,
     ``escalate_rulings``), or (``<class>.<kind>``) a device's typed event."""
     given = data or {}
     if kind == "rulings_opened":

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tableside.errors import Refused
 from tableside.rules import Game
 
 from .conftest import Mosquitto
@@ -49,7 +50,7 @@ def test_551_10_b_not_more_than_half_to_the_next_chip(amount: int, wager: int, o
 
 
 def test_551_10_b_amount_and_wager_go_together() -> None:
-    with pytest.raises(ValueError, match="amount and wager go together"):
+    with pytest.raises(Refused, match="amount and wager go together"):
         _round()("insurance_placed", amount=5)
 
 

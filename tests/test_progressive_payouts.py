@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tableside.daemon.config import ConfigError, validate_config
+from tableside.errors import Refused
 from tableside.rules import Game, TableFacts
 from tableside.rules.progressive import PayTable
 from tableside.rules.table import Phase, TableState, step
@@ -73,18 +74,18 @@ def test_a_payout_needs_every_step() -> None:
     holds): no dealer's hand is ever reported here, and the payout is made."""
     table = Table()
     table("progressive_hand", seat=3, hand="royal_flush")
-    with pytest.raises(ValueError, match="not paid: the light at seat 3 is not lit; no "
+    with pytest.raises(Refused, match="not paid: the light at seat 3 is not lit; no "
                        "floorperson has validated seat 3"):  # fmt: skip
         table("pay_progressive", seat=3)
     table("progressive_controller.lights", lit=[3])
-    with pytest.raises(ValueError, match="no floorperson has validated seat 3"):
+    with pytest.raises(Refused, match="no floorperson has validated seat 3"):
         table("pay_progressive", seat=3)
     table("validate_payout", seat=3)
     table("pay_progressive", seat=3)
     assert table.paid == [{"round": 0, "seat": 3, "hand": "royal_flush", "cents": 10_000_00,
                            "meter_cents_before": 10_000_00, "shared_by": 1}]  # fmt: skip
     assert table.meter() == 10_000_00  # the reset amount
-    with pytest.raises(ValueError, match="has been paid"):
+    with pytest.raises(Refused, match="has been paid"):
         table("pay_progressive", seat=3)
 
 
@@ -94,7 +95,7 @@ def test_paid_in_turn_each_at_the_meter_as_it_stands() -> None:
         table("progressive_hand", seat=seat, hand="straight_flush")
         table("validate_payout", seat=seat)
     table("progressive_controller.lights", lit=[2, 5])
-    with pytest.raises(ValueError, match="seat 5 is paid first"):
+    with pytest.raises(Refused, match="seat 5 is paid first"):
         table("pay_progressive", seat=2)
     table("pay_progressive", seat=5)
     table("pay_progressive", seat=2)
@@ -110,7 +111,7 @@ def test_royal_flushes_share_the_meter_paid_together() -> None:
         table("progressive_hand", seat=seat, hand="royal_flush")
     table("progressive_controller.lights", lit=[1, 6])
     table("validate_payout", seat=6)
-    with pytest.raises(ValueError, match="paid together: no floorperson has validated seat 1"):
+    with pytest.raises(Refused, match="paid together: no floorperson has validated seat 1"):
         table("pay_progressive", seat=6)
     table("validate_payout", seat=1)
     table("pay_progressive", seat=6)
@@ -134,14 +135,14 @@ def test_fixed_amounts_do_not_touch_the_meter() -> None:
 
 def test_what_is_no_progressive_hand_is_refused() -> None:
     table = Table()
-    with pytest.raises(ValueError, match="progressive_hand: hand: Input should be 'royal_flush'"):
+    with pytest.raises(Refused, match="progressive_hand: hand: Input should be 'royal_flush'"):
         table("progressive_hand", seat=1, hand="two_pair")
-    with pytest.raises(ValueError, match="seat: Input should be less than or equal to 7"):
+    with pytest.raises(Refused, match="seat: Input should be less than or equal to 7"):
         table("validate_payout", seat=9)
-    with pytest.raises(ValueError, match="no progressive hand recorded at seat 4"):
+    with pytest.raises(Refused, match="no progressive hand recorded at seat 4"):
         table("validate_payout", seat=4)
     bare = TableFacts(Game.CARIBBEAN_STUD)
-    with pytest.raises(ValueError, match="no progressive pay table"):
+    with pytest.raises(Refused, match="no progressive pay table"):
         step(
             bare,
             TableState(phase=Phase.OPEN),
@@ -194,8 +195,8 @@ def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:
     assert paid(casino, "royal_flush")["dollars"] == 50_000  # the casino's higher amount
     assert paid(casino, "three_of_a_kind") == {"round": 0, "seat": 2, "hand": "three_of_a_kind",
                                                "dollars": 5}  # fmt: skip
-    with pytest.raises(ValueError, match="a lesser hand loses"):
+    with pytest.raises(Refused, match="a lesser hand loses"):
         paid(minimums, "two_pair")
-    with pytest.raises(ValueError, match="Let It Ride's"):
+    with pytest.raises(Refused, match="Let It Ride's"):
         step(TableFacts(Game.CARIBBEAN_STUD), TableState(phase=Phase.OPEN),
              table_event("pay_bonus", 0.0, {"seat": 1, "hand": "flush"}))  # fmt: skip

@@ -96,7 +96,7 @@ def test_refusals_say_why_and_change_nothing(
     if "resolve" in setup:
         table("resolve_ruling", ruling=21, action="remove_deck", by="ann")
     before = table.state
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(Refused) as refused:
         table(kind, **data)
     assert refusal in str(refused.value)
     assert table.state == before
@@ -168,7 +168,7 @@ def test_resolved_ones_are_kept_a_while_then_left_to_the_journal() -> None:
         table("acknowledge_ruling", ruling=i, by="ann")
         table("resolve_ruling", ruling=i, action="reshuffle", by="ann")
     assert [r.id for r in table.state.rulings] == list(range(6, n + 1))
-    with pytest.raises(ValueError, match=r"no ruling 1 at this table .*in the journal"):
+    with pytest.raises(Refused, match=r"no ruling 1 at this table .*in the journal"):
         table("acknowledge_ruling", ruling=1, by="ann")
 
 
@@ -180,7 +180,7 @@ def test_an_unattended_table_keeps_a_bounded_state_and_never_lapses_a_halt() -> 
     assert unresolved[0].id == 1 and unresolved[0].halts, "the halting one stays"
     lapsed = [r for r in table.state.rulings if r.state is RulingState.LAPSED]
     assert len(lapsed) == RESOLVED_KEPT and lapsed[-1].id == 2 + 299 - 1 - MAX_UNRESOLVED
-    with pytest.raises(ValueError, match="lapsed"):
+    with pytest.raises(Refused, match="lapsed"):
         table("acknowledge_ruling", ruling=lapsed[-1].id, by="ann")
 
 

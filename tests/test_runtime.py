@@ -25,6 +25,7 @@ from tableside.drivers.progressive.events import ButtonPressed
 from tableside.drivers.progressive.protocol import Button
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.drivers.shuffler.protocol import Deck, FaultCode
+from tableside.errors import Refused
 from tableside.rules.commands import NoArgs, PayBonus
 from tests.conftest import shipped_config
 
@@ -133,9 +134,9 @@ async def test_a_word_the_table_cannot_take_is_refused_and_journals_nothing(
     built: Table,
 ) -> None:
     first, before = built.journal.next_seq, built.runtime.state
-    with pytest.raises(ValueError, match="unknown command 'open_vault'"):
+    with pytest.raises(Refused, match="unknown command 'open_vault'"):
         built.runtime.person("open_vault", NoArgs())
-    with pytest.raises(ValueError, match="the Let It Ride Bonus is Let It Ride's"):
+    with pytest.raises(Refused, match="the Let It Ride Bonus is Let It Ride's"):
         built.runtime.person("pay_bonus", PayBonus(seat=1, hand="flush"))
     assert built.runtime.state == before
     assert await journaled(built, first) == []

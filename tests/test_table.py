@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tableside.errors import Refused
 from tableside.rules import Game, TableFacts, evaluate
 from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
@@ -201,7 +202,7 @@ def test_a_count_of_true_is_refused(kind: str, args: dict[str, object]) -> None:
     """true is no count (Python would take it for 1)."""
     table = Table(counts=False)
     table("open_table")
-    with pytest.raises(ValueError, match=kind):
+    with pytest.raises(Refused, match=kind):
         table(kind, **args)
 
 
@@ -214,7 +215,7 @@ def test_no_stub_count_due_with_a_counting_shuffler() -> None:
 
 def test_bad_stub_count_args_are_refused() -> None:
     table = Table()
-    with pytest.raises(ValueError, match="count"):
+    with pytest.raises(Refused, match="count"):
         table("stub_count", count="fifty")
 
 
@@ -312,7 +313,7 @@ def test_exposed_cards() -> None:
     assert four("card_exposed", card="dealer") == ["557.13(d)"]
     four("reveal")
     assert four("card_exposed", card="dealer") == [], "revealed already"
-    with pytest.raises(ValueError, match="card: Input should be 'hole' or 'dealer'"):
+    with pytest.raises(Refused, match="card: Input should be 'hole' or 'dealer'"):
         four("card_exposed", card="player")
 
 
@@ -335,7 +336,7 @@ def test_a_misdeal_the_dealer_reports(
     assert table.last_actions() == actions
     right = {"seat2": 5, "dealer": 5 if game is Game.CARIBBEAN_STUD else 6, "community": 2}
     assert table("misdeal", target=target, count=right[target]) == []
-    with pytest.raises(ValueError, match="misdeal: count: Field required"):
+    with pytest.raises(Refused, match="misdeal: count: Field required"):
         table("misdeal", target="seat2")
 
 
@@ -355,7 +356,7 @@ def test_spanish_21_up_card_gate() -> None:
     assert table("more_cards") == ["551.8(e)"], "more cards before the hole card was checked"
     assert table("card_reader.hole_card_checked", check_id=1, blackjack=False) == []
     assert table("more_cards") == []
-    with pytest.raises(ValueError, match="rank"):
+    with pytest.raises(Refused, match="rank"):
         table("up_card", rank="Z")
 
 
@@ -506,7 +507,7 @@ def test_each_coup_against_the_drawing_rules(
 ) -> None:
     table = Table(game, devices=())
     assert table("coup", player=player, banker=banker) == [BACCARAT[game][e] for e in expected]
-    with pytest.raises(ValueError, match=r"coup: player\.0: a card's rank is A"):
+    with pytest.raises(Refused, match=r"coup: player\.0: a card's rank is A"):
         table("coup", player=["X", "2"], banker=["3", "4"])
 
 
@@ -646,7 +647,7 @@ def test_the_burn_opens_a_new_shoe(game: Game) -> None:
     table("shoe.cards_loaded", count=416)
     assert table("shoe.first_card_burned", card="KS", burned=10) == []
     assert table("coup", player=["2", "3", "4"], banker=["K", "6"]) == []
-    with pytest.raises(ValueError, match="1 coups were dealt from this shoe"):
+    with pytest.raises(Refused, match="1 coups were dealt from this shoe"):
         table("first_card", rank="7")
     # a new shoe without a burn: ruled at its first coup, once
     table("shoe.cards_loaded", count=416)

@@ -24,6 +24,14 @@ class Chain:
         self._last_hash = last_hash
         self._last_ts = newest_ts
 
+    def mark(self) -> tuple[int, bytes, float]:
+        """Where the chain is now, to ``rewind`` to."""
+        return self.next_seq, self._last_hash, self._last_ts
+
+    def rewind(self, mark: tuple[int, bytes, float]) -> None:
+        """Back to ``mark``: the records numbered since are taken back (none was queued)."""
+        self.next_seq, self._last_hash, self._last_ts = mark
+
     @property
     def head(self) -> tuple[int, bytes]:
         """The newest record's seq and hash."""

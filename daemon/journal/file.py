@@ -10,6 +10,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from tableside.errors import TablesideError
+
 FORMAT = "1"
 
 
@@ -47,7 +49,7 @@ ALTER TABLE latest_by_key RENAME TO latest;
 """
 
 
-class JournalError(RuntimeError):
+class JournalError(TablesideError, RuntimeError):
     """The journal cannot be written (disk full, I/O error): nothing more can be sent."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tableside.daemon.clock import LabClock, RunClock
@@ -68,6 +68,8 @@ class Journal:
         #: ``tableside journal recover`` made this journal and nothing has been written since:
         #: the table it restates may be older than the table was (docs/journal.md)
         self.fresh_from_recovery = False
+        #: records appended inside ``atomic``, held back from the writer until it ends
+        self._held: list[Record] | None = None
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -129,10 +131,43 @@ class Journal:
         as read for the event that made it (read here when not given)."""
         if not self._committer.running:
             raise JournalError("journal not started")
+        failed = self._progress.failed
+        if failed is not None and failed.done():
+            # the writer stopped on a failure: nothing appended now could become durable
+            raise JournalError(f"journal {self.path} failed") from failed.exception()
         record = self._chain.next(topic, payload, retain=retain, key=key, ts=ts, clock=self.clock)
+        if self._held is not None:
+            self._held.append(record)
+        else:
+            self._queue(record)
+        return record
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """The records appended inside go to the writer together when it ends, or none does: an
+        exception inside takes their seqs and chain back (on the event loop, with nothing
+        between the appends: a table command and all it makes, daemon/runtime.py). Inside
+        another ``atomic``, the outer one decides."""
+        if self._held is not None:
+            yield
+            return
+        mark = self._chain.mark()
+        held: list[Record] = []
+        self._held = held
+        try:
+            yield
+        except BaseException:
+            self._chain.rewind(mark)
+            raise
+        else:
+            for record in held:
+                self._queue(record)
+        finally:
+            self._held = None
+
+    def _queue(self, record: Record) -> None:
         self._reads.add(record)
         self._committer.queue.put(record)
-        return record
 
     @property
     def next_seq(self) -> int:

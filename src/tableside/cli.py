@@ -1030,13 +1030,14 @@ def _cmd_command(args: argparse.Namespace) -> int:
     import os
     import uuid
 
+    from tableside.errors import Refused
     from tableside.mqtt.client import Client
     from tableside.mqtt.connection import Endpoint, MqttError
 
     try:
         values = _command_args(args.name, args.args)
         _check_request(args.role, args.name, values)
-    except ValueError as exc:  # refused here at once, as the table would refuse it
+    except (ValueError, Refused) as exc:  # refused here at once, as the table would refuse it
         print(f"tableside command: {exc}", file=sys.stderr)
         return 2
     where = _table_on_broker(args, "command")
@@ -1062,6 +1063,9 @@ def _cmd_command(args: argparse.Namespace) -> int:
                         answer = json.loads(message.payload or b"{}")
                         if answer.get("request_id") == request_id:
                             print(json.dumps(answer))
+                            if answer.get("status") == "internal_error":  # not the person's
+                                print(f"the table failed: {answer.get('error')}", file=sys.stderr)
+                                return 4
                             if not answer.get("ok"):
                                 print(f"refused: {answer.get('error')}", file=sys.stderr)
                             return 0 if answer.get("ok") else 1

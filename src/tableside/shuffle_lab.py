@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from tableside.errors import ConfigurationError
 from tableside.shuffle import (
     CardSpellingError,
     ShuffleSpecError,
@@ -29,7 +30,7 @@ __all__ = ["add_parsers", "shuffle_decks", "shuffle_test"]
 Deck = tuple[int, ...]
 
 
-class DeckFileError(ValueError):
+class DeckFileError(ConfigurationError, ValueError):
     """A line of a deck file that is not a deck: ``file:line: what``."""
 
 
