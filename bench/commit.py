@@ -288,6 +288,8 @@ async def run(
         "per_s": round(len(waits) / elapsed),
         "wait_ms": {k: round(pct(waits, q), 3) for k, q in QUANTILES},
         "commits": commits,
+        # SQLite transactions (behind the log since issue 30; one a commit before)
+        "stores": getattr(journal, "stores", commits),
         # None where there is no such phase (the twin's file)
         "txn_ms": _phase(txn) if phases else None,
         "mark_ms": _phase(mark) if phases else None,

@@ -54,10 +54,8 @@ def test_commit_runs_the_journal_beside_no_checkpoint_and_the_twin(tmp_path: Pat
     # one device: every record its own batch, one sync each (the twin's too)
     assert by["this tree", 1]["commits"] == by["twin", 1]["commits"] == 400
     assert by["twin", 8]["commits"] < 400  # eight at once: grouped
-    # as shipped, one device's 400 batches fill the WAL past the checkpoint's megabyte
-    assert by["this tree", 1]["checkpoints_off_path"] > 0
+    # SQLite takes the records behind the log, up to a second's in a transaction (issue 30):
+    # not one transaction a record, as the log's syncs are
+    assert by["this tree", 1]["stores"] <= 400 / 10
     assert by["no ckpt", 1]["checkpoints_off_path"] == 0
     assert by["twin", 1]["txn_ms"] is None  # no database transaction to time
-    assert by["this tree", 1]["wal_restarts"] > 0  # as shipped, the WAL started over
-    # left to grow: 400 one-record commits, about 2.2 WAL pages each since 1d198fe (3.5 MiB)
-    assert by["no ckpt", 1]["wal_restarts"] == 0 and by["no ckpt", 1]["wal_mib"] > 2

@@ -62,6 +62,11 @@ class Checkpointer:
         self._thread = None
 
     @property
+    def tail_due(self) -> bool:
+        """A checkpoint copied all it found: the writer's ``copy_tail`` is next."""
+        return self._tail_due
+
+    @property
     def asked(self) -> bool:
         """A checkpoint has been asked for and has not begun."""
         return self._due.is_set()

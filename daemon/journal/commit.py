@@ -1,7 +1,9 @@
 """The writer thread: whatever has queued up, from every device at once, appended to the redo log
 with one ``fdatasync`` (the one sync per batch: from there the devices may be acknowledged and
-the publisher may send it), then committed in one SQLite transaction (group commit, no fsync)
-while they are. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
+the publisher may send it). SQLite takes the records behind the log, in larger batches: one
+transaction (no fsync) for what the log took in up to ``store_every_s`` (a second), so a table
+making a record at a time pays SQLite's pages and its transaction once for many records, not
+once each. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
 checkpointer (a long enough quiet is a checkpoint); after a checkpoint that put everything into
 SQLite's main file it starts the log anew when it has grown; every ``every_s`` it runs the
 journal's housekeeping (retention). docs/journal.md, "Why group commit", "One sync per batch",
@@ -45,6 +47,7 @@ class Committer:
         housekeeping: Callable[[], None],
         log_bytes: int = 4 << 20,
         acked_every_s: float = 5.0,
+        store_every_s: float = 1.0,
         transaction: Transaction | None = None,
     ) -> None:
         self.path = path
@@ -53,7 +56,15 @@ class Committer:
         self.db_lock = threading.Lock()
         #: the highest seq the broker acknowledged (the loop sets it)
         self.acked = -1
+        #: batches taken into the log (one sync each)
         self.commits = 0
+        #: SQLite transactions that took them (``store_every_s`` apart while records come)
+        self.stores = 0
+        #: logged, not yet in SQLite: stored once the oldest is ``store_every_s`` old, there are
+        #: ``batch`` of them, a checkpoint's tail copy is due, or the journal closes
+        self._pending: list[Record] = []
+        self._pending_since = 0.0
+        self.store_every_s = store_every_s
         #: the newest seq SQLite holds (committed after the log: a read of SQLite waits for it)
         self._stored = _Stored()
         self._acked_written = -1
@@ -144,11 +155,16 @@ class Committer:
         while not stopping:
             batch, stopping = self._take()
             try:
-                if self._checkpointer.copy_tail(conn, self.db_lock):
-                    self._restart_log()
                 if batch:
-                    self._commit(conn, batch)
-                else:
+                    self._log(batch)
+                if self._pending and (stopping or self._checkpointer.tail_due
+                                      or len(self._pending) >= self._batch
+                                      or self._store_wait() == 0):  # fmt: skip
+                    self._store(conn)
+                # the log may start anew only once SQLite holds all it holds
+                if self._checkpointer.copy_tail(conn, self.db_lock) and not self._pending:
+                    self._restart_log()
+                if not batch:
                     self._idle(conn)
                 if time.monotonic() - last_tick > self._every_s:
                     last_tick = time.monotonic()
@@ -162,8 +178,9 @@ class Committer:
         """What has queued up (waiting up to half a second for the first), and whether the
         journal is closing (everything queued before that is in the batch)."""
         items: list[Record | None] = []
+        wait = 0.5 if not self._pending else min(0.5, self._store_wait())
         with contextlib.suppress(queue.Empty):
-            items.append(self.queue.get(timeout=0.5))
+            items.append(self.queue.get(timeout=wait))
         items.extend(_drain(self.queue, self._batch))
         batch = [item for item in items if item is not None]
         return batch, len(batch) < len(items)
@@ -173,22 +190,33 @@ class Committer:
         are at most a transaction behind), or the writer stopped."""
         self._stored.wait(seq, lambda: self._thread is None or not self._thread.is_alive())
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[Record]) -> None:
-        latest = {r.key: r for r in batch if r.key is not None}
+    def _log(self, batch: list[Record]) -> None:
         # The log first: its one sync makes the batch durable (a power cut from here loses
         # none of it: the next opening rolls forward into SQLite what SQLite lacks), so the
-        # devices are acknowledged and the publisher sends while SQLite takes the batch, not
-        # after (docs/journal.md, "What the commit path holds"). A batch SQLite then refuses (a
+        # devices are acknowledged and the publisher sends, and SQLite takes the batch later
+        # with others (docs/journal.md, "One sync per batch"). A batch SQLite then refuses (a
         # full disk: the log's blocks were written ahead, SQLite's were not) stops the daemon
         # with the batch safe in the log, for the next opening to put back or refuse loudly.
         self.log.append(batch)
         last = batch[-1]
         self._logged = (last.seq, last.hash)
         self._progress.tell(last.seq)
+        self.commits += 1
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.extend(batch)
+
+    def _store_wait(self) -> float:
+        """Seconds until what the log holds and SQLite does not is due in SQLite."""
+        return max(0.0, self._pending_since + self.store_every_s - time.monotonic())
+
+    def _store(self, conn: sqlite3.Connection) -> None:
+        batch, self._pending = self._pending, []
+        latest = {r.key: r for r in batch if r.key is not None}
         with self.db_lock:
             self._transaction(conn, batch, latest)
-        self._stored.tell(last.seq)
-        self.commits += 1
+        self._stored.tell(batch[-1].seq)
+        self.stores += 1
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
         self._checkpointer.committed(grew, queue_empty=self.queue.empty())

@@ -40,6 +40,7 @@ class Journal:
         log_bytes: int = 4 << 20,
         acked_every_s: float = 5.0,
         quiet_checkpoint_s: float = 30.0,
+        store_every_s: float = 1.0,
         test_clock: LabClock | None = None,
     ) -> None:
         self.path = path
@@ -56,6 +57,7 @@ class Journal:
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping, log_bytes=log_bytes, acked_every_s=acked_every_s,
+            store_every_s=store_every_s,
         )  # fmt: skip
         self._reads = Reads(path, cache, self._committer.wait_stored)
         self.recovered_acked = -1
@@ -192,6 +194,11 @@ class Journal:
         are told first)."""
         await self._progress.wait_durable(seq)
 
+    async def wait_stored(self, seq: int) -> None:
+        """Until SQLite holds the records up to ``seq`` (behind the log by up to
+        ``store_every_s``): for a reader of SQLite itself (``latest``, the tools)."""
+        await asyncio.to_thread(self._committer.wait_stored, seq)
+
     def read_cached(self, seq: int, limit: int) -> list[Record] | None:
         """Durable records from ``seq`` on, at most ``limit``, when memory has them all (None:
         they are to be read from disk, ``read_from``)."""
@@ -258,7 +265,13 @@ class Journal:
 
     @property
     def commits(self) -> int:
+        """Batches taken into the log (one sync each)."""
         return self._committer.commits
+
+    @property
+    def stores(self) -> int:
+        """SQLite transactions that took them (behind the log, up to a second's at a time)."""
+        return self._committer.stores
 
     @property
     def checkpoints(self) -> int:
