@@ -38,11 +38,13 @@ __all__ = [
     "CHAIN_PREV",
     "CHAIN_RETAIN",
     "CHAIN_TS",
+    "FINGERPRINT_GROUPS",
     "FLAGS",
     "GENESIS",
     "KEY_FILE",
     "Chain",
     "checkpoint_message",
+    "fingerprint",
     "load_or_create_key",
     "marked",
     "public_key_hex",
@@ -158,6 +160,16 @@ def public_key_hex(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
     """The raw 32-byte public key in hex: what an operator enrols on the floor."""
     public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+#: a key's fingerprint: its 64 hex digits in this many groups of four, numbered from 1
+FINGERPRINT_GROUPS = 16
+
+
+def fingerprint(key_hex: str) -> list[str]:
+    """A public key's 64 hex digits in 16 groups of four: what ``tableside key`` prints
+    numbered and the floor's enrolment page asks a supervisor to compare (docs/floor.md)."""
+    return [key_hex[i : i + 4] for i in range(0, 4 * FINGERPRINT_GROUPS, 4)]
 
 
 def trusted_key(text: str) -> Ed25519PublicKey:

@@ -322,3 +322,19 @@ def test_simulator_settings_of_the_wrong_type_are_refused(
     failed later, inside the simulator); ``--seats`` says which pair is wrong."""
     assert main(["simulate", *argv, "--pty"]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_key_prints_the_hex_for_scripts_and_the_numbered_groups_for_a_person(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The floor's enrolment page asks a supervisor to type one group of the fingerprint by its
+    number (docs/floor.md): counting four-digit groups along 64 digits by hand is how a person
+    compares the wrong one."""
+    config = write_config(tmp_path / "t.toml", tmp_path / "state")
+    assert main(["key", "--config", str(config), "--create"]) == 0
+    out, err = capsys.readouterr()
+    key_hex = out.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", key_hex)
+    numbered = dict(re.findall(r"(\d+): ([0-9a-f]{4})", err))
+    assert sorted(map(int, numbered)) == list(range(1, 17))
+    assert "".join(numbered[str(n)] for n in range(1, 17)) == key_hex

@@ -41,17 +41,10 @@ from tableside.floor.web.app import (
 from tableside.floor.web.users import SUPERVISOR
 from tableside.rules.rulings import MAX_NOTE_CHARS
 
-__all__ = ["GROUPS", "Records", "fingerprint", "routes"]
+__all__ = ["Records", "routes"]
 
-#: a fingerprint's groups of four hex digits (a key is 64)
-GROUPS = 16
 #: the longest date range one request may ask for (retain_days is 90; a year is plenty)
 MAX_DAYS = 400
-
-
-def fingerprint(key_hex: str) -> list[str]:
-    """A key's 64 hex digits in 16 groups of four, as ``tableside key`` prints them."""
-    return [key_hex[i : i + 4] for i in range(0, 64, 4)]
 
 
 @dataclass(slots=True)
@@ -90,10 +83,10 @@ class Records:
             "table": table,
             "known": state is not None,
             "enrolled": state.key if state else None,
-            "enrolled_fingerprint": fingerprint(state.key) if state and state.key else None,
+            "enrolled_fingerprint": proof.fingerprint(state.key) if state and state.key else None,
             "flagged": state.flagged if state else None,
             "seen": seen,
-            "seen_fingerprint": fingerprint(seen) if seen else None,
+            "seen_fingerprint": proof.fingerprint(seen) if seen else None,
             "confirm_group": _group(session.csrf, table, seen) + 1 if seen else None,
             "may_act": session.user.role == SUPERVISOR,
             "record": [_enrolment(e) for e in await store.enrolments(table)],
@@ -120,7 +113,7 @@ class Records:
         except ValueError as exc:
             raise web.HTTPBadRequest(text=f"not a key: {exc}") from exc
         at = _group(session.csrf, table, key)
-        if typed.strip().lower().replace(" ", "") != fingerprint(key)[at]:
+        if typed.strip().lower().replace(" ", "") != proof.fingerprint(key)[at]:
             raise web.HTTPBadRequest(
                 text=f"group {at + 1} is not what you typed: compare the whole fingerprint "
                 "with what `tableside key` prints on the table; nothing was enrolled"
@@ -211,7 +204,7 @@ class Records:
 def _group(secret: str, table: str, key: str) -> int:
     """Which group of the key's fingerprint this session is asked to type (0-based)."""
     mac = hmac.new(secret.encode(), f"{table}\0{key}".encode(), hashlib.sha256).digest()
-    return mac[0] % GROUPS
+    return mac[0] % proof.FINGERPRINT_GROUPS
 
 
 def _reason(body: dict[str, object], *, required: bool) -> str:

@@ -1021,8 +1021,13 @@ def _cmd_key(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"tableside key: {path}: {exc}", file=sys.stderr)
         return 2
-    print(proof.public_key_hex(key))
-    print(f"table {config.table.id}: {path}", file=sys.stderr)
+    key_hex = proof.public_key_hex(key)
+    print(key_hex)  # for scripts: `tableside floor enroll --key`
+    groups = proof.fingerprint(key_hex)  # for a person comparing it with the floor's page
+    print(f"table {config.table.id}: {path}\nfingerprint, group by group:", file=sys.stderr)
+    for row in range(0, len(groups), 4):
+        print("  " + "   ".join(f"{n + 1:>2}: {groups[n]}" for n in range(row, row + 4)),
+              file=sys.stderr)  # fmt: skip
     return 0
 
 
