@@ -193,3 +193,19 @@ def legacy_mark_problems(
         return [Problem(seq, "not the journal its mark file saw: this record has another hash "
                         "(a journal from elsewhere put in its place?)")]  # fmt: skip
     return []
+
+
+def never_numbered(path: Path, found: Contents | OSError | ValueError) -> bool:
+    """Whether the journal's log proves the table never numbered a record: it is whole (read,
+    every frame chained), it started after seq -1 and holds no record, and no older way of
+    numbering (a ``seq.json`` beside it, a mark file) says otherwise. What a power cut during a
+    table's very first start leaves when the journal's own file did not reach the disk: its
+    log, made and synced when that start checked the empty journal, is the proof."""
+    return (
+        isinstance(found, Contents)
+        and found.broken is None
+        and not found.records
+        and found.header.base_seq == -1
+        and not legacy_mark_path(path).exists()
+        and not (path.parent / "seq.json").exists()
+    )

@@ -30,6 +30,7 @@ from tableside.daemon.journal.mark import (
     create_journal,
     legacy_mark_path,
     log_problems,
+    never_numbered,
 )
 from tableside.daemon.journal.redo import Contents, Header, RedoLog, read_log
 from tableside.daemon.journal.verify import verify_chain
@@ -60,6 +61,8 @@ def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
     new = not path.exists() or path.stat().st_size == 0
     left = [p for p in (log.path, legacy_mark_path(path)) if p.exists()]
     if new and left:
+        if never_numbered(path, read_log(path)):
+            raise cut_short(path, "missing or empty")
         # The journal went, its log stayed: starting empty would number from 0 again.
         raise corrupt(path, f"the journal is missing but its log file {left[0]} says "
                             "records were committed", lost=True)  # fmt: skip
@@ -81,6 +84,8 @@ def open_checked(path: Path, table: str, log: RedoLog) -> Opened:
             _latest_in_one_tree(conn, path)
             _start_log(conn, path, log, table, summary, found)
     except sqlite3.DatabaseError as exc:
+        if "no such table" in str(exc) and never_numbered(path, read_log(path)):
+            raise cut_short(path, "without its tables") from exc
         raise corrupt(path, f"not a readable journal ({exc})") from exc
     if problems:
         conn.close()
@@ -179,6 +184,17 @@ def _initialise(conn: sqlite3.Connection, path: Path, table: str) -> None:
         state = json.loads(legacy.read_text(encoding="utf-8"))
         start = int(state["last"] if state.get("clean") else state["reserved"]) + 1
     create_journal(conn, path, table, start - 1, GENESIS)
+
+
+def cut_short(path: Path, how: str) -> JournalCorrupt:
+    """The refusal of a table's very first start cut short: nothing to lose, but the daemon
+    does not decide that on its own (docs/journal.md)."""
+    return JournalCorrupt(
+        f"journal {path} is {how}, and its log file says nothing was ever numbered (it started "
+        "after seq -1 and holds no record): a table's first start cut short, by a power cut "
+        "before the journal reached the disk. Nothing is lost. The daemon will not start on "
+        f"it by itself: `tableside journal recover {path}` starts a new journal at seq 0."
+    )
 
 
 def corrupt(path: Path, detail: str, *, lost: bool = False) -> JournalCorrupt:

@@ -20,8 +20,13 @@ from tableside.daemon.journal.file import (
     read_meta,
     record_hash,
 )
-from tableside.daemon.journal.mark import create_journal, legacy_mark_path, read_legacy_mark
-from tableside.daemon.journal.redo import Contents, RedoLog, read_log
+from tableside.daemon.journal.mark import (
+    create_journal,
+    legacy_mark_path,
+    never_numbered,
+    read_legacy_mark,
+)
+from tableside.daemon.journal.redo import RedoLog, read_log
 from tableside.daemon.journal.verify import verify_chain
 
 
@@ -74,22 +79,6 @@ _GIVE_SEQ = (
     "give the last seq the table used (--after-seq N, from a subscriber's record) so no number "
     "is used twice, or --after-seq -1 if no subscriber ever saw a message of this table"
 )
-
-
-def never_numbered(path: Path, found: Contents | OSError | ValueError) -> bool:
-    """Whether the journal's log proves the table never numbered a record: it is whole (read,
-    every frame chained), it started after seq -1 and holds no record, and no older way of
-    numbering (a ``seq.json`` beside it, a mark file) says otherwise. What a power cut during a
-    table's very first start leaves when the journal's own file did not reach the disk: its
-    log, made and synced when that start checked the empty journal, is the proof."""
-    return (
-        isinstance(found, Contents)
-        and found.broken is None
-        and not found.records
-        and found.header.base_seq == -1
-        and not legacy_mark_path(path).exists()
-        and not (path.parent / "seq.json").exists()
-    )
 
 
 def recover(path: Path, table: str, *, after_seq: int | None = None) -> Recovered:
