@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import secrets
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -29,13 +29,18 @@ __all__ = ["floor_beside"]
 PREFIX = "tableside"
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
+@contextlib.asynccontextmanager
+async def _serving_here_or_anywhere(web_app: WebApp, host: str, port: int) -> AsyncIterator[str]:
+    """The web view on ``port``, or on a free one when that is taken (checked by binding it,
+    not before: two demos starting at once both found 8080 free)."""
+    async with contextlib.AsyncExitStack() as stack:
         try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+            base = await stack.enter_async_context(serving(web_app, host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            base = await stack.enter_async_context(serving(web_app, host, 0))
+        yield base
 
 
 def floor_beside(
@@ -68,8 +73,7 @@ def floor_beside(
                 store, demo.broker_url, prefix=PREFIX, session_expiry=0,
                 client_id=f"tableside-demo-floor-{demo.table}", on_stored=web_app.stored,
             )  # fmt: skip
-            where = port if _port_free(host, port) else 0
-            async with serving(web_app, host, where) as base:
+            async with _serving_here_or_anywhere(web_app, host, port) as base:
                 print(f"-- floor: every message stored and verified in {db}; live at {base}/ "
                       f"(log in as demo, password {password})", file=demo.out)  # fmt: skip
                 task = asyncio.create_task(floor.run(), name="demo.floor")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tableside.cli import main
+from tableside.daemon.discipline import DISCIPLINE_FILE_ENV
 
 from .conftest import Mosquitto, free_port, shipped_config
 from .hil import Subscriber, ruling, stop
@@ -24,7 +25,9 @@ CMD = [sys.executable, "-m", "tableside"]
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TABLESIDE_")}
+    # no TABLESIDE_ override reaches the config; the clock's lab hook does (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TABLESIDE_") or k == DISCIPLINE_FILE_ENV}  # fmt: skip
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

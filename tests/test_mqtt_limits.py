@@ -44,6 +44,7 @@ topic write tableside/hil-1/replay
 topic write tableside/hil-1/withheld
 topic write tableside/hil-1/config
 topic write tableside/hil-1/clock
+topic write tableside/hil-1/software
 topic write tableside/hil-1/device/+/state
 topic write tableside/hil-1/device/+/event
 topic write tableside/hil-1/response/#

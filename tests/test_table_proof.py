@@ -348,6 +348,7 @@ async def test_an_auditors_replay_sends_the_journaled_bytes_chained(
         # retention deletes what the broker acknowledged: a replay names it, sends the rest
         daemon.journal.retain_days = 1e-9
         assert await asyncio.to_thread(daemon.journal.prune) > 0
+        await daemon.journal.wait_stored(daemon.journal.durable_seq)  # SQLite is behind the log
         kept = _journaled(journal, 0, 10**9)
         first_kept = min(kept)
         await until(lambda: daemon.journal.durable_seq >= first_kept + 5)

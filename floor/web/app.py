@@ -831,10 +831,10 @@ async def serving(
     """Serve until the block ends; yields the base URL."""
     runner = web.AppRunner(make_app(web_app), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=tls)
-    await site.start()
-    bound = runner.addresses[0]
     try:
+        site = web.TCPSite(runner, host, port, ssl_context=tls)
+        await site.start()  # a port taken: the runner is cleaned up all the same
+        bound = runner.addresses[0]
         yield f"{'https' if tls else 'http'}://{bound[0]}:{bound[1]}"
     finally:
         await runner.cleanup()
