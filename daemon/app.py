@@ -363,8 +363,9 @@ class TableDaemon:
         the table's ``online`` is on its way to the broker (``FREEZE_WITHIN_S`` at most), which
         it would delay.
 
-        ``tableside run`` keeps the collector off through start-up (cli.py); it is on once this
-        has run, or once the daemon stops before it could, whoever started the daemon."""
+        ``tableside run`` keeps the collector off through start-up (cli/__init__.py); it is on
+        once this has run, or once the daemon stops before it could, whoever started the
+        daemon."""
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(FREEZE_WITHIN_S):

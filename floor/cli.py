@@ -174,7 +174,7 @@ def _user(args: argparse.Namespace) -> int:
 
 def _role_logins(texts: list[str]) -> dict[str, Any]:
     """``ROLE=USER[:PWFILE]`` for each role; every role not named logs in as floor-ROLE."""
-    from tableside.floor.web.app import RoleLogin
+    from tableside.floor.web.commander import RoleLogin
     from tableside.rules.commands import Role
 
     logins: dict[str, RoleLogin] = {role.value: RoleLogin(f"floor-{role.value}") for role in Role}
@@ -315,7 +315,8 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
 async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> int:
     import contextlib
 
-    from tableside.floor.web.app import Commander, MqttSender, WebApp, serving
+    from tableside.floor.web.app import WebApp, serving
+    from tableside.floor.web.commander import Commander, MqttSender
     from tableside.floor.web.view import FloorView
 
     tls: ssl.SSLContext | None = args.web_tls

@@ -19,7 +19,8 @@ from tableside.daemon import proof
 from tableside.daemon.demo import DemoTable
 from tableside.floor.service import Floor
 from tableside.floor.store import open_store
-from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, serving
+from tableside.floor.web.app import WebApp, serving
+from tableside.floor.web.commander import Commander, MqttSender, RoleLogin
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import Role

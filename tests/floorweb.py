@@ -13,7 +13,8 @@ from playwright.async_api import Page, expect
 
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Store, open_store
-from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, serving
+from tableside.floor.web.app import WebApp, serving
+from tableside.floor.web.commander import Commander, MqttSender, RoleLogin
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tests.browser import chromium

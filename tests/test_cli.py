@@ -282,7 +282,7 @@ def test_command_arguments_are_read_as_the_command_types_them(
     """``KEY=VALUE`` from the command line: a string argument is the text as typed (``note=30``
     was sent as the number 30 and refused), a list may go without brackets, the rest are TOML
     values; what the table's model makes of them is what was meant."""
-    from tableside.cli import _command_args
+    from tableside.cli.command import _command_args
     from tableside.rules.commands import COMMANDS
 
     args = COMMANDS[command].args.model_validate(_command_args(command, typed))
@@ -300,7 +300,7 @@ def test_command_arguments_of_the_wrong_type_are_still_refused(
 ) -> None:
     from pydantic import ValidationError
 
-    from tableside.cli import _command_args
+    from tableside.cli.command import _command_args
     from tableside.rules.commands import COMMANDS
 
     with pytest.raises(ValidationError) as caught:

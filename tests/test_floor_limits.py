@@ -434,7 +434,8 @@ async def test_the_page_shows_a_refused_record_and_a_withheld_one(tmp_path: Path
     words, and the tile counts it (from the store)."""
     from playwright.async_api import expect
 
-    from tableside.floor.web.app import Commander, Request, WebApp, serving
+    from tableside.floor.web.app import WebApp, serving
+    from tableside.floor.web.commander import Commander, Request
     from tableside.floor.web.users import Users
     from tableside.floor.web.view import FloorView
     from tests.browser import chromium

@@ -326,7 +326,7 @@ async def test_tables_never_enrolled_are_capped_and_expire_from_the_live_view(
 async def test_one_bad_message_never_costs_another_of_its_batch(tmp_path: Path) -> None:
     """``WebApp.stored`` takes each message on its own: one the view cannot take (whatever
     got past the judge) is logged and skipped, and the rest of the batch is shown."""
-    from tableside.floor.web.app import Commander
+    from tableside.floor.web.commander import Commander
     from tableside.floor.web.users import Users
     from tableside.floor.web.view import FloorView
 

@@ -18,7 +18,8 @@ from playwright.async_api import Page, expect
 
 from tableside.floor.judge import judge
 from tableside.floor.store import Message
-from tableside.floor.web.app import Commander, Request, WebApp, serving
+from tableside.floor.web.app import WebApp, serving
+from tableside.floor.web.commander import Commander, Request
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.rows import RULES
@@ -274,7 +275,7 @@ async def test_the_pages_requests_go_over_one_kept_connection_a_role(tmp_path: P
 
     import aiomqtt
 
-    from tableside.floor.web.app import MqttSender, RoleLogin
+    from tableside.floor.web.commander import MqttSender, RoleLogin
     from tests.conftest import Mosquitto
 
     def ask(table: str, role: str, args: dict[str, object], rid: str) -> Request:

@@ -22,7 +22,7 @@ from playwright.async_api import expect
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.floor.store import Message, Store
-from tableside.floor.web.app import Commander, MqttSender, RoleLogin
+from tableside.floor.web.commander import Commander, MqttSender, RoleLogin
 from tableside.rules.model import Game
 from tests.conftest import Mosquitto
 from tests.floorweb import log_in, pit

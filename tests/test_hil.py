@@ -349,7 +349,7 @@ async def test_each_device_says_who_it_is_once_per_connection(
 async def test_start_up_is_frozen_once_online_and_the_collector_turned_back_on(
     mosquitto: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``tableside run`` starts with the cyclic collector off (cli.py). Once the table's
+    """``tableside run`` starts with the cyclic collector off (cli/__init__.py). Once the table's
     ``online`` is on its way, not before, the daemon collects once, freezes what start-up made
     and turns the collector back on (daemon/app.py)."""
     seen_at_freeze: list[tuple[bool, bool]] = []

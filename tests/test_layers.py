@@ -59,6 +59,7 @@ SANS_IO = [
     ROOT / "drivers" / "common.py",
     ROOT / "drivers" / "shoe" / "protocol.py",
     ROOT / "drivers" / "shuffler" / "protocol.py",
+    ROOT / "drivers" / "cctalk" / "book.py",
     *files("rules"),
     ROOT / "daemon" / "runtime.py",
 ]

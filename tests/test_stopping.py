@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tableside.cli import _run_async
+from tableside.cli.common import run_async as _run_async
 from tableside.drivers.tasks import first_to_end
 from tests.ports import free_port
 

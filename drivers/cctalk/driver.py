@@ -36,6 +36,7 @@ from pydantic import Field, Strict, field_validator
 
 from tableside.drivers.base import Driver, DriverOptions, DriverSettings, EventSink
 from tableside.drivers.cctalk import events as ev
+from tableside.drivers.cctalk.book import SeatBook
 from tableside.drivers.cctalk.protocol import (
     BROADCAST,
     HOST,
@@ -81,8 +82,6 @@ DEFAULT_POLL_INTERVAL = 0.2
 LOCKOUT_BUDGET_S = 1.0
 #: pause between rounds of tries at seats that did not confirm (a BUSY acceptor needs a moment)
 CONFIRM_RETRY_S = 0.02
-#: an absent seat is probed this often, with one try, so it never holds the bus for long
-ABSENT_PROBE_INTERVAL = 2.0
 #: header 231's two bytes: every coin (credit) 1..16 enabled (bit set: enabled)
 COINS_ENABLED = b"\xff\xff"
 #: header 249's units byte → seconds (0 means "special": use the default)
@@ -358,18 +357,9 @@ class CcTalkAcceptorsDriver(Driver):
         self._asked: list[float] = []
         #: the lock-out, one state (its phase and when it was asked)
         self.lockout = LockOut()
-        #: seats whose inhibit (or release) is not confirmed: tried again at every poll
-        self.unconfirmed: set[int] = set()
-        #: the last event counter read from each seat. Kept across reconnections: the counter
-        #: returns to 0 only after a reset, so what a seat took while out of reach is read
-        #: (and counted) when it is back.
-        self._counters: dict[int, int] = {}
-        #: when each seat was last read; seats whose next read follows a gap (offline, the
-        #: bus down) are in _gap
-        self._read_at: dict[int, float] = {}
-        self._gap: set[int] = set()
-        self._offline: set[int] = set()
-        self._next_probe: dict[int, float] = {}
+        #: each seat's counter, reach and inhibit, and the counter arithmetic (no I/O). Kept
+        #: across reconnections: what a seat took while out of reach is read when it is back.
+        self.book = SeatBook.of(self.seats)
         self._bus: _Bus | None = None
         #: the bus while it is open but its seats are still being identified
         self._opening: _Bus | None = None
@@ -391,7 +381,7 @@ class CcTalkAcceptorsDriver(Driver):
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bus = _Bus(reader, writer, echo=self.echo, reply_timeout=self.reply_timeout,
                    retries=self.settings.arq.retries)  # fmt: skip
-        self._gap |= set(self._counters)  # every seat read before: its next read follows a gap
+        self.book.bus_opened()  # every seat read before: its next read follows a gap
         self._opening = bus
         try:
             if self.lockout.locked:
@@ -466,24 +456,22 @@ class CcTalkAcceptorsDriver(Driver):
             self.emit(_protocol_error(self.name, Header.MODIFY_INHIBIT_STATUS, str(exc)))
 
     def _go_offline(self, seat: int, detail: str) -> None:
-        self._gap.add(seat)
-        self._next_probe[seat] = time.monotonic() + ABSENT_PROBE_INTERVAL
-        if seat not in self._offline:
-            self._offline.add(seat)
+        if self.book.went_offline(seat, time.monotonic()):
             self.emit(ev.AcceptorOffline(device=self.name, seat=seat, detail=detail))
             self._status()
 
     def _status(self) -> None:
-        fault = ("lockout_unconfirmed" if self.unconfirmed
-                 else "acceptor_offline" if self._offline else None)  # fmt: skip
+        book = self.book
+        fault = ("lockout_unconfirmed" if book.unconfirmed
+                 else "acceptor_offline" if book.offline else None)  # fmt: skip
         self.emit(
             AcceptorBusStatus(
                 device=self.name,
                 state="locked_out" if self.lockout.locked else "accepting",
                 fault=fault,
-                seats_online=tuple(sorted(set(self.seats) - self._offline)),
-                seats_offline=tuple(sorted(self._offline)),
-                seats_unconfirmed=tuple(sorted(self.unconfirmed)),
+                seats_online=book.online,
+                seats_offline=book.offline,
+                seats_unconfirmed=book.unconfirmed,
             )
         )
 
@@ -491,8 +479,8 @@ class CcTalkAcceptorsDriver(Driver):
 
     async def _poll_all(self, bus: _Bus) -> None:
         for seat, address in self.seats.items():
-            absent = seat in self._offline
-            if absent and time.monotonic() < self._next_probe.get(seat, 0.0):
+            absent = self.book[seat].offline
+            if not self.book.probe_due(seat, time.monotonic()):
                 continue  # an absent seat is probed on a slower schedule, with one try
             try:
                 data = await bus.request(
@@ -504,12 +492,11 @@ class CcTalkAcceptorsDriver(Driver):
             except DeviceRejected as exc:  # BUSY or NAK: read again next time
                 self.emit(_protocol_error(self.name, Header.READ_BUFFERED_CREDIT, str(exc)))
                 continue
-            if absent:
-                self._offline.discard(seat)
+            if self.book.came_back(seat):
                 self.emit(ev.AcceptorOnline(device=self.name, seat=seat))
                 self._status()
             await self._process(bus, seat, data)
-            if seat in self.unconfirmed:  # the inhibit (or release) again, once a poll
+            if self.book[seat].unconfirmed:  # the inhibit (or release) again, once a poll
                 confirmed, _ = await self._set_inhibits(
                     bus, [seat], urgent=False, retries=0, budget=0.0
                 )
@@ -518,7 +505,7 @@ class CcTalkAcceptorsDriver(Driver):
                              locked_out=self.lockout.locked)  # fmt: skip
                     self._status()
         self._report_noise(bus)
-        everyone_gone = self._offline == set(self.seats)
+        everyone_gone = self.book.all_offline
         if everyone_gone and self.state == ConnectionState.CONNECTED:
             self._set_state(ConnectionState.STALE, "no acceptor answers")
         elif not everyone_gone and self.state == ConnectionState.STALE:
@@ -539,50 +526,28 @@ class CcTalkAcceptorsDriver(Driver):
         except ValueError as exc:
             self.emit(_protocol_error(self.name, Header.READ_BUFFERED_CREDIT, str(exc)))
             return
-        now = time.monotonic()
-        last, read_at = self._counters.get(seat), self._read_at.get(seat, now)
-        gap = round(now - read_at, 3) if seat in self._gap else None
-        self._counters[seat], self._read_at[seat] = counter, now
-        self._gap.discard(seat)
-        if last is None:
-            # The first read since the daemon started is the baseline; what it holds is said,
-            # not lost.
-            held = [results[age] for age in range(min(counter, len(results)))]
-            if held:
-                self.emit(
-                    ev.BacklogAtStart(
-                        device=self.name,
-                        seat=seat,
-                        event_counter=counter,
-                        credits=sum(1 for a, _ in held if a),
-                        errors=tuple(ERRORS.get(b, f"code_{b}") for a, b in held if not a and b),
-                    )
+        reading = self.book.read(seat, counter, results, time.monotonic())
+        held, last = reading.held, reading.last
+        if held:  # the baseline's backlog: said, not lost
+            self.emit(
+                ev.BacklogAtStart(
+                    device=self.name,
+                    seat=seat,
+                    event_counter=counter,
+                    credits=sum(1 for a, _ in held if a),
+                    errors=tuple(ERRORS.get(b, f"code_{b}") for a, b in held if not a and b),
                 )
-            return
-        if counter == last:
-            return
-        # The counter runs 1..255 and wraps to 1; it is 0 only after a reset.
-        new = counter - last if counter > last else counter + 255 - last
-        if counter == 0 or (counter < last and new > len(results)):
-            # Reset or power-cycled since the last read (a counter that went back further than
-            # the buffer holds is read as a reset too: the buffer then holds only events since
-            # the reset). What it took before the reset is gone with its buffer, and nobody
-            # can say how much that was.
+            )
+        if reading.reset and last is not None:
             self.emit(ev.CounterReset(device=self.name, seat=seat, last_counter=last))
             self.emit(ev.EventsLost(device=self.name, seat=seat, lost=None, from_counter=last,
                                     to_counter=counter, reason="reset"))  # fmt: skip
             await self._after_reset(bus, seat)
-            new = min(counter, len(results))
-        elif new > len(results):
-            # More than the buffer holds: the five in the buffer are new and are read; the rest
-            # are unaccounted for.
-            self.emit(ev.EventsLost(device=self.name, seat=seat, lost=new - len(results),
+        elif reading.lost and last is not None:
+            self.emit(ev.EventsLost(device=self.name, seat=seat, lost=reading.lost,
                                     from_counter=last, to_counter=counter))  # fmt: skip
-            new = len(results)
-        for age in reversed(range(new)):  # oldest first
-            a, b = results[age]
-            number = (counter - age - 1) % 255 + 1
-            self._event(seat, a, b, number, read_at=read_at, gap=gap)
+        for a, b, number in reading.events:
+            self._event(seat, a, b, number, read_at=reading.read_at, gap=reading.gap)
 
     async def _after_reset(self, bus: _Bus, seat: int) -> None:
         """A reset acceptor forgets its inhibits: its coins, and the lock-out if one holds."""
@@ -596,7 +561,8 @@ class CcTalkAcceptorsDriver(Driver):
         if a:
             # Counted unless the lock-out was in effect at this seat: a seat out of reach when
             # it was applied took its wagers uninhibited.
-            if not self.lockout.effective or (seat in self.unconfirmed and gap is not None):
+            unconfirmed = self.book[seat].unconfirmed
+            if not self.lockout.effective or (unconfirmed and gap is not None):
                 timing = ev.WagerTiming.BEFORE_LOCKOUT
                 if self.lockout.asked_at is not None:
                     asked_in_gap = gap is not None and self.lockout.asked_at > read_at
@@ -651,7 +617,7 @@ class CcTalkAcceptorsDriver(Driver):
                     return confirmed, failed  # a lock-out overtook this release (or reverse)
                 address = self.seats[seat]
                 # a seat already known absent gets one try a round, not the bus's retries
-                tries = 0 if seat in self._offline else retries
+                tries = 0 if self.book[seat].offline else retries
                 try:
                     if seat in read_only:
                         read_only.discard(seat)
@@ -685,14 +651,14 @@ class CcTalkAcceptorsDriver(Driver):
                         confirmed.append(seat)
                         pending.remove(seat)
                         failed.pop(seat, None)
-                        self.unconfirmed.discard(seat)
+                        self.book.confirmed(seat)
                     else:
                         failed[seat] = f"master inhibit reads back {status.hex() or 'nothing'}"
             if not pending or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(CONFIRM_RETRY_S)
         if self.lockout.locked == locked:
-            self.unconfirmed |= set(failed)
+            self.book.not_confirmed(failed)
         return confirmed, failed
 
     async def command(self, name: str, args: Args) -> None:
@@ -719,7 +685,7 @@ class CcTalkAcceptorsDriver(Driver):
 
     async def release(self, bus: _Bus) -> None:
         self.lockout = LockOut()
-        self.unconfirmed.clear()
+        self.book.forget_unconfirmed()
         confirmed, failed = await self._set_inhibits(bus, list(self.seats), urgent=False)
         if not self.lockout.locked:
             self.emit(ev.LockoutReleased(device=self.name, seats=tuple(confirmed),
@@ -739,7 +705,7 @@ class CcTalkAcceptorsDriver(Driver):
         started = time.monotonic()
         asked = started if asked_at is None else asked_at
         self.lockout = LockOut(LockPhase.ASKED, asked)
-        self.unconfirmed.clear()
+        self.book.forget_unconfirmed()
         with bus.urgent():
             await self._broadcast_inhibit(bus)
             broadcast = time.monotonic()
