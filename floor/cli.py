@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import re
@@ -232,6 +233,9 @@ def _command(args: argparse.Namespace, run_async: Any) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if args.floor_command == "run" and args.http:
+        # the web view's module first: without the floor extra (aiohttp) that is what to say,
+        # before its users or logins are looked at
+        importlib.import_module("tableside.floor.web.app")
         try:
             args.web_logins = _role_logins(args.role_login)
             from tableside.floor.web.users import Users
