@@ -26,10 +26,11 @@ Phases, each process on a fresh state folder:
   was journaled) and that record's checkpoint fall in it.
 * ``idle``: the same process, then ``--idle`` s with the device connected and quiet
   (heartbeats only): bytes an hour.
-* ``retrying`` (tableside only): a new process with the device connected and two more that
-  never answer: one refuses every connection (``socket://`` to a closed port), one is a serial
-  port that opens with nothing behind it (a pty nobody answers: a device switched off), so
-  their drivers retry their links all along; ``--idle`` s: bytes an hour.
+* ``retrying`` (tableside only), from ``--after`` s after its start: a new process with the
+  device connected and two more that never answer: one refuses every connection
+  (``socket://`` to a closed port), one is a serial port that opens with nothing behind it (a
+  pty nobody answers: a device switched off), so their drivers retry their links all along;
+  ``--idle`` s: bytes an hour.
 
 ``--attribute`` (root: a tracefs instance of ``block:block_bio_queue``) says which file each
 written sector belongs to (the state's files by ``filefrag``, the file system's journal by
@@ -68,6 +69,7 @@ from latency import Device, before_tree, shuffle_id_of
 from provenance import commit, compiled
 
 from tableside.daemon.broker import free_port
+from tableside.daemon.discipline import DISCIPLINE_FILE_ENV
 from tableside.drivers.shuffler import protocol as p
 from tableside.simulators.listen import PtyEndpoint
 
@@ -422,7 +424,9 @@ async def run_retrying(variant: Variant, args: argparse.Namespace, disk: Disk,
     retrying = (free_port(), os.ttyname(slave))
     try:
         async with connected(variant, broker, state, work, retrying) as (proc, _, seen):
-            await asyncio.sleep(2.0)
+            # past the start's own writes (its records' checkpoint after 30 s of quiet, the
+            # signed checkpoint a minute on and its own): what retrying costs, hour after hour
+            await asyncio.sleep(args.after)
             window = Window(disk, proc.pid, trace, state, seen)
             window.open()
             await asyncio.sleep(args.idle)
@@ -497,6 +501,13 @@ async def main() -> None:
     results: list[dict[str, Any]] = []
     async with contextlib.AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tableside-flash-")))
+        # A controller's clock is kept by NTP; this machine's kernel clock is not synchronised,
+        # which opens a clock ruling at each start (and its escalation, its records): the
+        # daemons read a synchronised clock through the lab's hook (docs/journal.md, "Trusted
+        # time"), as on a table whose NTP works
+        synced = work / "clock.json"
+        synced.write_text('{"synchronised": true, "esterror_us": 1000, "maxerror_us": 20000}')
+        os.environ[DISCIPLINE_FILE_ENV] = str(synced)
         if args.before:
             variants.append(Variant(f"tableside@{args.before}",
                                     env=before_tree(args.before, work / "before")))  # fmt: skip
