@@ -37,8 +37,8 @@ from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, record_hash
 from tableside.daemon.logging import configure_logging
-from tableside.daemon.payloads import DeviceEventPayload, utc_ms
 from tableside.daemon.publisher import Publisher
+from tableside.wire.payloads import DeviceEventPayload, utc_ms
 
 TABLE = "replay-1"
 

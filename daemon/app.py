@@ -11,7 +11,7 @@ What runs, and where it lives:
   more bets"), escalates rulings nobody acknowledged, signs checkpoints, and pings systemd;
 - at start, the table is restored from the journal (daemon/restore.py).
 
-Proof for the floor (daemon/proof.py, docs/floor.md): the table's Ed25519 key is loaded (made at
+Proof for the floor (wire/proof.py, docs/floor.md): the table's Ed25519 key is loaded (made at
 the first start) before anything is sent; a signed checkpoint of the journal's head is journaled
 every ``[proof] checkpoint_interval_s`` and on a clean stop.
 """
@@ -30,13 +30,11 @@ from typing import Any
 
 import structlog
 
-from tableside.daemon import proof
 from tableside.daemon.changes import config_fields
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.discipline import DISCIPLINE_FILE_ENV, POLL_S, ClockWatch, read_discipline
 from tableside.daemon.integrity import verify_software
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import CheckpointPayload, ConfigPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.restore import restore
 from tableside.daemon.routing import CommandRouter
@@ -57,6 +55,8 @@ from tableside.drivers.registry import get_driver
 from tableside.errors import ConfigurationError
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
+from tableside.wire import proof
+from tableside.wire.payloads import CheckpointPayload, ConfigPayload, utc_ms
 
 __all__ = ["FREEZE_WITHIN_S", "KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from tableside.daemon.config import Config
-from tableside.daemon.payloads import ConfigChange, ConfigPayload
+from tableside.wire.payloads import ConfigChange, ConfigPayload
 
 __all__ = ["SECRET_KEYS", "ConfigFields", "config_fields", "flat"]
 
@@ -36,7 +36,7 @@ def flat(value: object, path: str = "") -> dict[str, object]:
 
 
 class ConfigFields(TypedDict):
-    """A ``config`` record's own fields (daemon/payloads.py ConfigPayload)."""
+    """A ``config`` record's own fields (wire/payloads.py ConfigPayload)."""
 
     hash: str
     config: dict[str, object]

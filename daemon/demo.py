@@ -31,7 +31,6 @@ from tableside.daemon.broker import (
 )
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
-from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers import usb as usb_transport
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
@@ -42,6 +41,7 @@ from tableside.simulators.registry import build_simulator
 from tableside.simulators.shoe import parse_plan_spec
 from tableside.simulators.shuffler import ShufflerSimulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
+from tableside.wire.payloads import TopicKind, parse_topic
 
 __all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "Beside", "DemoTable", "run_demo"]
 

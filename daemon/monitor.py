@@ -1,6 +1,6 @@
 """``tableside monitor``: subscribe to one table and print its life, one line per message.
 
-Each message is read as its topic's payload model (daemon/payloads.py); one that does not read
+Each message is read as its topic's payload model (wire/payloads.py); one that does not read
 is printed as ``BAD`` and counts for nothing. It checks the sequence numbers as it goes and
 prints a ``GAP`` line when numbers are missing (``counted_seq``: retained and republished state,
 the last will, an auditor's replay and a requester's response are repeats by design).
@@ -25,7 +25,10 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ValidationError
 
-from tableside.daemon.payloads import (
+from tableside.drivers.backoff import Backoff
+from tableside.mqtt.client import Client
+from tableside.mqtt.connection import Endpoint, MqttError
+from tableside.wire.payloads import (
     Envelope,
     StatusPayload,
     Topic,
@@ -33,9 +36,6 @@ from tableside.daemon.payloads import (
     model_of,
     parse_topic,
 )
-from tableside.drivers.backoff import Backoff
-from tableside.mqtt.client import Client
-from tableside.mqtt.connection import Endpoint, MqttError
 
 __all__ = [
     "SESSION_EXPIRY_S",

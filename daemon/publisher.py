@@ -9,7 +9,7 @@ starts again from the first unacknowledged record; a record that may already hav
 broker goes out with ``"redelivered": true`` and its original seq, so a subscriber can drop it.
 
 With MQTT v5 every journaled message carries its record's chain entry as user properties
-(daemon/proof.py, docs/floor.md): ``chain-prev``, ``chain-hash``, ``chain-ts``. Retained state
+(wire/proof.py, docs/floor.md): ``chain-prev``, ``chain-hash``, ``chain-ts``. Retained state
 sent again after a reconnect carries its original record's entry, read back from the journal.
 
 On our own MQTT client (mqtt/connection.py, on public asyncio APIs only): records are sent
@@ -39,18 +39,6 @@ from pydantic_core import to_json
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, Record
-from tableside.daemon.payloads import (
-    PLAIN,
-    Envelope,
-    ReplayPayload,
-    StatusPayload,
-    TopicKind,
-    Undelivered,
-    WithheldPayload,
-    parse_topic,
-    utc_ms,
-)
-from tableside.daemon.proof import CHAIN_RETAIN, Chain, marked
 from tableside.drivers.backoff import STABLE_S, Backoff
 from tableside.drivers.tasks import first_to_end
 from tableside.mqtt import codec
@@ -67,6 +55,18 @@ from tableside.mqtt.connection import (
 )
 from tableside.mqtt.window import Sent, Window
 from tableside.rules.commands import Role
+from tableside.wire.payloads import (
+    PLAIN,
+    Envelope,
+    ReplayPayload,
+    StatusPayload,
+    TopicKind,
+    Undelivered,
+    WithheldPayload,
+    parse_topic,
+    utc_ms,
+)
+from tableside.wire.proof import CHAIN_RETAIN, Chain, marked
 
 __all__ = [
     "CONNECT_TIMEOUT_S",

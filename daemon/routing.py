@@ -17,13 +17,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 import structlog
 
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import (
-    MAX_NAME_CHARS,
-    MAX_REQUEST_BYTES,
-    CommandRequest,
-    CommandResult,
-    utc_ms,
-)
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
 from tableside.drivers.base import Driver
@@ -52,6 +45,13 @@ from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.rulings import halting
 from tableside.rules.table import step
+from tableside.wire.payloads import (
+    MAX_NAME_CHARS,
+    MAX_REQUEST_BYTES,
+    CommandRequest,
+    CommandResult,
+    utc_ms,
+)
 
 __all__ = ["CommandRouter", "Spawn"]
 

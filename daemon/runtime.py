@@ -23,18 +23,6 @@ from tableside.daemon.clock import RunClock
 from tableside.daemon.config import DeviceConfig
 from tableside.daemon.discipline import CLOCK_ALERT, ClockRecord
 from tableside.daemon.firmware import firmware_change
-from tableside.daemon.payloads import (
-    ClockPayload,
-    DeviceEventPayload,
-    DeviceIdentity,
-    DeviceStatePayload,
-    RulingPayload,
-    RulingStatePayload,
-    SoftwarePayload,
-    SourceEvent,
-    TablePayload,
-    utc_ms,
-)
 from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
 from tableside.daemon.software import SOFTWARE_MISMATCH, SoftwareResult, SoftwareVerdict
 from tableside.drivers.cctalk.events import AcceptorIdentity
@@ -63,6 +51,18 @@ from tableside.rules.table import (
     TableEvent,
     TableState,
     step,
+)
+from tableside.wire.payloads import (
+    ClockPayload,
+    DeviceEventPayload,
+    DeviceIdentity,
+    DeviceStatePayload,
+    RulingPayload,
+    RulingStatePayload,
+    SoftwarePayload,
+    SourceEvent,
+    TablePayload,
+    utc_ms,
 )
 
 if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothing else

@@ -69,7 +69,7 @@ class SoftwareVerdict:
     seconds: float = 0.0
 
     def fields(self, checked_by: str) -> dict[str, object]:
-        """The ``software`` record's own fields (daemon/payloads.py SoftwarePayload)."""
+        """The ``software`` record's own fields (wire/payloads.py SoftwarePayload)."""
         return {
             "result": self.result,
             "version": self.version,

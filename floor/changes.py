@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tableside.daemon.payloads import parse_topic
-from tableside.daemon.proof import unmarked
 from tableside.floor.store import Enrolment, Message
+from tableside.wire.payloads import parse_topic
+from tableside.wire.proof import unmarked
 
 __all__ = ["CHANGES", "COLUMNS", "Change", "ChangeKind", "changes", "topics"]
 

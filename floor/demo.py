@@ -15,7 +15,6 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
-from tableside.daemon import proof
 from tableside.daemon.demo import DemoTable
 from tableside.floor.service import Floor
 from tableside.floor.store import open_store
@@ -23,6 +22,7 @@ from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, se
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import Role
+from tableside.wire import proof
 
 __all__ = ["floor_beside"]
 

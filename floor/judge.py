@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import (
+from tableside.floor.store import Kind, Message, Verdict
+from tableside.wire import proof
+from tableside.wire.payloads import (
     CheckpointPayload,
     Envelope,
     ReplayPayload,
@@ -32,7 +33,6 @@ from tableside.daemon.payloads import (
     parse_payload,
     parse_topic,
 )
-from tableside.floor.store import Kind, Message, Verdict
 
 __all__ = ["MAX_PAYLOAD", "judge", "withheld_words"]
 

@@ -43,8 +43,6 @@ from typing import Literal
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
 from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.link import Link, Subscription
@@ -62,6 +60,8 @@ from tableside.floor.store import (
 from tableside.floor.verify import vouched, waits, walk
 from tableside.mqtt import codec as mqtt
 from tableside.mqtt.connection import MqttError
+from tableside.wire import proof
+from tableside.wire.payloads import CommandResult, TopicKind, parse_payload
 
 __all__ = [
     "MAX_REPLAY",

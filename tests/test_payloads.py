@@ -1,4 +1,4 @@
-"""The publisher's fast path: a message of a PLAIN model (daemon/payloads.py) is serialised from
+"""The publisher's fast path: a message of a PLAIN model (wire/payloads.py) is serialised from
 a dict, not built as the model; its bytes must be the model's, byte for byte, for every event
 any driver can make (the chain's hash covers them, and ``marked`` relies on their layout)."""
 
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from tableside.daemon.clock import LabClock
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import PLAIN, DeviceEventPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.registry import available_drivers, get_driver
+from tableside.wire.payloads import PLAIN, DeviceEventPayload, utc_ms
 
 
 def _every_event_class() -> list[type[DeviceEvent]]:
@@ -109,7 +109,7 @@ async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
     no seq."""
     from pydantic import ValidationError
 
-    from tableside.daemon.payloads import CommandResult
+    from tableside.wire.payloads import CommandResult
 
     fields = {"role": "dealer", "device": None, "command": None, "request_id": None, "ok": True}
     record = publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(), fields)
@@ -121,9 +121,9 @@ async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
 
 
 def test_one_topic_parser_names_every_topic_the_table_uses() -> None:
-    """daemon/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
-    from tableside.daemon.payloads import Topic, TopicKind, parse_topic
+    """wire/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
     from tableside.daemon.publisher import Topics
+    from tableside.wire.payloads import Topic, TopicKind, parse_topic
 
     t = Topics("tableside", "cs-01")
     expected = {
@@ -152,8 +152,8 @@ def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix
     """``split_topic`` (the floor's stored records: ``Message.what``, ``floor verify``'s
     prefix) and ``Topics.role_of_command``: every topic of the table, under a prefix of one
     level or of three (the floor's verify read ``casino`` as the prefix of every record)."""
-    from tableside.daemon.payloads import TopicKind, parse_topic, split_topic
     from tableside.daemon.publisher import Topics
+    from tableside.wire.payloads import TopicKind, parse_topic, split_topic
 
     t = Topics(prefix, "cs-01")
     topics = [t.status, t.ruling, t.ruling_state, t.table_state, t.command_result,
@@ -170,7 +170,7 @@ def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix
 
 @pytest.mark.parametrize("bad", [b"NaN", b"Infinity", b"-Infinity"])
 def test_a_payload_with_nan_or_infinity_anywhere_is_refused(bad: bytes) -> None:
-    from tableside.daemon.payloads import DeviceEventPayload, StatusPayload, parse_payload
+    from tableside.wire.payloads import DeviceEventPayload, StatusPayload, parse_payload
 
     event = (b'{"table":"t","ts":"x","seq":1,"device":"s","device_class":"s","event":"e",'
              b'"data":{"deep":[1,' + bad + b"]}}")  # fmt: skip

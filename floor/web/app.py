@@ -38,8 +38,6 @@ from urllib.parse import quote, urlsplit
 import structlog
 from aiohttp import web
 
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
-from tableside.daemon.proof import unmarked
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
 from tableside.floor.verify import export_line
@@ -50,6 +48,8 @@ from tableside.mqtt import codec
 from tableside.mqtt.connection import Connection, Endpoint, MqttError, connect
 from tableside.rules.commands import COMMANDS
 from tableside.rules.rulings import MAX_NOTE_CHARS
+from tableside.wire.payloads import CommandResult, TopicKind, parse_payload
+from tableside.wire.proof import unmarked
 
 __all__ = [
     "ACKNOWLEDGE",

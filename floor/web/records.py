@@ -26,8 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 
 from aiohttp import web
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import CheckpointPayload, parse_payload
 from tableside.floor.changes import COLUMNS, changes, topics
 from tableside.floor.store import Enrolment, Store
 from tableside.floor.web.app import (
@@ -40,6 +38,8 @@ from tableside.floor.web.app import (
 )
 from tableside.floor.web.users import SUPERVISOR
 from tableside.rules.rulings import MAX_NOTE_CHARS
+from tableside.wire import proof
+from tableside.wire.payloads import CheckpointPayload, parse_payload
 
 __all__ = ["Records", "routes"]
 

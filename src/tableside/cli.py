@@ -839,7 +839,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_schemas(args: argparse.Namespace) -> int:
-    from tableside.daemon.payloads import PAYLOAD_MODELS
+    from tableside.wire.payloads import PAYLOAD_MODELS
 
     args.directory.mkdir(parents=True, exist_ok=True)
     from tableside.rules.commands import request_schema
@@ -1002,8 +1002,8 @@ def _cmd_journal(args: argparse.Namespace) -> int:
 
 
 def _cmd_key(args: argparse.Namespace) -> int:
-    from tableside.daemon import proof
     from tableside.daemon.config import ConfigError, load_config
+    from tableside.wire import proof
 
     try:
         config = load_config(args.config, use_env=False)

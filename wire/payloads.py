@@ -308,7 +308,7 @@ class CommandResult(Envelope):
     pruned_before: int | None = None
 
 
-# -- proof across the wire (daemon/proof.py, docs/floor.md) ---------------------------------
+# -- proof across the wire (wire/proof.py, docs/floor.md) ---------------------------------
 
 
 class ConfigChange(BaseModel):
