@@ -77,7 +77,6 @@ from tableside import __version__
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
-from tableside.daemon.publisher import Topics
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.catalog import event_type
 from tableside.drivers.events import ConnectionState
@@ -103,6 +102,7 @@ from tableside.wire.payloads import (
     TablePayload,
     utc_ms,
 )
+from tableside.wire.topics import Topics
 
 GAME = Game.CARIBBEAN_STUD
 #: the seats with a wager every round

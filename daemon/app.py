@@ -57,6 +57,7 @@ from tableside.rules import TableFacts
 from tableside.rules.rulings import due
 from tableside.wire import proof
 from tableside.wire.payloads import CheckpointPayload, ConfigPayload, utc_ms
+from tableside.wire.topics import Topics
 
 __all__ = ["FREEZE_WITHIN_S", "KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
@@ -176,7 +177,7 @@ class TableDaemon:
         self.public_key = proof.public_key_hex(self.key)
         #: the last start's config record, read before the journal's threads start
         self._last_config = self.journal.latest().get(
-            f"{config.broker.topic_prefix}/{self.table}/config"
+            Topics(config.broker.topic_prefix, self.table).config
         )
         #: the seq of the newest checkpoint journaled (-1: none this run)
         self.checkpointed = -1

@@ -28,14 +28,8 @@ from pydantic import BaseModel, ValidationError
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
-from tableside.wire.payloads import (
-    Envelope,
-    StatusPayload,
-    Topic,
-    TopicKind,
-    model_of,
-    parse_topic,
-)
+from tableside.wire.payloads import Envelope, StatusPayload, model_of
+from tableside.wire.topics import Topic, TopicKind, Topics, parse_topic
 
 __all__ = [
     "SESSION_EXPIRY_S",
@@ -271,7 +265,7 @@ class Monitor:
                 async with self._session() as c:
                     backoff.connected(loop.time())
                     self._on_connection(c.session_present)
-                    await c.subscribe(f"{self.prefix}/{self.table}/#")
+                    await c.subscribe(Topics(self.prefix, self.table).everything)
                     subscribed = True
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)

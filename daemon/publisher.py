@@ -54,19 +54,17 @@ from tableside.mqtt.connection import (
     describe,
 )
 from tableside.mqtt.window import Sent, Window
-from tableside.rules.commands import Role
 from tableside.wire.payloads import (
     PLAIN,
     Envelope,
     ReplayPayload,
     StatusPayload,
-    TopicKind,
     Undelivered,
     WithheldPayload,
-    parse_topic,
     utc_ms,
 )
 from tableside.wire.proof import CHAIN_RETAIN, Chain, marked
+from tableside.wire.topics import Topics
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -75,7 +73,6 @@ __all__ = [
     "STABLE_S",
     "CommandHandler",
     "Publisher",
-    "Topics",
     "marked",
 ]
 
@@ -96,43 +93,6 @@ CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
 def _said_if_failed(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("response_not_sent", error=str(task.exception()))
-
-
-class Topics:
-    """Every topic of one table, under the configured prefix (docs/mqtt.md)."""
-
-    def __init__(self, prefix: str, table: str) -> None:
-        self.prefix, self.table = prefix, table
-        self.base = f"{prefix}/{table}"
-        self.status = f"{self.base}/status"
-        self.ruling = f"{self.base}/ruling"
-        self.ruling_state = f"{self.base}/ruling_state"
-        self.table_state = f"{self.base}/table"
-        self.command_filter = f"{self.base}/command/+"
-        self.command_result = f"{self.base}/command_result"
-        self.response_prefix = f"{self.base}/response/"
-        self.checkpoint = f"{self.base}/checkpoint"
-        self.replay = f"{self.base}/replay"
-        self.withheld = f"{self.base}/withheld"
-        self.config = f"{self.base}/config"
-        self.software = f"{self.base}/software"
-        self.clock = f"{self.base}/clock"
-        #: each role's request topic, for a broker that takes no wildcard subscription
-        self.command_topics = [f"{self.base}/command/{role}" for role in Role]
-
-    def device_state(self, device: str) -> str:
-        return f"{self.base}/device/{device}/state"
-
-    def device_event(self, device: str) -> str:
-        return f"{self.base}/device/{device}/event"
-
-    def role_of_command(self, topic: str) -> str:
-        """The role a request came as: the last level of ``<base>/command/<role>`` (daemon/
-        payloads.py ``parse_topic``); "" for a topic that is not this table's request."""
-        where = parse_topic(self.prefix, topic)
-        if where is None or where.table != self.table or where.kind is not TopicKind.COMMAND:
-            return ""
-        return where.name or ""
 
 
 class Publisher:

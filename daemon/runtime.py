@@ -66,7 +66,8 @@ from tableside.wire.payloads import (
 )
 
 if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothing else
-    from tableside.daemon.publisher import Publisher, Topics
+    from tableside.daemon.publisher import Publisher
+    from tableside.wire.topics import Topics
 
 __all__ = ["DeviceAction", "DeviceRuntime", "TableActionFailed", "TableRuntime"]
 

@@ -467,7 +467,7 @@ def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
 async def _verify(store: Store, args: argparse.Namespace) -> int:
     from tableside.floor.store import FAILED, Progress, stands_in
     from tableside.floor.verify import KeyHistory, against_export, recheck, walk
-    from tableside.wire.payloads import split_topic
+    from tableside.wire.topics import split_topic
 
     state = await store.state(args.table)
     if state is None:

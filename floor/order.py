@@ -64,7 +64,7 @@ from dataclasses import dataclass, field, replace
 
 from tableside.floor.store import Message, stands_in
 from tableside.wire import proof
-from tableside.wire.payloads import TopicKind
+from tableside.wire.topics import TopicKind
 
 __all__ = ["MAX_AHEAD", "MAX_STANDING", "Head", "SeqOrder", "live"]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tableside.errors import TablesideError
-from tableside.wire.payloads import TopicKind, split_topic
+from tableside.wire.topics import TopicKind, split_topic
 
 __all__ = [
     "ADDED_COLUMNS",

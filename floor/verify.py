@@ -40,7 +40,8 @@ from tableside.floor.store import (
     stands_in,
 )
 from tableside.wire import proof
-from tableside.wire.payloads import TopicKind, WithheldPayload, parse_payload, parse_topic
+from tableside.wire.payloads import WithheldPayload, parse_payload
+from tableside.wire.topics import TopicKind, parse_topic
 
 __all__ = [
     "Finding",

@@ -34,7 +34,8 @@ from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Message, Store, TableState, open_store
 from tableside.floor.verify import against_export, export_line
 from tableside.wire import proof
-from tableside.wire.payloads import TopicKind, WithheldPayload
+from tableside.wire.payloads import WithheldPayload
+from tableside.wire.topics import TopicKind
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import running

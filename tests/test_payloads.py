@@ -122,8 +122,7 @@ async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
 
 def test_one_topic_parser_names_every_topic_the_table_uses() -> None:
     """wire/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
-    from tableside.daemon.publisher import Topics
-    from tableside.wire.payloads import Topic, TopicKind, parse_topic
+    from tableside.wire.topics import Topic, TopicKind, Topics, parse_topic
 
     t = Topics("tableside", "cs-01")
     expected = {
@@ -152,8 +151,7 @@ def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix
     """``split_topic`` (the floor's stored records: ``Message.what``, ``floor verify``'s
     prefix) and ``Topics.role_of_command``: every topic of the table, under a prefix of one
     level or of three (the floor's verify read ``casino`` as the prefix of every record)."""
-    from tableside.daemon.publisher import Topics
-    from tableside.wire.payloads import TopicKind, parse_topic, split_topic
+    from tableside.wire.topics import TopicKind, Topics, parse_topic, split_topic
 
     t = Topics(prefix, "cs-01")
     topics = [t.status, t.ruling, t.ruling_state, t.table_state, t.command_result,

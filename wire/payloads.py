@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
@@ -15,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
 from tableside.rules.rulings import MAX_UNRESOLVED
+from tableside.wire.topics import TopicKind
 
 __all__ = [
     "MAX_NAME_CHARS",
@@ -39,14 +38,10 @@ __all__ = [
     "SourceEvent",
     "StatusPayload",
     "TablePayload",
-    "Topic",
-    "TopicKind",
     "Undelivered",
     "WithheldPayload",
     "model_of",
     "parse_payload",
-    "parse_topic",
-    "split_topic",
     "utc_ms",
 ]
 
@@ -444,84 +439,6 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "replay": ReplayPayload,
     "withheld": WithheldPayload,
 }
-
-
-# -- topics (docs/mqtt.md): the one parser, for the table, the floor and the tools -----------
-
-
-class TopicKind(enum.StrEnum):
-    """What a topic under ``<prefix>/<table>/`` carries (docs/mqtt.md's table)."""
-
-    STATUS = "status"
-    DEVICE_STATE = "device_state"
-    DEVICE_EVENT = "device_event"
-    RULING = "ruling"
-    RULING_STATE = "ruling_state"
-    TABLE = "table"
-    CHECKPOINT = "checkpoint"
-    CONFIG = "config"
-    SOFTWARE = "software"
-    CLOCK = "clock"
-    REPLAY = "replay"
-    WITHHELD = "withheld"
-    COMMAND = "command"
-    COMMAND_RESULT = "command_result"
-    RESPONSE = "response"
-
-
-#: the kinds whose topic is ``<prefix>/<table>/<kind>`` with nothing after it
-_DEEPER = (TopicKind.DEVICE_STATE, TopicKind.DEVICE_EVENT, TopicKind.COMMAND, TopicKind.RESPONSE)
-_ONE_LEVEL = {k.value: k for k in TopicKind if k not in _DEEPER}
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    """A topic of one table, parsed (``parse_topic``)."""
-
-    table: str
-    kind: TopicKind
-    #: the device of ``device/<device>/state|event``; the role of ``command/<role>``
-    name: str | None = None
-
-
-def parse_topic(prefix: str, topic: str) -> Topic | None:
-    """``<prefix>/<table>/…`` as a ``Topic``; None for a topic that is no table's (another
-    prefix, no table, or a kind docs/mqtt.md does not list)."""
-    head = f"{prefix}/"
-    if not topic.startswith(head):
-        return None
-    table, sep, rest = topic[len(head) :].partition("/")
-    if not table or not sep or not rest:
-        return None
-    kind = _ONE_LEVEL.get(rest)
-    if kind is not None:
-        return Topic(table, kind)
-    first, _, tail = rest.partition("/")
-    if first == "device":
-        device, _, what = tail.partition("/")
-        if device and what in ("state", "event"):
-            which = TopicKind.DEVICE_STATE if what == "state" else TopicKind.DEVICE_EVENT
-            return Topic(table, which, device)
-    elif first == "command" and tail and "/" not in tail:
-        return Topic(table, TopicKind.COMMAND, tail)
-    elif first == "response" and tail:
-        return Topic(table, TopicKind.RESPONSE, tail)
-    return None
-
-
-def split_topic(table: str, topic: str) -> tuple[str, Topic] | None:
-    """A topic of ``table`` as its prefix and ``Topic``, for a reader that knows the table but
-    not the prefix (a stored record; a prefix may have levels of its own); None when no split
-    of it names ``table`` as ``parse_topic`` reads topics."""
-    levels = topic.split("/")
-    for depth in (1, 2, 3):  # status … checkpoint; command/<role>; device/<device>/<what>
-        at = len(levels) - depth - 1
-        if at >= 1 and levels[at] == table:
-            prefix = "/".join(levels[:at])
-            where = parse_topic(prefix, topic)
-            if where is not None and where.table == table:
-                return prefix, where
-    return None
 
 
 _MODEL_OF: dict[TopicKind, type[BaseModel]] = {

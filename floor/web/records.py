@@ -40,6 +40,7 @@ from tableside.floor.web.users import SUPERVISOR
 from tableside.rules.rulings import MAX_NOTE_CHARS
 from tableside.wire import proof
 from tableside.wire.payloads import CheckpointPayload, parse_payload
+from tableside.wire.topics import Topics
 
 __all__ = ["Records", "routes"]
 
@@ -95,7 +96,7 @@ class Records:
     async def _seen(self, table: str) -> str | None:
         """The key the table's newest stored checkpoint names (its word, to be compared with
         what the table itself prints)."""
-        topic = f"{self.app.view.prefix}/{table}/checkpoint"
+        topic = Topics(self.app.view.prefix, table).checkpoint
         for m in await self._store().messages(table, topic=topic, limit=1):
             try:
                 return parse_payload(CheckpointPayload, proof.unmarked(m.payload)).key

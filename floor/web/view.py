@@ -48,13 +48,12 @@ from tableside.wire.payloads import (
     SoftwarePayload,
     StatusPayload,
     TablePayload,
-    TopicKind,
     Undelivered,
     WithheldPayload,
     model_of,
     parse_payload,
-    parse_topic,
 )
+from tableside.wire.topics import TopicKind, parse_topic
 
 __all__ = ["MAX_UNENROLLED", "UNENROLLED_IDLE_S", "FloorRuling", "FloorView", "TableTile"]
 
