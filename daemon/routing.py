@@ -49,7 +49,8 @@ from tableside.wire.payloads import (
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
     CommandRequest,
-    CommandResult,
+    CommandResultBody,
+    CommandStatus,
     utc_ms,
 )
 
@@ -308,24 +309,26 @@ class CommandRouter:
         """Journal and publish what became of a request (``error``: refused, or with
         ``internal`` the table failed); MQTT v5: a copy to its response topic, with its
         correlation data."""
-        status = "internal_error" if internal else "done" if error is None else "refused"
+        status: CommandStatus = (
+            "internal_error" if internal else "done" if error is None else "refused"
+        )
         if error and not internal:
             log.warning("command_refused", role=role, error=error,
                         command=request.command if request else None)  # fmt: skip
-        fields = {
-            "role": role,
-            "device": request.device if request else None,
-            "command": request.command if request else None,
-            "request_id": request.request_id if request else None,
-            "ok": error is None,
-            "status": status,
-            "error": error,
-            "override": override,
-            "replayed": replayed,
-            "pruned_before": pruned_before,
-        }
+        message = CommandResultBody(
+            role=role,
+            device=request.device if request else None,
+            command=request.command if request else None,
+            request_id=request.request_id if request else None,
+            ok=error is None,
+            status=status,
+            error=error,
+            override=override,
+            replayed=replayed,
+            pruned_before=pruned_before,
+        )
         topic = self.publisher.topics.command_result
-        record = self.publisher.enqueue(topic, CommandResult, utc_ms(), fields)
+        record = self.publisher.enqueue(topic, message, utc_ms())
         named = (request.command if request else None) or "(unreadable)"
         self.commands_by_result[named, "ok" if error is None else status] += 1
         if reply is not None:
