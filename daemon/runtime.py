@@ -23,7 +23,7 @@ from tableside.daemon.clock import RunClock
 from tableside.daemon.config import DeviceConfig
 from tableside.daemon.discipline import CLOCK_ALERT, ClockRecord
 from tableside.daemon.firmware import firmware_change
-from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
+from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity, alert_rule
 from tableside.daemon.software import SOFTWARE_MISMATCH, SoftwareResult, SoftwareVerdict
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
@@ -52,6 +52,7 @@ from tableside.rules.table import (
     TableState,
     step,
 )
+from tableside.wire.events import ShuffleAlert
 from tableside.wire.payloads import (
     ClockBody,
     DeviceEventBody,
@@ -216,7 +217,7 @@ class TableRuntime:
         given = []
         rules = [ruling.rule for ruling in evaluate(self.facts, observation)]
         if isinstance(event, ShuffleAlert) and not self._alert_open(rt.name):
-            rules.append(event.rule())  # a surveillance alert, with the ruling's lifecycle
+            rules.append(alert_rule(event))  # a surveillance alert, with the ruling's lifecycle
         for rule in rules:
             if source is None:
                 source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)

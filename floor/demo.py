@@ -14,8 +14,9 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Literal, Protocol, TextIO
 
-from tableside.daemon.demo import DemoTable
 from tableside.floor.service import Floor
 from tableside.floor.store import open_store
 from tableside.floor.web.app import Commander, MqttSender, RoleLogin, WebApp, serving
@@ -27,6 +28,22 @@ from tableside.wire import proof
 __all__ = ["floor_beside"]
 
 PREFIX = "tableside"
+
+
+class DemoTable(Protocol):
+    """What the floor needs to know of the demo's table (daemon/demo.py gives it): the floor
+    imports nothing of the daemon."""
+
+    @property
+    def table(self) -> str: ...
+    @property
+    def broker_url(self) -> str: ...
+    @property
+    def mqtt_version(self) -> Literal["5", "3.1.1"]: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def out(self) -> TextIO: ...
 
 
 def _port_free(host: str, port: int) -> bool:
