@@ -15,9 +15,8 @@ __all__ = ["FirmwareChanged", "ShuffleAlert", "ShuffleStatistics"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FirmwareChanged(DeviceEvent):
-    """A device (or a part of it) reports other firmware than the table last saw (daemon/
-    firmware.py)."""
-
+    # A device (or a part of it) reports other firmware than the table last saw (daemon/
+    # firmware.py). No docstring: it would be its data's schema description, which has none.
     kind: ClassVar[str] = "firmware_changed"
     part: str  # "" for the device itself, "seat3" for the acceptor at seat 3
     previous: str
