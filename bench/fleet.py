@@ -14,7 +14,7 @@ Each simulated table is what a table's daemon is on the wire, built from the dae
   whenever it changes, the rulings the rows give, and retained device states;
 * a seq per table from 0, each message with its chain entry as MQTT v5 user properties
   (``proof.Chain``: ``record_hash`` over the exact payload bytes, payloads from
-  daemon/payloads.py's models, so they match docs/schemas/), and a signed checkpoint
+  wire/payloads.py's models, so they match docs/schemas/), and a signed checkpoint
   (``proof.sign_checkpoint``) every ``--checkpoint-interval`` seconds and on stop, with a key per
   table written to ``<out>/keys/<table>.pem``; ``<out>/keys.json`` holds every table's public
   key, to enrol on the floor;
@@ -74,11 +74,22 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from provenance import machine
 
 from tableside import __version__
-from tableside.daemon import proof
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
-from tableside.daemon.payloads import (
+from tableside.drivers.backoff import Backoff
+from tableside.drivers.catalog import event_type
+from tableside.drivers.events import ConnectionState
+from tableside.errors import Refused
+from tableside.rules import Observation, TableFacts, evaluate
+from tableside.rules.commands import COMMANDS
+from tableside.rules.model import Game
+from tableside.rules.patterns import dispense_pattern
+from tableside.rules.table import DeviceReport, TableEvent, TableState, step
+from tableside.simulators.listen import serve_socket
+from tableside.simulators.registry import build_simulator
+from tableside.wire import proof
+from tableside.wire.payloads import (
     CheckpointPayload,
     CommandResult,
     DeviceEventPayload,
@@ -91,18 +102,7 @@ from tableside.daemon.payloads import (
     TablePayload,
     utc_ms,
 )
-from tableside.daemon.publisher import Topics
-from tableside.drivers.backoff import Backoff
-from tableside.drivers.catalog import event_type
-from tableside.drivers.events import ConnectionState
-from tableside.errors import Refused
-from tableside.rules import Observation, TableFacts, evaluate
-from tableside.rules.commands import COMMANDS
-from tableside.rules.model import Game
-from tableside.rules.patterns import dispense_pattern
-from tableside.rules.table import DeviceReport, TableEvent, TableState, step
-from tableside.simulators.listen import serve_socket
-from tableside.simulators.registry import build_simulator
+from tableside.wire.topics import Topics
 
 GAME = Game.CARIBBEAN_STUD
 #: the seats with a wager every round

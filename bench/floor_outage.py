@@ -55,9 +55,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fleet import Link, SimulatedTable, start_daemon
 from provenance import commit, machine
 
-from tableside.daemon import proof
 from tableside.daemon.app import TableDaemon
 from tableside.floor.store import open_store
+from tableside.wire import proof
 from tests.conftest import SYSTEMD, Mosquitto
 from tests.postgres import Postgres
 

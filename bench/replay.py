@@ -37,11 +37,10 @@ from tableside.daemon.broker import free_port
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, record_hash
 from tableside.daemon.logging import configure_logging
-from tableside.daemon.payloads import DeviceEventPayload, utc_ms
 from tableside.daemon.publisher import Publisher
+from tableside.wire.payloads import DeviceEventBody, DeviceEventPayload, utc_ms
 
 TABLE = "replay-1"
-
 
 EVENT: dict[str, Any] = {"device": "shoe", "device_class": "shoe", "event": "stack_dispensed"}
 
@@ -122,7 +121,9 @@ async def replay(work: Path, count: int) -> dict[str, Any]:
     topic = publisher.topics.device_event("shoe")
     pub_task = asyncio.create_task(publisher.run())  # the broker is not there yet
     for n in range(count):
-        publisher.enqueue(topic, DeviceEventPayload, utc_ms(), EVENT | {"data": data(n)})
+        publisher.enqueue(
+            topic, DeviceEventBody("shoe", "shoe", "stack_dispensed", data(n)), utc_ms()
+        )
     await journal.wait_durable(count - 1)
     conf = work / "mosquitto.conf"
     conf.write_text(

@@ -11,7 +11,7 @@ What runs, and where it lives:
   more bets"), escalates rulings nobody acknowledged, signs checkpoints, and pings systemd;
 - at start, the table is restored from the journal (daemon/restore.py).
 
-Proof for the floor (daemon/proof.py, docs/floor.md): the table's Ed25519 key is loaded (made at
+Proof for the floor (wire/proof.py, docs/floor.md): the table's Ed25519 key is loaded (made at
 the first start) before anything is sent; a signed checkpoint of the journal's head is journaled
 every ``[proof] checkpoint_interval_s`` and on a clean stop.
 """
@@ -30,13 +30,11 @@ from typing import Any
 
 import structlog
 
-from tableside.daemon import proof
-from tableside.daemon.changes import config_fields
+from tableside.daemon.changes import config_message
 from tableside.daemon.config import Config, DeviceConfig
 from tableside.daemon.discipline import DISCIPLINE_FILE_ENV, POLL_S, ClockWatch, read_discipline
 from tableside.daemon.integrity import verify_software
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import CheckpointPayload, ConfigPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.restore import restore
 from tableside.daemon.routing import CommandRouter
@@ -57,6 +55,9 @@ from tableside.drivers.registry import get_driver
 from tableside.errors import ConfigurationError
 from tableside.rules import TableFacts
 from tableside.rules.rulings import due
+from tableside.wire import proof
+from tableside.wire.payloads import CheckpointBody, utc_ms
+from tableside.wire.topics import Topics
 
 __all__ = ["FREEZE_WITHIN_S", "KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
@@ -176,7 +177,7 @@ class TableDaemon:
         self.public_key = proof.public_key_hex(self.key)
         #: the last start's config record, read before the journal's threads start
         self._last_config = self.journal.latest().get(
-            f"{config.broker.topic_prefix}/{self.table}/config"
+            Topics(config.broker.topic_prefix, self.table).config
         )
         #: the seq of the newest checkpoint journaled (-1: none this run)
         self.checkpointed = -1
@@ -299,10 +300,10 @@ class TableDaemon:
         """The configuration this start runs, and what changed since the last start's, on the
         record (retained: the next start compares with it)."""
         topic = self.publisher.topics.config
-        fields = config_fields(self.config, self._last_config)
-        record = self.publisher.enqueue(topic, ConfigPayload, utc_ms(), fields, retain=True)
-        log.info("config_recorded", seq=record.seq, hash=fields["hash"],
-                 changed=[change.key for change in fields["changed"]])  # fmt: skip
+        message = config_message(self.config, self._last_config)
+        record = self.publisher.enqueue(topic, message, utc_ms(), retain=True)
+        log.info("config_recorded", seq=record.seq, hash=message.hash,
+                 changed=[change.key for change in message.changed])  # fmt: skip
 
     async def verify_software(self, checked_by: str) -> int:
         """Hold the installed software to its manifest (in a thread: it reads every file) and
@@ -347,10 +348,9 @@ class TableDaemon:
         Returns its seq."""
         upto, head = self.journal.head
         signature = proof.sign_checkpoint(self.key, self.table, upto, head)
-        fields = {"upto_seq": upto, "head": head.hex(), "key": self.public_key,
-                  "signature": signature.hex()}  # fmt: skip
-        seq = self.publisher.enqueue(self.topics.checkpoint, CheckpointPayload, utc_ms(),
-                                     fields).seq  # fmt: skip
+        message = CheckpointBody(upto_seq=upto, head=head.hex(), key=self.public_key,
+                                 signature=signature.hex())  # fmt: skip
+        seq = self.publisher.enqueue(self.topics.checkpoint, message, utc_ms()).seq
         self.checkpointed = seq
         return seq
 

@@ -10,12 +10,11 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from typing import TypedDict
 
 from tableside.daemon.config import Config
-from tableside.daemon.payloads import ConfigChange, ConfigPayload
+from tableside.wire.payloads import ConfigBody, ConfigChange, ConfigPayload
 
-__all__ = ["SECRET_KEYS", "ConfigFields", "config_fields", "flat"]
+__all__ = ["SECRET_KEYS", "config_message", "flat"]
 
 #: keys whose values are never recorded, only their digest (a change still shows)
 SECRET_KEYS = frozenset({"password"})
@@ -35,19 +34,10 @@ def flat(value: object, path: str = "") -> dict[str, object]:
     return {path: value}
 
 
-class ConfigFields(TypedDict):
-    """A ``config`` record's own fields (daemon/payloads.py ConfigPayload)."""
-
-    hash: str
-    config: dict[str, object]
-    changed: list[ConfigChange]
-    started_by: str | None
-
-
-def config_fields(
+def config_message(
     config: Config, previous: bytes | None, environ: Mapping[str, str] = os.environ
-) -> ConfigFields:
-    """The fields of this start's ``config`` record; ``previous``: the last start's payload as
+) -> ConfigBody:
+    """This start's ``config`` record; ``previous``: the last start's payload as
     the journal kept it (None at a first start, or one this version cannot read)."""
     now = flat(config.model_dump(mode="json"))
     canonical = json.dumps(now, sort_keys=True, separators=(",", ":"), default=str)
@@ -63,9 +53,5 @@ def config_fields(
         if before.get(key) != now.get(key)
     ]
     login = environ.get("SUDO_USER") or environ.get("LOGNAME") or environ.get("USER")
-    return {
-        "hash": hashlib.sha256(canonical.encode()).hexdigest(),
-        "config": now,
-        "changed": changed,
-        "started_by": login or None,
-    }
+    return ConfigBody(hash=hashlib.sha256(canonical.encode()).hexdigest(), config=now,
+                      changed=changed, started_by=login or None)  # fmt: skip

@@ -31,7 +31,6 @@ from tableside.daemon.broker import (
 )
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
-from tableside.daemon.payloads import TopicKind, parse_topic
 from tableside.drivers import usb as usb_transport
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
@@ -42,6 +41,7 @@ from tableside.simulators.registry import build_simulator
 from tableside.simulators.shoe import parse_plan_spec
 from tableside.simulators.shuffler import ShufflerSimulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
+from tableside.wire.topics import TopicKind, Topics, parse_topic
 
 __all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "Beside", "DemoTable", "run_demo"]
 
@@ -297,7 +297,7 @@ async def run_demo(
             # the demo's journal is new: what the broker retained for its table id from an
             # earlier demo is another journal's (its seqs would meet this one's on the floor)
             cleared = await forget_retained(
-                config.broker.endpoint(), f"{config.broker.topic_prefix}/{table_id}/#"
+                config.broker.endpoint(), Topics(config.broker.topic_prefix, table_id).everything
             )
             if cleared:
                 print(f"-- broker: cleared {cleared} retained messages an earlier demo left for "

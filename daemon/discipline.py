@@ -188,7 +188,7 @@ CLOCK_ALERT = Rule(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClockRecord(DeviceEvent):
-    """The ``clock`` record's fields (daemon/payloads.py ClockPayload): a reading and the
+    """The ``clock`` record's fields (wire/payloads.py ClockPayload): a reading and the
     verdict on it. ``device`` is "table"."""
 
     kind: ClassVar[str] = "clock"

@@ -10,21 +10,11 @@ second store beside the journal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import DeviceEvent, IdentityEvent
+from tableside.wire.events import FirmwareChanged
 
-__all__ = ["FirmwareChanged", "firmware_change"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FirmwareChanged(DeviceEvent):
-    kind: ClassVar[str] = "firmware_changed"
-    part: str  # "" for the device itself, "seat3" for the acceptor at seat 3
-    previous: str
-    current: str
+__all__ = ["firmware_change"]
 
 
 def firmware_change(

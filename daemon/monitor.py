@@ -1,6 +1,6 @@
 """``tableside monitor``: subscribe to one table and print its life, one line per message.
 
-Each message is read as its topic's payload model (daemon/payloads.py); one that does not read
+Each message is read as its topic's payload model (wire/payloads.py); one that does not read
 is printed as ``BAD`` and counts for nothing. It checks the sequence numbers as it goes and
 prints a ``GAP`` line when numbers are missing (``counted_seq``: retained and republished state,
 the last will, an auditor's replay and a requester's response are repeats by design).
@@ -25,17 +25,11 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ValidationError
 
-from tableside.daemon.payloads import (
-    Envelope,
-    StatusPayload,
-    Topic,
-    TopicKind,
-    model_of,
-    parse_topic,
-)
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
+from tableside.wire.payloads import Envelope, StatusPayload, model_of
+from tableside.wire.topics import Topic, TopicKind, Topics, parse_topic
 
 __all__ = [
     "SESSION_EXPIRY_S",
@@ -271,7 +265,7 @@ class Monitor:
                 async with self._session() as c:
                     backoff.connected(loop.time())
                     self._on_connection(c.session_present)
-                    await c.subscribe(f"{self.prefix}/{self.table}/#")
+                    await c.subscribe(Topics(self.prefix, self.table).everything)
                     subscribed = True
                     async for message in c.messages():
                         self._handle(message.topic, message.payload, message.retain)

@@ -9,7 +9,7 @@ starts again from the first unacknowledged record; a record that may already hav
 broker goes out with ``"redelivered": true`` and its original seq, so a subscriber can drop it.
 
 With MQTT v5 every journaled message carries its record's chain entry as user properties
-(daemon/proof.py, docs/floor.md): ``chain-prev``, ``chain-hash``, ``chain-ts``. Retained state
+(wire/proof.py, docs/floor.md): ``chain-prev``, ``chain-hash``, ``chain-ts``. Retained state
 sent again after a reconnect carries its original record's entry, read back from the journal.
 
 On our own MQTT client (mqtt/connection.py, on public asyncio APIs only): records are sent
@@ -30,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Literal, NoReturn
 
 import structlog
 from pydantic_core import to_json
@@ -39,18 +39,6 @@ from pydantic_core import to_json
 from tableside import __version__
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal, Record
-from tableside.daemon.payloads import (
-    PLAIN,
-    Envelope,
-    ReplayPayload,
-    StatusPayload,
-    TopicKind,
-    Undelivered,
-    WithheldPayload,
-    parse_topic,
-    utc_ms,
-)
-from tableside.daemon.proof import CHAIN_RETAIN, Chain, marked
 from tableside.drivers.backoff import STABLE_S, Backoff
 from tableside.drivers.tasks import first_to_end
 from tableside.mqtt import codec
@@ -66,7 +54,16 @@ from tableside.mqtt.connection import (
     describe,
 )
 from tableside.mqtt.window import Sent, Window
-from tableside.rules.commands import Role
+from tableside.wire.payloads import (
+    Message,
+    ReplayPayload,
+    StatusBody,
+    Undelivered,
+    WithheldPayload,
+    utc_ms,
+)
+from tableside.wire.proof import CHAIN_RETAIN, Chain, marked
+from tableside.wire.topics import Topics
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -75,7 +72,6 @@ __all__ = [
     "STABLE_S",
     "CommandHandler",
     "Publisher",
-    "Topics",
     "marked",
 ]
 
@@ -96,43 +92,6 @@ CommandHandler = Callable[[str, bytes, "tuple[str, bytes] | None"], None]
 def _said_if_failed(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("response_not_sent", error=str(task.exception()))
-
-
-class Topics:
-    """Every topic of one table, under the configured prefix (docs/mqtt.md)."""
-
-    def __init__(self, prefix: str, table: str) -> None:
-        self.prefix, self.table = prefix, table
-        self.base = f"{prefix}/{table}"
-        self.status = f"{self.base}/status"
-        self.ruling = f"{self.base}/ruling"
-        self.ruling_state = f"{self.base}/ruling_state"
-        self.table_state = f"{self.base}/table"
-        self.command_filter = f"{self.base}/command/+"
-        self.command_result = f"{self.base}/command_result"
-        self.response_prefix = f"{self.base}/response/"
-        self.checkpoint = f"{self.base}/checkpoint"
-        self.replay = f"{self.base}/replay"
-        self.withheld = f"{self.base}/withheld"
-        self.config = f"{self.base}/config"
-        self.software = f"{self.base}/software"
-        self.clock = f"{self.base}/clock"
-        #: each role's request topic, for a broker that takes no wildcard subscription
-        self.command_topics = [f"{self.base}/command/{role}" for role in Role]
-
-    def device_state(self, device: str) -> str:
-        return f"{self.base}/device/{device}/state"
-
-    def device_event(self, device: str) -> str:
-        return f"{self.base}/device/{device}/event"
-
-    def role_of_command(self, topic: str) -> str:
-        """The role a request came as: the last level of ``<base>/command/<role>`` (daemon/
-        payloads.py ``parse_topic``); "" for a topic that is not this table's request."""
-        where = parse_topic(self.prefix, topic)
-        if where is None or where.table != self.table or where.kind is not TopicKind.COMMAND:
-            return ""
-        return where.name or ""
 
 
 class Publisher:
@@ -160,13 +119,13 @@ class Publisher:
         # (kept by its clean close; after a crash, everything it journaled), then whatever
         # this run has sent.
         self._attempted = journal.sent
-        #: the envelope's fields, in the models' order; ts and seq are each message's own.
-        #: Every message from a table on a lab's test clock says so.
-        test = journal.test_clock
-        self._head: dict[str, Any] = {
-            "table": table, "ts": "", "seq": 0, "republished": False, "redelivered": False,
-            "test_clock": None if test is None else str(test),
-        }  # fmt: skip
+        #: every message from a table on a lab's test clock says so
+        self._test_clock = None if journal.test_clock is None else str(journal.test_clock)
+        #: the envelope as JSON, in the models' order (``Envelope``), around each message's own
+        #: ts and seq; its flags false as journaled (a resend sets them: ``marked``)
+        self._lead = b'{"table":' + to_json(table) + b',"ts":'
+        self._untrusted: int | None = None
+        self._tail = self._envelope_tail()
         self.connected = asyncio.Event()
         self.connections = 0
         self.published = 0
@@ -201,42 +160,50 @@ class Publisher:
     def enqueue(
         self,
         topic: str,
-        kind: type[Envelope],
+        message: Message,
         ts: str,
-        fields: Mapping[str, object],
         *,
         retain: bool = False,
         key: str | None = None,
         now: float | None = None,
     ) -> Record:
-        """Journal a ``kind`` message made of ``fields`` (all but the envelope's); returns its
-        record at once: the journal gives it its seq, the drain sends it once it is durable.
-        ``key`` keeps it in the journal's ``latest`` (retained topics always are) for restoring
-        the table after a restart; ``now``: the run's clock as read for the event."""
-        head, plain = self._head, kind in PLAIN
-
-        def payload(seq: int) -> bytes:
-            message = {**head, "ts": ts, "seq": seq, **fields}
-            if plain:
-                # every field given as is, in the model's order: serialised straight from the
-                # dict, byte for byte what the model gives (tests/test_payloads.py checks it)
-                return to_json(message, inf_nan_mode="null")
-            return kind(**message).model_dump_json().encode()
-
-        record = self.journal.append(topic, payload, retain=retain, key=key, ts=now)
+        """Journal ``message`` (a payload's own fields, built where it was made) behind the
+        envelope, stamped ``ts``; returns its record at once: the journal gives it its seq,
+        the drain sends it once it is durable. ``key`` keeps it in the journal's ``latest``
+        (retained topics always are) for restoring the table after a restart; ``now``: the
+        run's clock as read for the event."""
+        record = self.journal.append(topic, self._framed(message, ts), retain=retain, key=key,
+                                     ts=now)  # fmt: skip
         if retain:
             self._retained[topic] = (record.seq, record.payload)
         return record
 
+    def _framed(self, message: Message, ts: str) -> Callable[[int], bytes]:
+        """The message's payload once it has its seq: the message as JSON, made once, behind
+        the envelope, byte for byte what its payload model dumps (tests/test_payloads.py)."""
+        own = message.to_json()
+        lead = self._lead + to_json(ts) + b',"seq":'
+        tail = self._tail + (b"," + own[1:] if len(own) > 2 else b"}")
+
+        def payload(seq: int) -> bytes:
+            return b"%b%d%b" % (lead, seq, tail)
+
+        return payload
+
     def untrusted_time(self, clock_seq: int | None) -> None:
         """Every record enqueued from now on says the table does not trust its clock, naming
-        the ``clock`` record that said so (``clock_seq``), or (None) nothing: trusted. A new
-        head, not the old one changed: a record already enqueued keeps the one it was made
-        with."""
-        head = {k: v for k, v in self._head.items() if k != "untrusted_time"}
-        if clock_seq is not None:  # last, as in Envelope: a plain payload keeps the model's order
-            head["untrusted_time"] = clock_seq
-        self._head = head
+        the ``clock`` record that said so (``clock_seq``), or (None) nothing: trusted. A record
+        already enqueued keeps the envelope it was made with."""
+        self._untrusted = clock_seq
+        self._tail = self._envelope_tail()
+
+    def _envelope_tail(self) -> bytes:
+        """The envelope's fields after ``seq``, as JSON (``untrusted_time`` last, and only when
+        set, as ``Envelope`` dumps it)."""
+        tail = b',"republished":false,"redelivered":false,"test_clock":' + to_json(self._test_clock)
+        if self._untrusted is not None:
+            tail += b',"untrusted_time":%d' % self._untrusted
+        return tail
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -250,10 +217,6 @@ class Publisher:
         except BaseException:
             self._retained = retained
             raise
-
-    def envelope(self, ts: str, seq: int, **flags: bool) -> dict[str, Any]:
-        """The fields every payload of this table carries, for a message made here."""
-        return {**self._head, "ts": ts, "seq": seq, **flags}
 
     def restore_retained(self, topic: str, payload: bytes) -> None:
         """Retained state from the journal, sent again on the next connection."""
@@ -293,8 +256,8 @@ class Publisher:
     def _status(self, status: Literal["online", "offline"]) -> Record:
         """Journal the table's status (retained), with the record the broker refuses if any."""
         self._said = status
-        fields = {"status": status, "version": __version__, "undelivered": self.undelivered}
-        return self.enqueue(self.topics.status, StatusPayload, utc_ms(), fields, retain=True)
+        message = StatusBody(status=status, version=__version__, undelivered=self.undelivered)
+        return self.enqueue(self.topics.status, message, utc_ms(), retain=True)
 
     def stop(self) -> None:
         """Journal the clean offline status; the daemon flushes after this."""
@@ -323,12 +286,9 @@ class Publisher:
     def _will(self) -> codec.Will:
         """Messages go out strictly in seq order. The will cannot know when it will be sent, so
         it takes no new number: it repeats the last one journaled so far and says will=true."""
-        payload = StatusPayload(**{**self._head, "ts": utc_ms(),
-                                   "seq": max(self.journal.next_seq - 1, 0)},
-                                status="offline", version=__version__, will=True)  # fmt: skip
-        return codec.Will(
-            self.topics.status, payload.model_dump_json().encode(), retain=self._will_retain
-        )
+        will = StatusBody(status="offline", version=__version__, will=True)
+        payload = self._framed(will, utc_ms())(max(self.journal.next_seq - 1, 0))
+        return codec.Will(self.topics.status, payload, retain=self._will_retain)
 
     async def _connect_and_serve(self) -> None:
         conn = await connect(
@@ -483,9 +443,10 @@ class Publisher:
     def stand_in(self, record: Record, size: int, limit: int, *, redelivered: bool) -> bytes:
         """The ``withheld`` payload in place of ``record``, whose PUBLISH of ``size`` bytes is
         larger than the broker's ``limit``."""
-        stamp = _stamp(record.payload)  # the record's own time and its quality
+        ts, untrusted = _stamp(record.payload)  # the record's own time and its quality
         return WithheldPayload(
-            **{**self.envelope(stamp["ts"], record.seq, redelivered=redelivered), **stamp},
+            table=self.table, ts=ts, seq=record.seq, redelivered=redelivered,
+            test_clock=self._test_clock, untrusted_time=untrusted,
             topic=record.topic, retain=record.retain, size=size, limit=limit,
         ).model_dump_json().encode()  # fmt: skip
 
@@ -732,13 +693,15 @@ class _Drain:
             self.conn.on_room = None
 
 
-def _stamp(payload: bytes) -> dict[str, Any]:
+def _stamp(payload: bytes) -> tuple[str, int | None]:
     """The ``ts`` a journaled payload carries (its envelope's) and its ``untrusted_time``, for
     its stand-in."""
     try:
-        body = json.loads(payload)
-        ts, untrusted = body.get("ts"), body.get("untrusted_time")
-    except (ValueError, AttributeError):
-        return {"ts": utc_ms(), "untrusted_time": None}
-    return {"ts": ts if isinstance(ts, str) else utc_ms(),
-            "untrusted_time": untrusted if isinstance(untrusted, int) else None}  # fmt: skip
+        body: object = json.loads(payload)
+    except ValueError:
+        return utc_ms(), None
+    if not isinstance(body, dict):
+        return utc_ms(), None
+    ts, untrusted = body.get("ts"), body.get("untrusted_time")
+    return (ts if isinstance(ts, str) else utc_ms(),
+            untrusted if isinstance(untrusted, int) else None)  # fmt: skip

@@ -10,11 +10,11 @@ import structlog
 from pydantic import ValidationError
 
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import DeviceEventPayload, DeviceStatePayload, TablePayload
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import TableRuntime
 from tableside.drivers.base import Driver
 from tableside.rules.table import TableState
+from tableside.wire.payloads import DeviceEventPayload, DeviceStatePayload, TablePayload
 
 __all__ = ["restore"]
 

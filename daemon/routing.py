@@ -17,13 +17,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 import structlog
 
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import (
-    MAX_NAME_CHARS,
-    MAX_REQUEST_BYTES,
-    CommandRequest,
-    CommandResult,
-    utc_ms,
-)
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, DeviceRuntime, TableRuntime
 from tableside.drivers.base import Driver
@@ -52,6 +45,14 @@ from tableside.rules.model import Action
 from tableside.rules.patterns import dispense_pattern
 from tableside.rules.rulings import halting
 from tableside.rules.table import step
+from tableside.wire.payloads import (
+    MAX_NAME_CHARS,
+    MAX_REQUEST_BYTES,
+    CommandRequest,
+    CommandResultBody,
+    CommandStatus,
+    utc_ms,
+)
 
 __all__ = ["CommandRouter", "Spawn"]
 
@@ -308,24 +309,26 @@ class CommandRouter:
         """Journal and publish what became of a request (``error``: refused, or with
         ``internal`` the table failed); MQTT v5: a copy to its response topic, with its
         correlation data."""
-        status = "internal_error" if internal else "done" if error is None else "refused"
+        status: CommandStatus = (
+            "internal_error" if internal else "done" if error is None else "refused"
+        )
         if error and not internal:
             log.warning("command_refused", role=role, error=error,
                         command=request.command if request else None)  # fmt: skip
-        fields = {
-            "role": role,
-            "device": request.device if request else None,
-            "command": request.command if request else None,
-            "request_id": request.request_id if request else None,
-            "ok": error is None,
-            "status": status,
-            "error": error,
-            "override": override,
-            "replayed": replayed,
-            "pruned_before": pruned_before,
-        }
+        message = CommandResultBody(
+            role=role,
+            device=request.device if request else None,
+            command=request.command if request else None,
+            request_id=request.request_id if request else None,
+            ok=error is None,
+            status=status,
+            error=error,
+            override=override,
+            replayed=replayed,
+            pruned_before=pruned_before,
+        )
         topic = self.publisher.topics.command_result
-        record = self.publisher.enqueue(topic, CommandResult, utc_ms(), fields)
+        record = self.publisher.enqueue(topic, message, utc_ms())
         named = (request.command if request else None) or "(unreadable)"
         self.commands_by_result[named, "ok" if error is None else status] += 1
         if reply is not None:

@@ -23,19 +23,7 @@ from tableside.daemon.clock import RunClock
 from tableside.daemon.config import DeviceConfig
 from tableside.daemon.discipline import CLOCK_ALERT, ClockRecord
 from tableside.daemon.firmware import firmware_change
-from tableside.daemon.payloads import (
-    ClockPayload,
-    DeviceEventPayload,
-    DeviceIdentity,
-    DeviceStatePayload,
-    RulingPayload,
-    RulingStatePayload,
-    SoftwarePayload,
-    SourceEvent,
-    TablePayload,
-    utc_ms,
-)
-from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleAlert, ShuffleIntegrity
+from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity, alert_rule
 from tableside.daemon.software import SOFTWARE_MISMATCH, SoftwareResult, SoftwareVerdict
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import (
@@ -64,9 +52,22 @@ from tableside.rules.table import (
     TableState,
     step,
 )
+from tableside.wire.events import ShuffleAlert
+from tableside.wire.payloads import (
+    ClockBody,
+    DeviceEventBody,
+    DeviceIdentity,
+    DeviceStateBody,
+    RulingBody,
+    RulingStateBody,
+    SourceEvent,
+    TableBody,
+    utc_ms,
+)
 
 if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothing else
-    from tableside.daemon.publisher import Publisher, Topics
+    from tableside.daemon.publisher import Publisher
+    from tableside.wire.topics import Topics
 
 __all__ = ["DeviceAction", "DeviceRuntime", "TableActionFailed", "TableRuntime"]
 
@@ -197,10 +198,8 @@ class TableRuntime:
         # when the table may publish them.
         data = event.data(include_cards=self.publish_card_identities)
         topic = self.topics.device_event(rt.name)
-        fields = {"device": rt.name, "device_class": rt.device_class,
-                  "event": event.kind, "data": data}  # fmt: skip
-        seq = self.outbox.enqueue(topic, DeviceEventPayload, ts, fields,
-                                  key=f"{topic}#{event.kind}", now=now).seq  # fmt: skip
+        message = DeviceEventBody(rt.name, rt.device_class, event.kind, data)
+        seq = self.outbox.enqueue(topic, message, ts, key=f"{topic}#{event.kind}", now=now).seq
         # against what the table knew before this event (restored from the journal)
         known = rt.identity.firmware_sha256 if rt.identity is not None else None
         changed = firmware_change(rt.name, known, rt.parts, event)
@@ -218,7 +217,7 @@ class TableRuntime:
         given = []
         rules = [ruling.rule for ruling in evaluate(self.facts, observation)]
         if isinstance(event, ShuffleAlert) and not self._alert_open(rt.name):
-            rules.append(event.rule())  # a surveillance alert, with the ruling's lifecycle
+            rules.append(alert_rule(event))  # a surveillance alert, with the ruling's lifecycle
         for rule in rules:
             if source is None:
                 source = SourceEvent(device=rt.name, event=event.kind, seq=seq, data=data)
@@ -268,8 +267,10 @@ class TableRuntime:
         alert ruling, unless one given earlier is still unresolved. Returns the record's seq."""
         ts, now = utc_ms(), self.clock.now()
         data = record.data()
-        seq = self.outbox.enqueue(self.topics.clock, ClockPayload, ts, data, retain=True,
-                                  now=now).seq  # fmt: skip
+        message = ClockBody(synchronised=record.synchronised, trusted=record.trusted,
+                            esterror_us=record.esterror_us, maxerror_us=record.maxerror_us,
+                            bound_s=record.bound_s, source=record.source)  # fmt: skip
+        seq = self.outbox.enqueue(self.topics.clock, message, ts, retain=True, now=now).seq
         self.outbox.untrusted_time(None if record.trusted else seq)
         if record.trusted or any(
             r.rule_id == CLOCK_ALERT.id and r.unresolved for r in self.state.rulings
@@ -322,17 +323,17 @@ class TableRuntime:
         mismatch gives the ruling that halts dealing (one at a time: none while another still
         halts), a check that passes ends that halt. Returns the record's seq."""
         ts, now = utc_ms(), self.clock.now()
-        fields = verdict.fields(checked_by)
-        seq = self.outbox.enqueue(self.topics.software, SoftwarePayload, ts, fields,
-                                  retain=True, now=now).seq  # fmt: skip
+        message = verdict.message(checked_by)
+        seq = self.outbox.enqueue(self.topics.software, message, ts, retain=True, now=now).seq
         if verdict.result is SoftwareResult.OK:
             self.step(HaltEnded(SOFTWARE_MISMATCH.id, now), ts)
         elif verdict.result is SoftwareResult.MISMATCH:
-            log.warning("software_mismatch", manifest=fields["manifest"], differ=fields["differ"],
+            log.warning("software_mismatch", manifest=message.manifest, differ=message.differ,
                         problem=verdict.problem)  # fmt: skip
             held = any(r.rule_id == SOFTWARE_MISMATCH.id and r.halts for r in self.state.rulings)
             if not held:
-                data = {k: fields[k] for k in ("result", "manifest_sha256", "differ", "problem")}
+                data = message.model_dump(include={"result", "manifest_sha256", "differ",
+                                                   "problem"})  # fmt: skip
                 source = SourceEvent(device="table", event="software", seq=seq, data=data)
                 observation = Observation("table.software", "table", Noted())
                 given = self._ruling(SOFTWARE_MISMATCH, observation, source, ts, now)
@@ -370,39 +371,37 @@ class TableRuntime:
 
     def publish_device(self, rt: DeviceRuntime, ts: str, now: float | None = None) -> None:
         """A device's retained state."""
-        fields = {
-            "device": rt.name,
-            "device_class": rt.device_class,
-            "driver": rt.config.driver,
-            "connection": rt.connection,
-            "connection_detail": rt.connection_detail,
-            "since": rt.since,
-            "identity": rt.identity,
-            "device_state": rt.device_state,
-            "fault": rt.fault,
-            "connects": rt.connects,
-            "parts": rt.parts,
-        }
-        self.outbox.enqueue(self.topics.device_state(rt.name), DeviceStatePayload, ts, fields,
-                            retain=True, now=now)  # fmt: skip
+        message = DeviceStateBody(
+            device=rt.name,
+            device_class=rt.device_class,
+            driver=rt.config.driver,
+            connection=rt.connection,
+            connection_detail=rt.connection_detail,
+            since=rt.since,
+            identity=rt.identity,
+            device_state=rt.device_state,
+            fault=rt.fault,
+            connects=rt.connects,
+            parts=rt.parts,
+        )
+        self.outbox.enqueue(self.topics.device_state(rt.name), message, ts, retain=True, now=now)
 
     def publish_table(self, cause: str, ts: str, now: float | None = None) -> int:
         """The table's retained state; returns its seq."""
         state = self.state
         if now is None:
             now = self.clock.now()
-        fields = {
-            "game": self.facts.game.value,
-            "phase": state.phase.value,
-            "round": state.round,
-            "rounds_since_stub_count": state.rounds_since_stub_count,
-            "deck_age_h": state.deck_age_h(now),
-            "meter_cents": state.meter_cents,
-            "state": state.to_dict(),
-            "cause": cause,
-        }
-        return self.outbox.enqueue(self.topics.table_state, TablePayload, ts, fields,
-                                   retain=True, now=now).seq  # fmt: skip
+        message = TableBody(
+            game=self.facts.game.value,
+            phase=state.phase.value,
+            round=state.round,
+            rounds_since_stub_count=state.rounds_since_stub_count,
+            deck_age_h=state.deck_age_h(now),
+            meter_cents=state.meter_cents,
+            state=state.to_dict(),
+            cause=cause,
+        )
+        return self.outbox.enqueue(self.topics.table_state, message, ts, retain=True, now=now).seq
 
     def _ruling(
         self, rule: Rule, observation: Observation, source: SourceEvent, ts: str, now: float
@@ -411,19 +410,19 @@ class TableRuntime:
         self.rulings += 1
         self.rulings_by_clause[rule.id, rule.citation] += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
-        fields = {
-            "rule_id": rule.id,
-            "game": self.facts.game.value,
-            "clause": rule.citation,
-            "words": rule.words,
-            "summary": rule.summary,
-            "actions": list(rule.actions),
-            "affected": rule.affected(observation),
-            "event": source,
-            "round": self.state.round or None,
-            "halts": any(a in HALTING for a in rule.actions),
-        }
-        seq = self.outbox.enqueue(self.topics.ruling, RulingPayload, ts, fields, now=now).seq
+        message = RulingBody(
+            rule_id=rule.id,
+            game=self.facts.game.value,
+            clause=rule.citation,
+            words=rule.words,
+            summary=rule.summary,
+            actions=list(rule.actions),
+            affected=rule.affected(observation),
+            event=source,
+            round=self.state.round or None,
+            halts=any(a in HALTING for a in rule.actions),
+        )
+        seq = self.outbox.enqueue(self.topics.ruling, message, ts, now=now).seq
         return RulingRecord(seq, rule.id, rule.citation, rule.actions, now)
 
     def _open_rulings(self, given: list[RulingRecord], ts: str, now: float) -> None:
@@ -449,17 +448,16 @@ class TableRuntime:
                 )
             by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
             log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
-            fields = {
-                "ruling": r.id,
-                "rule_id": r.rule_id,
-                "clause": r.clause,
-                "actions": list(r.actions),
-                "state": r.state.value,
-                "halts": r.halts,
-                "open_s": round((at if at is not None else now) - r.opened_at, 3),
-                "by": by if r.state.value in ("acknowledged", "resolved") else None,
-                "action": r.action,
-                "note": r.note,
-            }
-            self.outbox.enqueue(self.topics.ruling_state, RulingStatePayload, ts, fields,
-                                now=now)  # fmt: skip
+            message = RulingStateBody(
+                ruling=r.id,
+                rule_id=r.rule_id,
+                clause=r.clause,
+                actions=list(r.actions),
+                state=r.state.value,
+                halts=r.halts,
+                open_s=round((at if at is not None else now) - r.opened_at, 3),
+                by=by if r.state.value in ("acknowledged", "resolved") else None,
+                action=r.action,
+                note=r.note,
+            )
+            self.outbox.enqueue(self.topics.ruling_state, message, ts, now=now)

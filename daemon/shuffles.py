@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from tableside.drivers.events import DeviceEvent
 from tableside.drivers.shuffler.events import ShuffleOrdered
 from tableside.rules.model import Action, Game, Rule
 from tableside.shuffle.deck import codes_of
 from tableside.shuffle.monitor import Alert, ShuffleMonitor, TestStatus
+from tableside.wire.events import ShuffleAlert, ShuffleStatistics
 
-__all__ = ["INTEGRITY_ALERT", "ShuffleAlert", "ShuffleIntegrity", "ShuffleStatistics"]
+__all__ = ["INTEGRITY_ALERT", "ShuffleIntegrity", "alert_rule"]
 
 #: the integrity alert's "rule": a surveillance alert, not a ruling of 58 Pa. Code (which has no
 #: clause on a shuffler's randomness); its reference is the clause that asks for a test
@@ -47,45 +46,17 @@ INTEGRITY_ALERT = Rule(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShuffleStatistics(DeviceEvent):
-    """A shuffler's running statistics after one more tested shuffle (no card identities)."""
-
-    kind: ClassVar[str] = "shuffle_statistics"
-    shuffle_id: int
-    shuffles: int  # tested so far
-    with_input: int  # of them, with the order fed known
-    skipped: int  # orders of another deck than the first (a short deck, say): not tested
-    alerts: int
-    #: each test's running statistics (shuffle/monitor.py ``TestStatus``, as its fields)
-    tests: tuple[dict[str, str | int | float], ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShuffleAlert(DeviceEvent):
-    """The sequential decision flagged the shuffler (shuffle/monitor.py ``Alert``)."""
-
-    kind: ClassVar[str] = "shuffle_alert"
-    shuffle_id: int
-    test: str
-    statistic: float
-    p_value: float
-    shuffles: int  # the window the test flagged
-    log_e: float
-    threshold: float
-    detail: str
-
-    def rule(self) -> Rule:
-        """The alert's ruling: its test, statistic and p-value in its summary."""
-        return dataclasses.replace(
-            INTEGRITY_ALERT,
-            summary=(
-                f"Surveillance alert (not a Pennsylvania ruling): {self.device}'s orders fail "
-                f"the {self.test} test over {self.shuffles} shuffles (statistic "
-                f"{self.statistic:.4g}, p = {self.p_value:.3g}): {self.detail}. Take the "
-                "shuffler out of use until it is inspected (docs/shuffle.md)."
-            ),
-        )
+def alert_rule(alert: ShuffleAlert) -> Rule:
+    """An integrity alert's ruling: its test, statistic and p-value in its summary."""
+    return dataclasses.replace(
+        INTEGRITY_ALERT,
+        summary=(
+            f"Surveillance alert (not a Pennsylvania ruling): {alert.device}'s orders fail "
+            f"the {alert.test} test over {alert.shuffles} shuffles (statistic "
+            f"{alert.statistic:.4g}, p = {alert.p_value:.3g}): {alert.detail}. Take the "
+            "shuffler out of use until it is inspected (docs/shuffle.md)."
+        ),
+    )
 
 
 def _status(test: TestStatus) -> dict[str, str | int | float]:

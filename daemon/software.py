@@ -18,8 +18,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from tableside.rules.model import Action, Game, Rule
+from tableside.wire.payloads import SoftwareBody
 
 __all__ = ["MAX_NAMED", "SOFTWARE_MISMATCH", "SoftwareResult", "SoftwareVerdict"]
 
@@ -53,6 +55,14 @@ class SoftwareResult(enum.StrEnum):
     UNVERIFIED = "unverified"
 
 
+#: each result as the record spells it (the payload's field is a Literal, its schema an enum)
+_SAID: dict[SoftwareResult, Literal["ok", "mismatch", "unverified"]] = {
+    SoftwareResult.OK: "ok",
+    SoftwareResult.MISMATCH: "mismatch",
+    SoftwareResult.UNVERIFIED: "unverified",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class SoftwareVerdict:
     """One check of the installed software, as the ``software`` record says it."""
@@ -68,19 +78,19 @@ class SoftwareVerdict:
     files: int = 0
     seconds: float = 0.0
 
-    def fields(self, checked_by: str) -> dict[str, object]:
-        """The ``software`` record's own fields (daemon/payloads.py SoftwarePayload)."""
-        return {
-            "result": self.result,
-            "version": self.version,
-            "manifest": None if self.manifest is None else str(self.manifest),
-            "manifest_sha256": self.manifest_sha256,
-            "files": self.files,
-            "differ": len(self.changed) + len(self.missing) + len(self.added),
-            "changed": list(self.changed[:MAX_NAMED]),
-            "missing": list(self.missing[:MAX_NAMED]),
-            "added": list(self.added[:MAX_NAMED]),
-            "problem": self.problem,
-            "checked_by": checked_by,
-            "seconds": round(self.seconds, 3),
-        }
+    def message(self, checked_by: str) -> SoftwareBody:
+        """The ``software`` record's message (wire/payloads.py SoftwarePayload)."""
+        return SoftwareBody(
+            result=_SAID[self.result],
+            version=self.version,
+            manifest=None if self.manifest is None else str(self.manifest),
+            manifest_sha256=self.manifest_sha256,
+            files=self.files,
+            differ=len(self.changed) + len(self.missing) + len(self.added),
+            changed=list(self.changed[:MAX_NAMED]),
+            missing=list(self.missing[:MAX_NAMED]),
+            added=list(self.added[:MAX_NAMED]),
+            problem=self.problem,
+            checked_by=checked_by,
+            seconds=round(self.seconds, 3),
+        )

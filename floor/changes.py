@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tableside.daemon.payloads import parse_topic
-from tableside.daemon.proof import unmarked
 from tableside.floor.store import Enrolment, Message
+from tableside.wire.proof import unmarked
+from tableside.wire.topics import TopicKind, Topics, parse_topic
 
 __all__ = ["CHANGES", "COLUMNS", "Change", "ChangeKind", "changes", "topics"]
 
@@ -28,17 +28,17 @@ class ChangeKind:
     and for device events which event."""
 
     name: str
-    topic_kind: str
+    topic_kind: TopicKind
     event: str | None = None
 
 
 #: every kind of record that is a change, in the order the page names them
 CHANGES = (
-    ChangeKind("software", "software"),  # the daemon's own (docs/mqtt.md, once published)
-    ChangeKind("config", "config"),  # docs/configuration.md, "Changes on the record"
-    ChangeKind("device identity", "device_event", "identity"),
-    ChangeKind("acceptor identity", "device_event", "acceptor_identity"),
-    ChangeKind("firmware", "device_event", "firmware_changed"),  # daemon/firmware.py
+    ChangeKind("software", TopicKind.SOFTWARE),  # the daemon's own (docs/mqtt.md, once published)
+    ChangeKind("config", TopicKind.CONFIG),  # docs/configuration.md, "Changes on the record"
+    ChangeKind("device identity", TopicKind.DEVICE_EVENT, "identity"),
+    ChangeKind("acceptor identity", TopicKind.DEVICE_EVENT, "acceptor_identity"),
+    ChangeKind("firmware", TopicKind.DEVICE_EVENT, "firmware_changed"),  # daemon/firmware.py
 )
 #: what the floor itself records (``Store.enrolments``)
 ENROLMENT = "enrolment"
@@ -71,12 +71,12 @@ class Change:
 
 def topics(prefix: str, table: str) -> tuple[list[str], list[str]]:
     """The topics (exact, and SQL LIKE patterns) the changes of a table come on."""
-    exact, like = [], []
+    exact, like, at = [], [], Topics(prefix, table)
     for kind in dict.fromkeys(k.topic_kind for k in CHANGES):
-        if kind == "device_event":
-            like.append(f"{prefix}/{table}/device/%/event")  # (the store matches the table too)
+        if kind is TopicKind.DEVICE_EVENT:
+            like.append(at.device_event("%"))  # (the store matches the table too)
         else:
-            exact.append(f"{prefix}/{table}/{kind}")
+            exact.append(at.of(kind))
     return exact, like
 
 

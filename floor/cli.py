@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tableside.daemon import proof
+from tableside.wire import proof
 
 if TYPE_CHECKING:  # the store loads with a floor command, not with every command's parser
     from tableside.floor.store import Store, TableState
@@ -470,9 +470,9 @@ def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
 
 
 async def _verify(store: Store, args: argparse.Namespace) -> int:
-    from tableside.daemon.payloads import split_topic
     from tableside.floor.store import FAILED, Progress, stands_in
     from tableside.floor.verify import KeyHistory, against_export, recheck, walk
+    from tableside.wire.topics import split_topic
 
     state = await store.state(args.table)
     if state is None:

@@ -14,9 +14,9 @@ import errno
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Literal, Protocol, TextIO
 
-from tableside.daemon import proof
-from tableside.daemon.demo import DemoTable
 from tableside.floor.service import Floor
 from tableside.floor.store import open_store
 from tableside.floor.web.app import WebApp, serving
@@ -24,10 +24,27 @@ from tableside.floor.web.commander import Commander, MqttSender, RoleLogin
 from tableside.floor.web.users import Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import Role
+from tableside.wire import proof
 
 __all__ = ["floor_beside"]
 
 PREFIX = "tableside"
+
+
+class DemoTable(Protocol):
+    """What the floor needs to know of the demo's table (daemon/demo.py gives it): the floor
+    imports nothing of the daemon."""
+
+    @property
+    def table(self) -> str: ...
+    @property
+    def broker_url(self) -> str: ...
+    @property
+    def mqtt_version(self) -> Literal["5", "3.1.1"]: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def out(self) -> TextIO: ...
 
 
 @contextlib.asynccontextmanager

@@ -19,20 +19,18 @@ from collections.abc import Mapping
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import (
+from tableside.floor.store import Kind, Message, Verdict
+from tableside.wire import proof
+from tableside.wire.payloads import (
     CheckpointPayload,
     Envelope,
     ReplayPayload,
     StatusPayload,
-    Topic,
-    TopicKind,
     WithheldPayload,
     model_of,
     parse_payload,
-    parse_topic,
 )
-from tableside.floor.store import Kind, Message, Verdict
+from tableside.wire.topics import Topic, TopicKind, parse_topic, table_named
 
 __all__ = ["MAX_PAYLOAD", "judge", "withheld_words"]
 
@@ -63,7 +61,7 @@ def judge(
 ) -> Message:
     """The message as the floor keeps it, with its verdict."""
     where = parse_topic(prefix, topic)
-    table = where.table if where is not None else _table_named(prefix, topic)
+    table = where.table if where is not None else table_named(prefix, topic)
 
     def rejected(why: str, body: bytes = payload) -> Message:
         return Message(table, topic, "rejected", None, body, retain, arrival, "rejected", why)
@@ -156,12 +154,6 @@ def _stand_in(prefix: str, table: str, seq: int, body: Envelope | None) -> tuple
         return "malformed", (f"seq {seq}: a withheld stand-in for {body.topic[:80]!r}, not a "
                              f"topic of table {table}'s records")  # fmt: skip
     return "withheld", withheld_words(body)
-
-
-def _table_named(prefix: str, topic: str) -> str:
-    """The table a topic that is no table's names, if any (kept under it, rejected)."""
-    table, sep, rest = topic.removeprefix(f"{prefix}/").partition("/")
-    return table if topic.startswith(f"{prefix}/") and sep and rest else ""
 
 
 def _envelope(where: Topic) -> type[Envelope]:

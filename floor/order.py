@@ -62,9 +62,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import TopicKind
 from tableside.floor.store import Message, stands_in
+from tableside.wire import proof
+from tableside.wire.topics import TopicKind
 
 __all__ = ["MAX_AHEAD", "MAX_STANDING", "Head", "SeqOrder", "live"]
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import socket
 import time
@@ -43,8 +42,6 @@ from typing import Literal
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
 from tableside.drivers.backoff import Backoff
 from tableside.floor.judge import judge
 from tableside.floor.link import Link, Subscription
@@ -62,6 +59,10 @@ from tableside.floor.store import (
 from tableside.floor.verify import vouched, waits, walk
 from tableside.mqtt import codec as mqtt
 from tableside.mqtt.connection import MqttError
+from tableside.rules.commands import Role
+from tableside.wire import proof
+from tableside.wire.payloads import CommandRequest, CommandResult, parse_payload
+from tableside.wire.topics import TopicKind, Topics, every_table
 
 __all__ = [
     "MAX_REPLAY",
@@ -178,7 +179,7 @@ class Floor:
 
     @property
     def topic(self) -> str:
-        wanted = f"{self.prefix}/+/#"
+        wanted = every_table(self.prefix)
         return f"$share/{self.share}/{wanted}" if self.share else wanted
 
     async def run(self) -> None:
@@ -209,8 +210,8 @@ class Floor:
     async def _receive(self) -> None:
         subscriptions = [Subscription(self.topic)]
         if self.share:  # replays, and the answers to each floor's requests, reach every floor
-            subscriptions.append(Subscription(f"{self.prefix}/+/replay"))
-            subscriptions.append(Subscription(f"{self.prefix}/+/command_result"))
+            subscriptions.append(Subscription(every_table(self.prefix, TopicKind.REPLAY)))
+            subscriptions.append(Subscription(every_table(self.prefix, TopicKind.COMMAND_RESULT)))
         self._link = Link(
             self.url, self.client_id, subscriptions, self._take, self.session_expiry_s,
             username=self.username, password=self.password,
@@ -641,14 +642,14 @@ class Floor:
                 return False
             self._requests += 1
             rid = f"floor-{self.client_id[:64]}-{self._requests}-{secrets.token_hex(8)}"
-            body = {"command": "replay", "device": "table",
-                    "args": {"from_seq": first, "to_seq": last}, "request_id": rid}  # fmt: skip
+            body = CommandRequest(command="replay", device="table", request_id=rid,
+                                  args={"from_seq": first, "to_seq": last})  # fmt: skip
             self._replays[rid] = table
             while len(self._replays) > MAX_REPLAYS_WAITING:  # unanswered: forget the oldest
                 del self._replays[next(iter(self._replays))]
-            topic = f"{self.prefix}/{table}/command/auditor"
+            topic = Topics(self.prefix, table).command(Role.AUDITOR)
             try:
-                await link.publish(topic, json.dumps(body).encode())
+                await link.publish(topic, body.model_dump_json().encode())
             except MqttError:
                 return False
             self.metrics.replays_requested.inc()

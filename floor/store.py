@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tableside.daemon.payloads import TopicKind, split_topic
 from tableside.errors import TablesideError
+from tableside.wire.topics import TopicKind, split_topic
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -65,7 +65,7 @@ Kind = Literal["record", "will", "request", "response", "conflict", "rejected", 
 #: unverifiable: it carries no chain entry (an MQTT 3.1.1 table, a will, a request); altered: its
 #: chain entry is not its hash; forged: a checkpoint whose signature fails; not-enrolled: a
 #: checkpoint from a table with no enrolled key; break: its chain-prev is not the stored hash of
-#: the seq before it; malformed: its payload is not its topic's model (daemon/payloads.py), so
+#: the seq before it; malformed: its payload is not its topic's model (wire/payloads.py), so
 #: nobody is shown it (its chain entry may hold: it stays a link of the chain); withheld: a
 #: stand-in for a record larger than the broker's limit, its chain entry the record's, its
 #: content not on the wire (nothing to hash: the chain links across it, the content is
@@ -157,7 +157,7 @@ class Message:
     unretained: bool = False
     #: the store's row id (None until stored)
     id: int | None = None
-    #: what its topic carries, as the judge parsed it (daemon/payloads.py's one topic parser;
+    #: what its topic carries, as the judge parsed it (wire/payloads.py's one topic parser;
     #: read back from the store, parsed again from the stored topic); None: no table's topic
     what: TopicKind | None = None
 
@@ -294,7 +294,7 @@ def _fills(stored: tuple[Any, Any], m: Message) -> bool:
     """Whether ``m`` may be the record a stored stand-in stands for: its chain hash is the one
     stored and holds for what it carried (it is no stand-in itself), and its content is not the
     stored one (``Store._fill_in`` reads the stored one to be sure it is a stand-in)."""
-    from tableside.daemon.proof import unmarked
+    from tableside.wire.proof import unmarked
 
     return (
         m.hash is not None
@@ -306,7 +306,7 @@ def _fills(stored: tuple[Any, Any], m: Message) -> bool:
 
 def _same(stored: tuple[Any, Any], m: Message) -> bool:
     """Whether a record already stored (its chain hash, its payload) is this one again."""
-    from tableside.daemon.proof import unmarked
+    from tableside.wire.proof import unmarked
 
     digest, payload = stored
     if digest is not None and m.hash is not None:

@@ -29,8 +29,6 @@ from dataclasses import dataclass, replace
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import TopicKind, WithheldPayload, parse_payload, parse_topic
 from tableside.floor.judge import _proof, judge
 from tableside.floor.store import (
     FAILED,
@@ -41,6 +39,9 @@ from tableside.floor.store import (
     Verdict,
     stands_in,
 )
+from tableside.wire import proof
+from tableside.wire.payloads import WithheldPayload, parse_payload
+from tableside.wire.topics import TopicKind, parse_topic
 
 __all__ = [
     "Finding",

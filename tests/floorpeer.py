@@ -16,11 +16,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tableside.daemon import proof
 from tableside.daemon.journal import Record
-from tableside.daemon.payloads import DeviceEventPayload
 from tableside.floor.judge import judge
 from tableside.floor.store import Message
+from tableside.wire import proof
+from tableside.wire.payloads import DeviceEventPayload
 
 __all__ = ["PeerTable"]
 

@@ -18,7 +18,7 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tableside.daemon.proof import GENESIS, Chain, record_hash
+from tableside.wire.proof import GENESIS, Chain, record_hash
 
 from .conftest import SYSTEMD, Mosquitto
 from .hil import stop, until

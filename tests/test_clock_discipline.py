@@ -29,7 +29,7 @@ from tableside.daemon.discipline import (
     read_kernel,
 )
 from tableside.daemon.journal.file import record_hash
-from tableside.daemon.payloads import ClockPayload, RulingPayload, parse_payload
+from tableside.wire.payloads import ClockPayload, RulingPayload, parse_payload
 
 from .conftest import SYNCHRONISED, Mosquitto
 from .hil import Received, make_config, simulated_table, simulator, stop, until

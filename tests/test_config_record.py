@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tableside.daemon.app import TableDaemon
-from tableside.daemon.changes import config_fields, flat
+from tableside.daemon.changes import config_message, flat
 from tableside.daemon.config import Config
 
 from .hil import make_config, stop, until
@@ -61,5 +61,5 @@ def test_secrets_are_digests_that_still_show_a_change(tmp_path: Path) -> None:
     a = flat(one.model_dump(mode="json"))["broker.password"]
     b = flat(two.model_dump(mode="json"))["broker.password"]
     assert a != b and a != "a"
-    fields = config_fields(two, None, environ={"SUDO_USER": "ann"})
-    assert fields["started_by"] == "ann"
+    fields = config_message(two, None, environ={"SUDO_USER": "ann"})
+    assert fields.started_by == "ann"

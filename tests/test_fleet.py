@@ -18,8 +18,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from pydantic import BaseModel
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import (
+from tableside.wire import proof
+from tableside.wire.payloads import (
     CommandResult,
     DeviceEventPayload,
     DeviceStatePayload,

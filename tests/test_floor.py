@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tableside.daemon import proof
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Store, TableState, open_store
+from tableside.wire import proof
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 

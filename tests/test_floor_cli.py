@@ -13,11 +13,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tableside.cli import main
-from tableside.daemon import proof
 from tableside.daemon.journal import Journal, Record, export_records
-from tableside.daemon.payloads import DeviceEventPayload
 from tableside.floor.judge import judge
 from tableside.floor.store import Message, open_store
+from tableside.wire import proof
+from tableside.wire.payloads import DeviceEventPayload
 from tests.floorpeer import PeerTable
 
 

@@ -15,9 +15,9 @@ import pytest
 from playwright.async_api import expect
 
 from tableside.cli import main
-from tableside.daemon import proof
 from tableside.daemon.config import Config
 from tableside.floor.store import Store, open_store
+from tableside.wire import proof
 from tests.browser import chromium
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable

@@ -22,13 +22,13 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from tableside.daemon import proof
 from tableside.daemon.journal import Record
 from tableside.floor.judge import judge
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Message, Store, TableState, open_store
 from tableside.floor.web.view import FloorView
 from tableside.rules.rows import RULES
+from tableside.wire import proof
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import running, table_on

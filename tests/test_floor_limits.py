@@ -26,15 +26,16 @@ from typing import Any
 
 import pytest
 
-from tableside.daemon import proof
 from tableside.daemon.config import Config
 from tableside.daemon.journal import Record
-from tableside.daemon.payloads import TopicKind, WithheldPayload
 from tableside.floor.judge import judge
 from tableside.floor.order import live
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Message, Store, TableState, open_store
 from tableside.floor.verify import against_export, export_line
+from tableside.wire import proof
+from tableside.wire.payloads import WithheldPayload
+from tableside.wire.topics import TopicKind
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable
 from tests.test_floor import running
@@ -548,7 +549,7 @@ def test_gaps_export_and_verify_say_what_was_withheld(
     nothing amiss (the hash, links, topic and retain flag agree; the content never came)."""
     from tableside.cli import main
     from tableside.daemon.journal import Journal, export_records
-    from tableside.daemon.payloads import DeviceEventPayload, TablePayload
+    from tableside.wire.payloads import DeviceEventPayload, TablePayload
 
     path, url = tmp_path / "journal.sqlite", f"sqlite:///{tmp_path}/floor.db"
 

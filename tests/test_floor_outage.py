@@ -30,7 +30,7 @@ async def test_no_seq_is_lost_across_four_outages(store: str, tmp_path: Path) ->
         "--warmup", "3", "--between", "1", "--settle", "120", "--max-queued", "20",
         "--broker-down-s", "2",
         "--name", f"t{store[:2]}", "--out", str(out),
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}, cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

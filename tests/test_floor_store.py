@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tableside.daemon import proof
 from tableside.floor.judge import judge
 from tableside.floor.order import SeqOrder
 from tableside.floor.store import Progress, Store, StoreError, open_store
 from tableside.floor.verify import walk
+from tableside.wire import proof
 from tests.floorpeer import PeerTable
 from tests.postgres import Postgres
 

@@ -25,11 +25,11 @@ import aiomqtt
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tableside.daemon import proof
 from tableside.floor.judge import judge
 from tableside.floor.store import Store, open_store
 from tableside.floor.web.app import WebApp
 from tableside.rules.rows import RULES
+from tableside.wire import proof
 from tests.browser import chromium
 from tests.conftest import Mosquitto
 from tests.floorpeer import PeerTable

@@ -15,13 +15,13 @@ from pydantic import BaseModel
 from tableside.daemon import app
 from tableside.daemon.app import FREEZE_WITHIN_S, TableDaemon
 from tableside.daemon.journal import export_records
-from tableside.daemon.payloads import (
+from tableside.rules.model import Game
+from tableside.wire.payloads import (
     DeviceEventPayload,
     DeviceStatePayload,
     RulingPayload,
     StatusPayload,
 )
-from tableside.rules.model import Game
 
 from .conftest import Mosquitto
 from .hil import (

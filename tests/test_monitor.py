@@ -45,7 +45,7 @@ def result(seq: object, **extra: object) -> bytes:
 
 
 def replayed(seq: object, **extra: object) -> bytes:
-    """A journal record sent again on ``replay`` for the auditor (daemon/payloads.py)."""
+    """A journal record sent again on ``replay`` for the auditor (wire/payloads.py)."""
     record = {"table": "t", "replayed": True, "seq": seq, "topic": EVENT, "retain": False,
               "ts": 1.5, "prev": "0" * 64, "hash": "1" * 64, "payload": "{}"}  # fmt: skip
     return json.dumps({**record, **extra}).encode()

@@ -1,11 +1,10 @@
-"""The publisher's fast path: a message of a PLAIN model (daemon/payloads.py) is serialised from
-a dict, not built as the model; its bytes must be the model's, byte for byte, for every event
-any driver can make (the chain's hash covers them, and ``marked`` relies on their layout)."""
+"""The publisher writes a message (a payload's own fields, built where it is made) behind the
+envelope; its bytes must be its payload model's, byte for byte, for every event any driver can
+make (the chain's hash covers them, and ``marked`` relies on their layout)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import AsyncIterator, Iterator
@@ -19,10 +18,22 @@ from hypothesis import strategies as st
 from tableside.daemon.clock import LabClock
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
-from tableside.daemon.payloads import PLAIN, DeviceEventPayload, utc_ms
 from tableside.daemon.publisher import Publisher
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.registry import available_drivers, get_driver
+from tableside.wire import payloads
+from tableside.wire.payloads import (
+    Body,
+    CommandResult,
+    CommandResultBody,
+    DeviceEventBody,
+    DeviceEventPayload,
+    Envelope,
+    StatusBody,
+    StatusPayload,
+    Undelivered,
+    utc_ms,
+)
 
 
 def _every_event_class() -> list[type[DeviceEvent]]:
@@ -79,51 +90,78 @@ async def publisher(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         journal.close()
 
 
-def test_the_plain_models_are_the_device_event() -> None:
-    assert frozenset({DeviceEventPayload}) == PLAIN
+def _payload_of(body: type[object]) -> type[Envelope]:
+    """The payload model a message class is the body of (``XBody`` → ``XPayload``)."""
+    name = body.__name__.removesuffix("Body")
+    found: type[Envelope] = getattr(payloads, name + "Payload", None) or getattr(payloads, name)
+    return found
+
+
+BODIES: list[type[object]] = [*Body.__subclasses__(), DeviceEventBody]
+
+
+@pytest.mark.parametrize("body", BODIES, ids=lambda c: c.__name__)
+def test_each_message_is_its_payload_without_the_envelope(body: type[object]) -> None:
+    """A payload's fields are the envelope's, then its message's, in order: the publisher
+    writes the envelope in front of the message's JSON."""
+    payload = _payload_of(body)
+    own = ([f.name for f in dataclasses.fields(body)] if dataclasses.is_dataclass(body)
+           else list(typing.cast(type[Body], body).model_fields))  # fmt: skip
+    assert list(payload.model_fields) == [*Envelope.model_fields, *own]
     assert len(EVENTS) > 10  # every driver's events were found
 
 
 @pytest.mark.parametrize("cls", EVENTS, ids=lambda c: c.__qualname__)
 @settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(data=st.data())
+@given(data=st.data(), untrusted=st.none() | st.integers(0, 2**40))
 async def test_a_device_event_is_serialised_as_its_model_would(
-    publisher: Publisher, cls: type[DeviceEvent], data: st.DataObject
+    publisher: Publisher, cls: type[DeviceEvent], data: st.DataObject, untrusted: int | None
 ) -> None:
     event = data.draw(_events(cls))
-    fields: dict[str, Any] = {"device": event.device, "device_class": "shoe",
-                              "event": event.kind,
-                              "data": event.data(include_cards=True)}  # fmt: skip
+    message = DeviceEventBody(event.device, "shoe", event.kind, event.data(include_cards=True))
     ts = utc_ms()
-    record = publisher.enqueue("tableside/cs-01/device/x/event", DeviceEventPayload, ts, fields)
-    model = DeviceEventPayload(**{**publisher._head, "ts": ts, "seq": record.seq, **fields})
+    publisher.untrusted_time(untrusted)
+    record = publisher.enqueue("tableside/cs-01/device/x/event", message, ts)
+    model = DeviceEventPayload(
+        table="cs-01", ts=ts, seq=record.seq, test_clock=publisher._test_clock,
+        untrusted_time=untrusted, device=message.device, device_class=message.device_class,
+        event=message.event, data=message.data,
+    )  # fmt: skip
     assert record.payload == model.model_dump_json().encode()
     again = DeviceEventPayload.model_validate_json(record.payload)
     assert again.seq == record.seq and again.event == event.kind
-    assert again.test_clock == publisher._head["test_clock"]
+    assert again.test_clock == publisher._test_clock and again.untrusted_time == untrusted
 
 
-async def test_other_models_are_built_and_checked(publisher: Publisher) -> None:
-    """A model not PLAIN is built: a field it does not know is refused, not sent, and takes
-    no seq."""
+async def test_a_message_is_built_and_checked_where_it_is_made(publisher: Publisher) -> None:
+    """A message is its model, checked when it is built: a field it does not know is refused
+    there, before anything is journaled; what is journaled is its payload model's dump."""
     from pydantic import ValidationError
 
-    from tableside.daemon.payloads import CommandResult
-
-    fields = {"role": "dealer", "device": None, "command": None, "request_id": None, "ok": True}
-    record = publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(), fields)
-    assert json.loads(record.payload)["seq"] == record.seq
+    fields: dict[str, Any] = {"role": "dealer", "device": None, "command": None,
+                              "request_id": None, "ok": True}  # fmt: skip
     with pytest.raises(ValidationError):
-        publisher.enqueue("tableside/cs-01/command_result", CommandResult, utc_ms(),
-                          {**fields, "unknown": 1})  # fmt: skip
-    assert publisher.journal.next_seq == record.seq + 1
+        CommandResultBody.model_validate({**fields, "unknown": 1})
+    message = CommandResultBody(**fields)
+    ts = utc_ms()
+    for untrusted in (None, 7):
+        publisher.untrusted_time(untrusted)
+        record = publisher.enqueue("tableside/cs-01/command_result", message, ts)
+        model = CommandResult(table="cs-01", ts=ts, seq=record.seq, untrusted_time=untrusted,
+                              test_clock=publisher._test_clock, **fields)  # fmt: skip
+        assert record.payload == model.model_dump_json().encode()
+    status = StatusBody(status="online", version="1",
+                        undelivered=Undelivered(seq=3, topic="t", reason="0x87"))  # fmt: skip
+    record = publisher.enqueue("tableside/cs-01/status", status, ts, retain=True)
+    said = StatusPayload(table="cs-01", ts=ts, seq=record.seq, untrusted_time=7,
+                         test_clock=publisher._test_clock, **status.model_dump())  # fmt: skip
+    assert record.payload == said.model_dump_json().encode()
 
 
 def test_one_topic_parser_names_every_topic_the_table_uses() -> None:
-    """daemon/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
-    from tableside.daemon.payloads import Topic, TopicKind, parse_topic
-    from tableside.daemon.publisher import Topics
+    """wire/payloads.py ``parse_topic``, against the daemon's own topics (publisher.Topics)."""
+    from tableside.wire.topics import Topic, TopicKind, Topics, parse_topic
 
     t = Topics("tableside", "cs-01")
     expected = {
@@ -152,8 +190,7 @@ def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix
     """``split_topic`` (the floor's stored records: ``Message.what``, ``floor verify``'s
     prefix) and ``Topics.role_of_command``: every topic of the table, under a prefix of one
     level or of three (the floor's verify read ``casino`` as the prefix of every record)."""
-    from tableside.daemon.payloads import TopicKind, parse_topic, split_topic
-    from tableside.daemon.publisher import Topics
+    from tableside.wire.topics import TopicKind, Topics, parse_topic, split_topic
 
     t = Topics(prefix, "cs-01")
     topics = [t.status, t.ruling, t.ruling_state, t.table_state, t.command_result,
@@ -170,7 +207,7 @@ def test_a_stored_topic_is_read_by_the_same_parser_knowing_only_its_table(prefix
 
 @pytest.mark.parametrize("bad", [b"NaN", b"Infinity", b"-Infinity"])
 def test_a_payload_with_nan_or_infinity_anywhere_is_refused(bad: bytes) -> None:
-    from tableside.daemon.payloads import DeviceEventPayload, StatusPayload, parse_payload
+    from tableside.wire.payloads import DeviceEventPayload, StatusPayload, parse_payload
 
     event = (b'{"table":"t","ts":"x","seq":1,"device":"s","device_class":"s","event":"e",'
              b'"data":{"deep":[1,' + bad + b"]}}")  # fmt: skip

@@ -1,4 +1,4 @@
-"""daemon/proof.py: the chain entry and the flags a resend sets survive the wire exactly."""
+"""wire/proof.py: the chain entry and the flags a resend sets survive the wire exactly."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import StatusPayload
+from tableside.wire import proof
+from tableside.wire.payloads import StatusPayload
 
 
 def _payload() -> bytes:

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from tableside.daemon.payloads import MAX_REQUEST_BYTES
+from tableside.wire.payloads import MAX_REQUEST_BYTES
 
 from .conftest import Mosquitto
 from .hil import simulated_table, simulator, state

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from tableside.daemon.config import Config
-from tableside.daemon.payloads import TablePayload
 from tableside.rules import Game, TableFacts
 from tableside.rules.commands import COMMANDS, Refused, ResolveRuling, Role, admit
 from tableside.rules.model import Action
@@ -25,6 +24,7 @@ from tableside.rules.rulings import (
     halting,
 )
 from tableside.rules.table import Phase, TableState, step
+from tableside.wire.payloads import TablePayload
 
 from .events import table_event
 

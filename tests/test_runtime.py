@@ -17,7 +17,7 @@ import pytest
 from tableside.daemon.app import TableDaemon, table_runtime
 from tableside.daemon.config import load_config
 from tableside.daemon.journal import Journal
-from tableside.daemon.publisher import Publisher, Topics
+from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, TableActionFailed, TableRuntime
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import IdentityEvent
@@ -27,6 +27,7 @@ from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.drivers.shuffler.protocol import Deck, FaultCode
 from tableside.errors import Refused
 from tableside.rules.commands import NoArgs, PayBonus
+from tableside.wire.topics import Topics
 from tests.conftest import shipped_config
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity
+from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity, alert_rule
 from tableside.drivers.shuffler.events import ShuffleOrdered
 from tableside.drivers.shuffler.protocol import Deck
 from tableside.shuffle.deck import new_deck, spell
@@ -48,7 +48,7 @@ def test_a_tested_order_gives_statistics_and_a_sorted_deck_an_alert() -> None:
                              input_count=0, output_cards=tuple(spell(new_deck())))  # fmt: skip
     statistics, alert = held.observe(ordered)
     assert alert is not None and alert.test == "sorted output" and statistics.alerts == 1
-    rule = alert.rule()
+    rule = alert_rule(alert)
     assert rule.citation == INTEGRITY_ALERT.citation == "COMAR 36.05.02.17(F)"
     assert "not a Pennsylvania ruling" in rule.summary and "sorted output" in rule.summary
     assert not any(card in rule.summary.split() for card in spell(new_deck()))

@@ -1,5 +1,5 @@
 """The table's side of the floor's proof (docs/floor.md), against the real daemon and a real
-Mosquitto, judged by a plain MQTT v5 subscriber that knows only daemon/proof.py: every message
+Mosquitto, judged by a plain MQTT v5 subscriber that knows only wire/proof.py: every message
 carries a chain entry that holds, across a broker restart (redelivered and republished copies
 included); checkpoints are signed with the key `tableside key` prints, and nothing else
 verifies; an auditor's replay sends the journaled bytes whose hashes chain, and names what
@@ -23,10 +23,10 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tableside.cli import main
-from tableside.daemon import proof
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import load_config
 from tableside.daemon.journal import verify_file
+from tableside.wire import proof
 
 from .conftest import Mosquitto
 from .hil import make_config, simulator, start_simulator, stop, until

@@ -3,14 +3,15 @@ it (the parts below share these; docs/journal.md)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from tableside.errors import TablesideError
+
+# the chain hash is the wire contract's (a receiver recomputes it), declared there once
+from tableside.wire.proof import record_hash as record_hash
 
 FORMAT = "1"
 
@@ -55,14 +56,6 @@ class JournalError(TablesideError, RuntimeError):
 
 class JournalCorrupt(JournalError):
     """The journal on disk fails its checks; the daemon will not start on it."""
-
-
-def record_hash(
-    prev: bytes, seq: int, ts: float, topic: str, retain: bool, payload: bytes
-) -> bytes:
-    topic_bytes = topic.encode()
-    head = struct.pack(">qd?I", seq, ts, retain, len(topic_bytes))
-    return hashlib.sha256(prev + head + topic_bytes + payload).digest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,7 +179,7 @@ class Journal:
     @property
     def head(self) -> tuple[int, bytes]:
         """The newest record's seq and hash (numbered; committed once ``wait_durable`` says so).
-        What a signed checkpoint covers (daemon/proof.py)."""
+        What a signed checkpoint covers (wire/proof.py)."""
         return self._chain.head
 
     def mark_acked(self, seq: int) -> None:

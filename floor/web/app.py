@@ -37,8 +37,6 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
-from tableside.daemon.payloads import CommandResult, TopicKind, parse_payload
-from tableside.daemon.proof import unmarked
 from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
 from tableside.floor.verify import export_line
@@ -48,6 +46,9 @@ from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
 from tableside.rules.commands import COMMANDS
 from tableside.rules.rulings import MAX_NOTE_CHARS
+from tableside.wire.payloads import CommandResult, parse_payload
+from tableside.wire.proof import unmarked
+from tableside.wire.topics import TopicKind
 
 __all__ = [
     "ACKNOWLEDGE",

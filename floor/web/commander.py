@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import re
 import secrets
 import uuid
@@ -18,9 +17,10 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from tableside.daemon.payloads import CommandResult, parse_payload
 from tableside.mqtt import codec
 from tableside.mqtt.connection import Connection, Endpoint, MqttError, connect
+from tableside.wire.payloads import CommandRequest, CommandResult, parse_payload
+from tableside.wire.topics import Topics
 
 __all__ = ["Commander", "MqttSender", "Request", "Response", "RoleLogin", "SendCommand"]
 
@@ -201,16 +201,16 @@ class MqttSender:
         self.on_response: Callable[[Response], None] | None = None
 
     async def __call__(self, request: Request) -> None:
-        body = {"command": request.command, "device": "table", "args": request.args,
-                "request_id": request.request_id}  # fmt: skip
-        topic = f"{self._prefix}/{request.table}/command/{request.role}"
+        body = CommandRequest(command=request.command, device="table", args=request.args,
+                              request_id=request.request_id).model_dump_json()  # fmt: skip
+        topic = Topics(self._prefix, request.table).command(request.role)
         async with self._lock:  # a floorperson acts a few times an hour: one at a time
             for attempt in (1, 2):
                 link = await self._connection(request.role)
                 try:
                     reply_to = await self._reply_to(link, request.table)
                     await link.conn.publish(
-                        topic, json.dumps(body).encode(), response_topic=reply_to,
+                        topic, body.encode(), response_topic=reply_to,
                         correlation=request.correlation if reply_to else None,
                     )  # fmt: skip
                     return
@@ -225,7 +225,7 @@ class MqttSender:
         answer then comes from the store (``Commander.result``)."""
         if not _LEVEL.fullmatch(link.username) or table in link.refused:
             return None
-        topic = f"{self._prefix}/{table}/response/{link.username}/{link.token}"
+        topic = Topics(self._prefix, table).response(link.username, link.token)
         if topic in link.topics:
             return topic
         try:

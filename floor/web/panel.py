@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter, ValidationError
 
-from tableside.daemon.firmware import FirmwareChanged
-from tableside.daemon.payloads import DeviceEventPayload
-from tableside.daemon.shuffles import ShuffleAlert, ShuffleStatistics
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault, ShuffleStarted
+from tableside.wire.events import FirmwareChanged, ShuffleAlert, ShuffleStatistics
+from tableside.wire.payloads import DeviceEventPayload
 
 __all__ = ["HISTORY", "ShufflerPanel"]
 

@@ -26,8 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 
 from aiohttp import web
 
-from tableside.daemon import proof
-from tableside.daemon.payloads import CheckpointPayload, parse_payload
 from tableside.floor.changes import COLUMNS, changes, topics
 from tableside.floor.store import Enrolment, Store
 from tableside.floor.web.app import (
@@ -40,6 +38,9 @@ from tableside.floor.web.app import (
 )
 from tableside.floor.web.users import SUPERVISOR
 from tableside.rules.rulings import MAX_NOTE_CHARS
+from tableside.wire import proof
+from tableside.wire.payloads import CheckpointPayload, parse_payload
+from tableside.wire.topics import Topics
 
 __all__ = ["Records", "routes"]
 
@@ -95,7 +96,7 @@ class Records:
     async def _seen(self, table: str) -> str | None:
         """The key the table's newest stored checkpoint names (its word, to be compared with
         what the table itself prints)."""
-        topic = f"{self.app.view.prefix}/{table}/checkpoint"
+        topic = Topics(self.app.view.prefix, table).checkpoint
         for m in await self._store().messages(table, topic=topic, limit=1):
             try:
                 return parse_payload(CheckpointPayload, proof.unmarked(m.payload)).key

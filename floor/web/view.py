@@ -3,7 +3,7 @@
 ``FloorView.take(message, now=…)`` takes one message the store vouches for (floor/service.py
 ``Floor._vouched``: a record the chain walk linked, a last will, a retained state that came
 again as stored) and returns the table it changed, or None. Its payload is validated against
-its topic's model (daemon/payloads.py), as the judge did: a payload that is not is shown to
+its topic's model (wire/payloads.py), as the judge did: a payload that is not is shown to
 nobody.
 The web server (floor/web/app.py) turns each change into a server-sent event; the tests feed it
 messages directly. The view keeps, per table, the tile the floor map shows (status, game, phase,
@@ -33,7 +33,11 @@ import collections
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tableside.daemon.payloads import (
+from tableside.drivers.shuffler.events import ShuffleCompleted
+from tableside.floor.judge import withheld_words
+from tableside.floor.store import Message
+from tableside.floor.web.panel import ShufflerPanel, typed
+from tableside.wire.payloads import (
     ClockPayload,
     CommandResult,
     DeviceEventPayload,
@@ -44,17 +48,12 @@ from tableside.daemon.payloads import (
     SoftwarePayload,
     StatusPayload,
     TablePayload,
-    TopicKind,
     Undelivered,
     WithheldPayload,
     model_of,
     parse_payload,
-    parse_topic,
 )
-from tableside.drivers.shuffler.events import ShuffleCompleted
-from tableside.floor.judge import withheld_words
-from tableside.floor.store import Message
-from tableside.floor.web.panel import ShufflerPanel, typed
+from tableside.wire.topics import TopicKind, parse_topic
 
 __all__ = ["MAX_UNENROLLED", "UNENROLLED_IDLE_S", "FloorRuling", "FloorView", "TableTile"]
 

@@ -40,6 +40,8 @@ def _cmd_command(args: argparse.Namespace) -> int:
     from tableside.errors import Refused
     from tableside.mqtt.client import Client
     from tableside.mqtt.connection import Endpoint, MqttError
+    from tableside.wire.payloads import CommandRequest
+    from tableside.wire.topics import Topics
 
     try:
         values = _command_args(args.name, args.args)
@@ -51,10 +53,10 @@ def _cmd_command(args: argparse.Namespace) -> int:
     if where is None:
         return 2
     table, broker, prefix, config = where
-    base = f"{prefix}/{table}"
+    topics = Topics(prefix, table)
     request_id = f"cli-{uuid.uuid4().hex[:12]}"
-    body = {"command": args.name, "device": args.device, "args": values,
-            "request_id": request_id}  # fmt: skip
+    request = CommandRequest(command=args.name, device=args.device, args=values,
+                             request_id=request_id)  # fmt: skip
     password = args.password or os.environ.get("TABLESIDE_PASSWORD")
     # the table's MQTT version when its config is named (a 3.1.1 broker takes no v5 CONNECT)
     v5 = config is None or config.broker.mqtt_version == "5"
@@ -62,8 +64,8 @@ def _cmd_command(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Client(endpoint) as client:
-            await client.subscribe(f"{base}/command_result")
-            await client.publish(f"{base}/command/{args.role}", json.dumps(body))
+            await client.subscribe(topics.command_result)
+            await client.publish(topics.command(args.role), request.model_dump_json())
             try:
                 async with asyncio.timeout(args.timeout):
                     async for message in client.messages():

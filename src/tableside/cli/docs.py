@@ -54,7 +54,7 @@ def _cmd_commands(args: argparse.Namespace) -> int:
 
 
 def _cmd_schemas(args: argparse.Namespace) -> int:
-    from tableside.daemon.payloads import PAYLOAD_MODELS
+    from tableside.wire.payloads import PAYLOAD_MODELS
 
     args.directory.mkdir(parents=True, exist_ok=True)
     from tableside.rules.commands import request_schema
@@ -63,11 +63,10 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     # one branch per declared command, with its args, in the request's envelope
     schemas["command"] = request_schema(schemas["command"])
     # each device event's data, from its type: <device class>.<kind>, any_device.<kind>
-    from tableside.daemon.firmware import FirmwareChanged
     from tableside.daemon.runtime import TableActionFailed
-    from tableside.daemon.shuffles import ShuffleAlert, ShuffleStatistics
     from tableside.drivers.catalog import ANY_DEVICE, EVENTS, event_schema
     from tableside.drivers.events import DeviceEvent
+    from tableside.wire.events import FirmwareChanged, ShuffleAlert, ShuffleStatistics
 
     events = {f"{device_class}.{cls.kind}": cls
               for device_class, own in EVENTS.items() for cls in own}  # fmt: skip

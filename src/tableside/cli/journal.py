@@ -219,8 +219,8 @@ def _cmd_journal(args: argparse.Namespace) -> int:
 
 
 def _cmd_key(args: argparse.Namespace) -> int:
-    from tableside.daemon import proof
     from tableside.daemon.config import ConfigError, load_config
+    from tableside.wire import proof
 
     try:
         config = load_config(args.config, use_env=False)

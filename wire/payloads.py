@@ -3,50 +3,61 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import to_json
 
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
 from tableside.rules.rulings import MAX_UNRESOLVED
+from tableside.wire.topics import TopicKind
 
 __all__ = [
     "MAX_NAME_CHARS",
     "MAX_REQUEST_BYTES",
     "PAYLOAD_MODELS",
-    "PLAIN",
+    "Body",
+    "CheckpointBody",
     "CheckpointPayload",
+    "ClockBody",
     "ClockPayload",
     "CommandRequest",
     "CommandResult",
+    "CommandResultBody",
+    "CommandStatus",
+    "ConfigBody",
     "ConfigChange",
     "ConfigPayload",
+    "DeviceEventBody",
     "DeviceEventPayload",
     "DeviceIdentity",
+    "DeviceStateBody",
     "DeviceStatePayload",
     "Envelope",
     "Lifecycle",
+    "Message",
     "ReplayPayload",
+    "RulingBody",
     "RulingPayload",
+    "RulingStateBody",
     "RulingStatePayload",
+    "SoftwareBody",
     "SoftwarePayload",
     "SourceEvent",
+    "StatusBody",
     "StatusPayload",
+    "TableBody",
     "TablePayload",
-    "Topic",
-    "TopicKind",
     "Undelivered",
+    "WithheldBody",
     "WithheldPayload",
     "model_of",
     "parse_payload",
-    "parse_topic",
-    "split_topic",
     "utc_ms",
 ]
 
@@ -105,6 +116,26 @@ class Envelope(BaseModel):
     )
 
 
+class Body(BaseModel):
+    """A payload's own fields, without the envelope: the message as the table builds it where
+    it is made. The publisher puts the envelope in front once the journal numbers it
+    (``Publisher.enqueue``); each ``XPayload`` is ``XBody`` behind the ``Envelope``, the
+    envelope's fields first, and is what a reader parses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    def to_json(self) -> bytes:
+        """The fields as JSON, as ``model_dump_json`` gives them."""
+        return self.__pydantic_serializer__.to_json(self)
+
+
+class Message(Protocol):
+    """What ``Publisher.enqueue`` takes: a payload's own fields that write themselves as one
+    JSON object (a ``Body``, or ``DeviceEventBody`` on the per-event path)."""
+
+    def to_json(self) -> bytes: ...
+
+
 class Undelivered(BaseModel):
     """A record the broker refuses to take (docs/mqtt.md, "When the broker says no")."""
 
@@ -115,7 +146,7 @@ class Undelivered(BaseModel):
                         "authorized)'")  # fmt: skip
 
 
-class StatusPayload(Envelope):
+class StatusBody(Body):
     """``<prefix>/<table>/status`` (retained). The offline form is also the last will."""
 
     status: Literal["online", "offline"]
@@ -133,7 +164,11 @@ class StatusPayload(Envelope):
     )
 
 
-class WithheldPayload(Envelope):
+class StatusPayload(StatusBody, Envelope):
+    __doc__ = StatusBody.__doc__
+
+
+class WithheldBody(Body):
     """``<prefix>/<table>/withheld``: in place of a record larger than the broker's Maximum
     Packet Size, under the record's own seq and chain entry, so that no seq goes missing; the
     record itself stays in the journal (``tableside journal export``)."""
@@ -142,6 +177,10 @@ class WithheldPayload(Envelope):
     retain: bool = Field(description="whether it was retained state")
     size: int = Field(ge=0, description="the PUBLISH's size in bytes")
     limit: int = Field(ge=0, description="the broker's Maximum Packet Size")
+
+
+class WithheldPayload(WithheldBody, Envelope):
+    __doc__ = WithheldBody.__doc__
 
 
 class DeviceIdentity(BaseModel):
@@ -153,7 +192,7 @@ class DeviceIdentity(BaseModel):
     firmware_sha256: str
 
 
-class DeviceStatePayload(Envelope):
+class DeviceStateBody(Body):
     """``<prefix>/<table>/device/<device>/state`` (retained)."""
 
     device: str
@@ -176,6 +215,10 @@ class DeviceStatePayload(Envelope):
     last_event: str | None = None
 
 
+class DeviceStatePayload(DeviceStateBody, Envelope):
+    __doc__ = DeviceStateBody.__doc__
+
+
 class DeviceEventPayload(Envelope):
     """``<prefix>/<table>/device/<device>/event``: every device event."""
 
@@ -183,6 +226,27 @@ class DeviceEventPayload(Envelope):
     device_class: str
     event: str = Field(description="event kind, e.g. shuffle_complete, fault, connection")
     data: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEventBody:
+    """A device event's message as the table makes it, once per event: ``DeviceEventPayload``
+    without the envelope, as a plain dataclass with its own ``to_json``, since validating it
+    would check nothing (strings, and the device's own data the model takes as ``object``)
+    and copy everything. Its fields are the model's, in order (tests/test_payloads.py)."""
+
+    device: str
+    device_class: str
+    event: str
+    data: dict[str, object]
+
+    def to_json(self) -> bytes:
+        """Byte for byte what ``DeviceEventPayload`` dumps of these fields (a float that is not
+        finite as null, as pydantic's own default)."""
+        return to_json(
+            {"device": self.device, "device_class": self.device_class, "event": self.event,
+             "data": self.data}, inf_nan_mode="null",
+        )  # fmt: skip
 
 
 class SourceEvent(BaseModel):
@@ -196,7 +260,7 @@ class SourceEvent(BaseModel):
     data: dict[str, object]
 
 
-class TablePayload(Envelope):
+class TableBody(Body):
     """``<prefix>/<table>/table`` (retained): the table's phase, round and what the rules
     count (rules/table.py); journaled, and taken back from the journal after a restart."""
 
@@ -213,7 +277,11 @@ class TablePayload(Envelope):
     cause: str = Field(description="the event that changed it (a command or a device event)")
 
 
-class RulingPayload(Envelope):
+class TablePayload(TableBody, Envelope):
+    __doc__ = TableBody.__doc__
+
+
+class RulingBody(Body):
     """``<prefix>/<table>/ruling``: every ruling, with the clause behind it."""
 
     rule_id: str
@@ -234,11 +302,15 @@ class RulingPayload(Envelope):
     )
 
 
+class RulingPayload(RulingBody, Envelope):
+    __doc__ = RulingBody.__doc__
+
+
 #: the lifecycle changes a ruling_state message carries (open is the ruling message itself)
 Lifecycle = Literal["open", "escalated", "acknowledged", "resolved", "lapsed"]
 
 
-class RulingStatePayload(Envelope):
+class RulingStateBody(Body):
     """``<prefix>/<table>/ruling_state``: a ruling's lifecycle moved (rules/rulings.py). Its id
     is the ``seq`` of the ruling message that gave it, which is the ruling's ``open``."""
 
@@ -263,6 +335,13 @@ class RulingStatePayload(Envelope):
     note: str | None = Field(default=None, description="resolved: the floorperson's note")
 
 
+class RulingStatePayload(RulingStateBody, Envelope):
+    __doc__ = RulingStateBody.__doc__
+
+
+#: what became of a request (``CommandResult.status``)
+CommandStatus = Literal["done", "refused", "internal_error"]
+
 #: a request larger than this is refused unread (docs/commands.md); no command needs 1 KiB
 MAX_REQUEST_BYTES = 64 * 1024
 #: the longest command or device name, and request id, a result repeats
@@ -283,7 +362,7 @@ class CommandRequest(BaseModel):
     )
 
 
-class CommandResult(Envelope):
+class CommandResultBody(Body):
     """``<prefix>/<table>/command_result``: what became of a request, refused ones included."""
 
     role: str = Field(description="the role the request came as (its topic)")
@@ -291,7 +370,7 @@ class CommandResult(Envelope):
     command: str | None
     request_id: str | None
     ok: bool
-    status: Literal["done", "refused", "internal_error"] | None = Field(
+    status: CommandStatus | None = Field(
         default=None,
         description="done (ok), refused (the request or the table's state: error says why), or "
         "internal_error (the table failed while carrying it out: not the requester's mistake, "
@@ -308,7 +387,11 @@ class CommandResult(Envelope):
     pruned_before: int | None = None
 
 
-# -- proof across the wire (daemon/proof.py, docs/floor.md) ---------------------------------
+class CommandResult(CommandResultBody, Envelope):
+    __doc__ = CommandResultBody.__doc__
+
+
+# -- proof across the wire (wire/proof.py, docs/floor.md) ---------------------------------
 
 
 class ConfigChange(BaseModel):
@@ -320,7 +403,7 @@ class ConfigChange(BaseModel):
     new: object = Field(description="the value now (null: not set now)")
 
 
-class ConfigPayload(Envelope):
+class ConfigBody(Body):
     """``<prefix>/<table>/config`` (retained): the configuration the daemon runs, journaled at
     each start with what changed since the last start's (docs/configuration.md). Secrets
     (passwords) appear only as a digest, so that a change shows and the value does not."""
@@ -338,7 +421,11 @@ class ConfigPayload(Envelope):
     )
 
 
-class SoftwarePayload(Envelope):
+class ConfigPayload(ConfigBody, Envelope):
+    __doc__ = ConfigBody.__doc__
+
+
+class SoftwareBody(Body):
     """``<prefix>/<table>/software`` (retained): the installed software held to its release
     manifest, before any device opens and at a technician's ``verify_software``
     (docs/software.md). A mismatch also gives a ruling that halts dealing."""
@@ -364,7 +451,11 @@ class SoftwarePayload(Envelope):
     seconds: float = Field(ge=0, description="how long the check took")
 
 
-class ClockPayload(Envelope):
+class SoftwarePayload(SoftwareBody, Envelope):
+    __doc__ = SoftwareBody.__doc__
+
+
+class ClockBody(Body):
     """``<prefix>/<table>/clock`` (retained): the wall clock's discipline as the kernel has it
     (``adjtimex``), journaled at each start and whenever the verdict changes (daemon/
     discipline.py, docs/journal.md "Time")."""
@@ -384,7 +475,11 @@ class ClockPayload(Envelope):
     )
 
 
-class CheckpointPayload(Envelope):
+class ClockPayload(ClockBody, Envelope):
+    __doc__ = ClockBody.__doc__
+
+
+class CheckpointBody(Body):
     """``<prefix>/<table>/checkpoint``: the table's newest record, signed with its key. The
     checkpoint is itself a journal record (its own seq, the next after ``upto_seq``)."""
 
@@ -401,6 +496,10 @@ class CheckpointPayload(Envelope):
         pattern=r"^[0-9a-f]{128}$",
         description="Ed25519 over proof.checkpoint_message(table, upto_seq, head), hex",
     )
+
+
+class CheckpointPayload(CheckpointBody, Envelope):
+    __doc__ = CheckpointBody.__doc__
 
 
 class ReplayPayload(BaseModel):
@@ -422,12 +521,6 @@ class ReplayPayload(BaseModel):
     payload: str = Field(description="the journaled payload, exactly, as a UTF-8 string")
 
 
-#: models whose messages are serialised from a dict, not through the model (daemon/publisher.py:
-#: ``enqueue``): the daemon gives every field, in order, as the model would dump it (strings
-#: and the device's own data, which the model takes as ``object``), so building it would check
-#: nothing and copy everything. tests/test_payloads.py checks the bytes are the model's.
-PLAIN: frozenset[type[Envelope]] = frozenset({DeviceEventPayload})
-
 PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "status": StatusPayload,
     "device-state": DeviceStatePayload,
@@ -444,84 +537,6 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "replay": ReplayPayload,
     "withheld": WithheldPayload,
 }
-
-
-# -- topics (docs/mqtt.md): the one parser, for the table, the floor and the tools -----------
-
-
-class TopicKind(enum.StrEnum):
-    """What a topic under ``<prefix>/<table>/`` carries (docs/mqtt.md's table)."""
-
-    STATUS = "status"
-    DEVICE_STATE = "device_state"
-    DEVICE_EVENT = "device_event"
-    RULING = "ruling"
-    RULING_STATE = "ruling_state"
-    TABLE = "table"
-    CHECKPOINT = "checkpoint"
-    CONFIG = "config"
-    SOFTWARE = "software"
-    CLOCK = "clock"
-    REPLAY = "replay"
-    WITHHELD = "withheld"
-    COMMAND = "command"
-    COMMAND_RESULT = "command_result"
-    RESPONSE = "response"
-
-
-#: the kinds whose topic is ``<prefix>/<table>/<kind>`` with nothing after it
-_DEEPER = (TopicKind.DEVICE_STATE, TopicKind.DEVICE_EVENT, TopicKind.COMMAND, TopicKind.RESPONSE)
-_ONE_LEVEL = {k.value: k for k in TopicKind if k not in _DEEPER}
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    """A topic of one table, parsed (``parse_topic``)."""
-
-    table: str
-    kind: TopicKind
-    #: the device of ``device/<device>/state|event``; the role of ``command/<role>``
-    name: str | None = None
-
-
-def parse_topic(prefix: str, topic: str) -> Topic | None:
-    """``<prefix>/<table>/…`` as a ``Topic``; None for a topic that is no table's (another
-    prefix, no table, or a kind docs/mqtt.md does not list)."""
-    head = f"{prefix}/"
-    if not topic.startswith(head):
-        return None
-    table, sep, rest = topic[len(head) :].partition("/")
-    if not table or not sep or not rest:
-        return None
-    kind = _ONE_LEVEL.get(rest)
-    if kind is not None:
-        return Topic(table, kind)
-    first, _, tail = rest.partition("/")
-    if first == "device":
-        device, _, what = tail.partition("/")
-        if device and what in ("state", "event"):
-            which = TopicKind.DEVICE_STATE if what == "state" else TopicKind.DEVICE_EVENT
-            return Topic(table, which, device)
-    elif first == "command" and tail and "/" not in tail:
-        return Topic(table, TopicKind.COMMAND, tail)
-    elif first == "response" and tail:
-        return Topic(table, TopicKind.RESPONSE, tail)
-    return None
-
-
-def split_topic(table: str, topic: str) -> tuple[str, Topic] | None:
-    """A topic of ``table`` as its prefix and ``Topic``, for a reader that knows the table but
-    not the prefix (a stored record; a prefix may have levels of its own); None when no split
-    of it names ``table`` as ``parse_topic`` reads topics."""
-    levels = topic.split("/")
-    for depth in (1, 2, 3):  # status … checkpoint; command/<role>; device/<device>/<what>
-        at = len(levels) - depth - 1
-        if at >= 1 and levels[at] == table:
-            prefix = "/".join(levels[:at])
-            where = parse_topic(prefix, topic)
-            if where is not None and where.table == table:
-                return prefix, where
-    return None
 
 
 _MODEL_OF: dict[TopicKind, type[BaseModel]] = {

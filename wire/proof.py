@@ -2,8 +2,9 @@
 docs/floor.md) can check that nothing was altered, inserted, dropped or forged.
 
 The journal chains every record: ``hash = SHA-256(prev_hash ‖ seq ‖ ts ‖ topic ‖ retain ‖
-payload)`` (``record_hash`` in daemon/journal/file.py). A table connected with MQTT v5 sends each
-journaled message with three user properties, its record's chain entry:
+payload)`` (``record_hash``, declared here for the journal and every receiver alike). A table
+connected with MQTT v5 sends each journaled message with three user properties, its record's
+chain entry:
 
 * ``chain-prev``: the previous record's hash (64 hex digits),
 * ``chain-hash``: this record's hash,
@@ -23,15 +24,15 @@ Pure: no I/O but the key file (``load_or_create_key``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import struct
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-from tableside.daemon.journal import record_hash
 
 __all__ = [
     "CHAIN_HASH",
@@ -68,6 +69,16 @@ KEY_FILE = "table-key.pem"
 FLAGS = ("republished", "redelivered")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def record_hash(
+    prev: bytes, seq: int, ts: float, topic: str, retain: bool, payload: bytes
+) -> bytes:
+    """A journal record's chain hash: SHA-256(prev ‖ seq ‖ ts ‖ retain ‖ len(topic) ‖ topic ‖
+    payload), the fixed fields big-endian; what a receiver recomputes from the wire."""
+    topic_bytes = topic.encode()
+    head = struct.pack(">qd?I", seq, ts, retain, len(topic_bytes))
+    return hashlib.sha256(prev + head + topic_bytes + payload).digest()
 
 
 def _flag(name: str, value: bool) -> bytes:
