@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tableside.drivers.named import spelt
+from tableside.drivers.named import Named
 from tableside.drivers.shoe.plan import Target
 from tableside.rules.hands import FiveCard
 from tableside.rules.vocabulary import DealingMethod, Game, Phase
@@ -58,7 +58,8 @@ class TableSeen:
     def data(self) -> dict[str, object]:
         """Its fields as a ruling cites them in JSON (``round`` first; a stack target, a hand
         by name)."""
-        return {f.name: spelt(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: v.spelt() if isinstance(v, Named) else v for k, v in out.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
