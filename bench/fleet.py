@@ -78,8 +78,9 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
 from tableside.drivers.backoff import Backoff
-from tableside.drivers.catalog import event_type
+from tableside.drivers.catalog import event_type, read_event
 from tableside.drivers.events import ConnectionState
+from tableside.drivers.named import spelt
 from tableside.errors import Refused
 from tableside.rules import Observation, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS
@@ -310,7 +311,7 @@ class SimulatedTable:
         )
         event_cls = event_type(f"{device}.{kind}")
         assert event_cls is not None, kind
-        reported = event_cls(device=device, **data)
+        reported = read_event(event_cls, device, data)
         observation = Observation(f"{device}.{kind}", device, reported)
         self._rulings(observation, SourceEvent(device=device, event=kind, seq=seq, data=data))
         self._step(DeviceReport(observation.kind, time.time(), reported))
@@ -392,21 +393,21 @@ class SimulatedTable:
             yield
             round_no = self.state.round + 1
             plan = dispense_pattern(GAME, SEATS)
-            self.event("shoe", "deal_started", {"round": round_no, "plan": plan})
+            self.event("shoe", "deal_started", {"round": round_no, "plan": spelt(plan)})
             for index, stack in enumerate(plan):
-                size = int(stack["size"])
+                size = stack.size
                 self.event(
                     "shoe",
                     "stack_dispensed",
                     {
                         "round": round_no,
                         "index": index,
-                        "target": stack["target"],
+                        "target": stack.target.spelt(),
                         "count": size,
                         "expected": size,
                     },
                 )
-            cards = sum(int(s["size"]) for s in plan)
+            cards = sum(s.size for s in plan)
             self.event(
                 "shoe",
                 "deal_complete",

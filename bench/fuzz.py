@@ -25,6 +25,7 @@ from tableside.drivers.framing import Frame, FrameDecoder, NeedData
 from tableside.drivers.messages import MessageSet, UnknownMessageType
 from tableside.drivers.progressive import protocol as controller
 from tableside.drivers.shoe import protocol as shoe
+from tableside.drivers.shoe.plan import Target
 from tableside.drivers.shuffler import protocol as shuffler
 from tableside.drivers.wire import MalformedPayload
 
@@ -36,8 +37,8 @@ SAMPLES: dict[str, tuple[MessageSet, list[Any]]] = {
         shuffler.Fault(7, shuffler.FaultCode.JAM, "jam"), shuffler.StartShuffle(),
     ]),
     "shoe": (shoe.PROTOCOL, [
-        shoe.DealRound(3, (shoe.Stack(1, 5), shoe.Stack(shoe.DEALER, 5))),
-        shoe.StackDispensed(3, 0, 1, 5, (0x11, 0x12)), shoe.FaceUpCard(3, 0, 1, 0x21),
+        shoe.DealRound(3, (shoe.Stack(Target.SEAT1, 5), shoe.Stack(Target.DEALER, 5))),
+        shoe.StackDispensed(3, 0, Target.SEAT1, 5, (0x11, 0x12)), shoe.FaceUpCard(3, 0, 1, 0x21),
         shoe.ShoeFault(3, shoe.ShoeFaultCode.JAM, 1, "x"), shoe.DealComplete(3, 2, 10),
     ]),
     "card_reader": (reader.PROTOCOL, [

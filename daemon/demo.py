@@ -38,7 +38,6 @@ from tableside.simulators.card_reader import CardReaderSimulator
 from tableside.simulators.listen import serve_pty
 from tableside.simulators.progressive import progressive_table
 from tableside.simulators.registry import build_simulator
-from tableside.simulators.shoe import parse_plan_spec
 from tableside.simulators.shuffler import ShufflerSimulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
 from tableside.wire.topics import TopicKind, Topics, parse_topic
@@ -86,15 +85,6 @@ class _Device:
     serve: Callable[..., Coroutine[object, object, None]] | None  # served on a pty; None: on USB
 
 
-def _plan(game: Game) -> str:
-    codes = {"dealer": "D", "dealer_extra": "X", "community": "C"}
-    stacks = dispense_pattern(game, sorted(SEATS))
-    return ",".join(
-        f"{codes.get(str(s['target']), str(s['target']).removeprefix('seat'))}:{s['size']}"
-        for s in stacks
-    )
-
-
 def _devices(
     game: Game, rounds: int | None, interval: float, faults: tuple[str, ...], with_faults: bool
 ) -> tuple[list[_Device], ShufflerSimulator, CardReaderSimulator | None]:
@@ -118,7 +108,7 @@ def _devices(
     if "shoe" in wanted:
         shoe = build_simulator(
             "shoe",
-            {"interval": interval, "plan": parse_plan_spec(_plan(game)), "heartbeat": 0.5,
+            {"interval": interval, "plan": dispense_pattern(game, sorted(SEATS)), "heartbeat": 0.5,
              "stack_time": 0.02},
             SHOE_FAULTS if with_faults else (),
             silent_disconnect=True,

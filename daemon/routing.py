@@ -240,7 +240,7 @@ class CommandRouter:
                 pattern = dispense_pattern(self.table.facts.game, args.positions)
             except ValueError as exc:  # a game no shoe deals: the request's, said as it is
                 raise Refused(f"deal_round: {exc}") from exc
-            stacks = [StackArg.model_validate(s) for s in pattern]
+            stacks = [StackArg(target=s.target, size=s.size) for s in pattern]
             next_round = args.round if args.round is not None else self.table.state.round + 1
             return DEAL.name, Deal(round=next_round, stacks=stacks)
         return name, args

@@ -11,12 +11,24 @@ jack, or an ace counting eleven), ``12``, ``13``.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, get_args
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BeforeValidator, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from pydantic import BeforeValidator, GetCoreSchemaHandler, WithJsonSchema
+from pydantic_core import PydanticCustomError, core_schema
 
-__all__ = ["RANKS", "Rank", "RankName", "card_code", "card_name", "is_card_code", "rank_name"]
+from tableside.drivers.named import Named
+
+__all__ = [
+    "RANKS",
+    "Card",
+    "Rank",
+    "RankName",
+    "card_code",
+    "card_name",
+    "is_card_code",
+    "rank_name",
+]
 
 #: a rank's one name, as card names (``"10H"``) and the rules spell it
 RankName = Literal["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]
@@ -79,3 +91,80 @@ def card_name(code: int) -> str:
     if not is_card_code(code):
         raise ValueError(f"byte 0x{code:02x} is not a card")
     return RANKS[(code & 0x0F) - 1] + _SUITS[code >> 4]
+
+
+@dataclass(frozen=True, slots=True)
+class Card(Named):
+    """A playing card, from the byte that names it on the link to the rule that reads it;
+    spelt ``"AS"``, ``"10H"`` only in JSON. ``Card(0x31)`` refuses a byte that is no card
+    (ValueError); ``Card.of`` and ``Card.named`` give the one instance of each card."""
+
+    #: its byte on the link: high nibble suit (0 clubs … 3 spades), low nibble rank (1 ace …)
+    code: int
+
+    def __post_init__(self) -> None:
+        if not is_card_code(self.code):
+            raise ValueError(f"byte 0x{self.code:02x} is not a card")
+
+    @classmethod
+    def of(cls, code: int) -> Card:
+        """The card a byte names; ValueError for a byte that names none."""
+        card = _BY_CODE.get(code)
+        if card is None:
+            raise ValueError(f"byte 0x{code:02x} is not a card")
+        return card
+
+    @classmethod
+    def named(cls, name: str) -> Card:
+        """The card of a name as the table spells it (``"AS"``, ``"10H"``, exactly);
+        ValueError for anything else."""
+        card = _BY_NAME.get(name)
+        if card is None:
+            raise ValueError(f"{name!r} is no card (spelt as AS, 10H, QC)")
+        return card
+
+    @property
+    def number(self) -> int:
+        """Its rank as a number: 1 ace … 10, 11 jack, 12 queen, 13 king."""
+        return self.code & 0x0F
+
+    @property
+    def rank(self) -> RankName:
+        return RANKS[(self.code & 0x0F) - 1]
+
+    @property
+    def suit(self) -> int:
+        """0 clubs, 1 diamonds, 2 hearts, 3 spades."""
+        return self.code >> 4
+
+    @property
+    def name(self) -> str:
+        return RANKS[(self.code & 0x0F) - 1] + _SUITS[self.code >> 4]
+
+    def spelt(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"Card({self.name})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        """Read from its name, written as its name, described as a string."""
+        named = core_schema.no_info_after_validator_function(cls.named, core_schema.str_schema())
+        return core_schema.json_or_python_schema(
+            json_schema=named,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), named]),
+            serialization=core_schema.plain_serializer_function_ser_schema(cls.spelt),
+        )
+
+
+#: the 52 cards, each one instance, by byte and by name
+_BY_CODE: Final[dict[int, Card]] = {
+    code: Card(code) for code in (card_code(r, s) for s in range(4) for r in range(1, 14))
+}
+_BY_NAME: Final[dict[str, Card]] = {card.name: card for card in _BY_CODE.values()}

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-from pydantic import ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from tableside.drivers.card_reader import events as card_reader
 from tableside.drivers.cctalk import events as acceptors
@@ -32,7 +32,7 @@ from tableside.drivers.progressive import events as progressive
 from tableside.drivers.shoe import events as shoe
 from tableside.drivers.shuffler import events as shuffler
 
-__all__ = ["ANY_DEVICE", "EVENTS", "event_schema", "event_type"]
+__all__ = ["ANY_DEVICE", "EVENTS", "event_schema", "event_type", "read_event"]
 
 #: events every driver may report (drivers/base.py): the link's, not the device class's own
 ANY_DEVICE: tuple[type[DeviceEvent], ...] = (
@@ -77,6 +77,34 @@ _CARDS = ("a card identity: sent only by a table whose config allows it ([table]
 def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, object]:
     """The JSON Schema of the ``data`` of a device-event message (docs/mqtt.md) whose event is
     ``cls``: its fields but ``device`` (the message's own), card identities optional."""
+    schema: dict[str, Any] = _data_model(cls).model_json_schema()
+    for f in dataclasses.fields(cls):  # a card field the event always has: no default shown
+        if f.name in cls.card_fields and f.default is dataclasses.MISSING:
+            schema["properties"][f.name].pop("default", None)
+    return {"$comment": f"data of a device event {name!r}", **schema}
+
+
+def read_event(cls: type[DeviceEvent], device: str, data: Mapping[str, object]) -> DeviceEvent:
+    """The event of a device-event message's ``data`` (``DeviceEvent.data()`` read back: a
+    card, a stack target, a plan from their names); pydantic's ValidationError for data that
+    is not the event's."""
+    read = _data_model(cls).model_validate(data)
+    return cls(device=device, **{name: getattr(read, name) for name in read.model_fields_set})
+
+
+_MODELS: dict[type[DeviceEvent], type[BaseModel]] = {}
+
+
+def _data_model(cls: type[DeviceEvent]) -> type[BaseModel]:
+    """The ``data`` of ``cls``'s messages as a pydantic model (its schema, its reading), made
+    at first use."""
+    model = _MODELS.get(cls)
+    if model is None:
+        model = _MODELS[cls] = _made_model(cls)
+    return model
+
+
+def _made_model(cls: type[DeviceEvent]) -> type[BaseModel]:
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
@@ -90,14 +118,10 @@ def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, object]:
         else:
             fields[f.name] = (hints[f.name], ...)
     doc = cls.__doc__ or ""
-    model = create_model(
+    model: type[BaseModel] = create_model(
         cls.__name__,
         __config__=ConfigDict(extra="forbid"),
         __doc__=None if doc.startswith(f"{cls.__name__}(") else doc,  # not dataclass's own
         **fields,
     )
-    schema: dict[str, Any] = model.model_json_schema()
-    for f in dataclasses.fields(cls):  # a card field the event always has: no default shown
-        if f.name in cls.card_fields and f.default is dataclasses.MISSING:
-            schema["properties"][f.name].pop("default", None)
-    return {"$comment": f"data of a device event {name!r}", **schema}
+    return model

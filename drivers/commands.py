@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
-from tableside.drivers.shoe import protocol as shoe
+from tableside.drivers.shoe.plan import SEATS, Stack, Target
 
 __all__ = [
     "DEAL",
@@ -31,6 +32,8 @@ __all__ = [
     "SetLights",
     "SetMeter",
     "StackArg",
+    "TargetArg",
+    "TargetName",
     "names",
 ]
 
@@ -48,36 +51,61 @@ class NoArgs(Args):
 
 Seat = Annotated[StrictInt, Field(ge=1, le=7, description="a betting position, 1..7")]
 
-_TARGETS = {"dealer": shoe.DEALER, "dealer_extra": shoe.DEALER_EXTRA, "community": shoe.COMMUNITY}
+
+def _named(value: object) -> Target:
+    if isinstance(value, Target):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    try:
+        return Target.named(value)
+    except ValueError:  # said as the pattern the schema gives says it
+        raise PydanticCustomError(
+            "string_pattern_mismatch", f"String should match pattern '^({_NAMES})$'"
+        ) from None
+
+
+def _named_or_seat(value: object) -> Target:
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 7:
+        return Target.at_seat(value)
+    if isinstance(value, str):
+        try:
+            return Target.named(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{value!r} is none of seat1..seat7, dealer, dealer_extra, community")
+
+
+#: the names of the stack targets, as a JSON Schema pattern (from Target: one vocabulary)
+_NAMES = "|".join(
+    [f"seat[{SEATS[0].seat}-{SEATS[-1].seat}]", *(t.spelt() for t in Target if t.seat is None)]
+)
+
+#: a stack target in a command's arguments, by its name (``seat3``, ``dealer``)
+TargetName = Annotated[
+    Target,
+    PlainValidator(_named),
+    WithJsonSchema({"pattern": f"^({_NAMES})$", "type": "string"}),
+]
+#: a stack target in a command's arguments, by its name or a betting position's number (1..7)
+TargetArg = Annotated[
+    Target,
+    PlainValidator(_named_or_seat),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+]
 
 
 class StackArg(Args):
     """One stack the shoe dispenses: to ``seat1``..``seat7`` (or 1..7), ``dealer``,
     ``dealer_extra`` or ``community``."""
 
-    target: str | StrictInt
+    target: TargetArg
     size: Annotated[StrictInt, Field(ge=1, le=52)]
 
-    @field_validator("target")
-    @classmethod
-    def _a_target(cls, target: str | int) -> str | int:
-        code = _code(target)
-        if code is None:
-            raise ValueError(f"{target!r} is none of seat1..seat7, dealer, dealer_extra, community")
-        return target
-
-    def stack(self) -> shoe.Stack:
-        code = _code(self.target)
-        assert code is not None  # the validator checked it
-        return shoe.Stack(code, self.size)
-
-
-def _code(target: str | int) -> int | None:
-    if isinstance(target, str) and target.startswith("seat") and target[4:].isdigit():
-        target = int(target[4:])
-    if isinstance(target, str):
-        return _TARGETS.get(target)
-    return target if 1 <= target <= 7 else None
+    def stack(self) -> Stack:
+        return Stack(self.target, self.size)
 
 
 class Deal(Args):

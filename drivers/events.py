@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
+from tableside.drivers.named import Named
+
 __all__ = [
     "ConnectionEvent",
     "ConnectionState",
@@ -36,13 +38,17 @@ class DeviceEvent:
     device: str
 
     def data(self, *, include_cards: bool = False) -> dict[str, object]:
-        """The event's own fields (without ``device``), card identities left out by default."""
+        """The event's own fields (without ``device``) as JSON writes them, card identities left
+        out by default: a card, a stack target, a plan spelt by name (drivers/named.py)."""
         out: dict[str, object] = {}
         for f in fields(self):
             if f.name == "device" or (f.name in self.card_fields and not include_cards):
                 continue
             value = getattr(self, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else value
+            if isinstance(value, tuple):
+                out[f.name] = [v.spelt() if isinstance(v, Named) else v for v in value]
+            else:
+                out[f.name] = value.spelt() if isinstance(value, Named) else value
         return out
 
 

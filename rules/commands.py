@@ -23,26 +23,28 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     Field,
+    PlainValidator,
     StrictBool,
     StrictInt,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 import tableside.drivers.commands as device
 from tableside.drivers.cards import Rank
-from tableside.drivers.commands import Args, NoArgs, Seat
+from tableside.drivers.commands import Args, NoArgs, Seat, TargetName
 from tableside.errors import Refused
 from tableside.rules import seen
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
 from tableside.rules.paytables import MINIMUMS
-from tableside.rules.progressive import payout
+from tableside.rules.progressive import PAYING_HANDS, payout
 from tableside.rules.rulings import MAX_NOTE_CHARS, acknowledge, resolve
 from tableside.rules.table import (
-    EXPECTED,
     TRANSITIONS,
     Claim,
     DealingMethod,
@@ -56,6 +58,7 @@ from tableside.rules.table import (
     coup_begins,
     dealt,
     gate,
+    hand_cards,
     meter,
     new_cards,
     open_betting,
@@ -98,7 +101,21 @@ A = TypeVar("A", bound=Args)
 
 
 DeviceClass = Annotated[str, Field(min_length=1, description="e.g. shuffler, shoe, card_reader")]
-Hand = Literal["royal_flush", "straight_flush", "four_of_a_kind", "full_house", "flush"]
+
+
+def _paying_hand(value: object) -> FiveCard:
+    for hand in PAYING_HANDS:
+        if value is hand or value == hand.spelt():
+            return hand
+    # said as the schema's enum says it
+    *most, last = (repr(name) for name in _PAYING_NAMES)
+    raise PydanticCustomError("literal_error", f"Input should be {', '.join(most)} or {last}")
+
+
+_PAYING_NAMES = [h.spelt() for h in PAYING_HANDS]
+#: a progressive payout hand (555.13), by its name
+Hand = Annotated[FiveCard, PlainValidator(_paying_hand),
+                 WithJsonSchema({"enum": _PAYING_NAMES, "type": "string"})]  # fmt: skip
 
 
 class _Ranked(Args):
@@ -164,7 +181,7 @@ class CardExposed(Args):
 
 
 class Misdeal(Args):
-    target: Annotated[str, Field(pattern=r"^(seat[1-7]|dealer|dealer_extra|community)$")]
+    target: TargetName
     count: Annotated[StrictInt, Field(ge=0)]
     expected: Annotated[StrictInt, Field(ge=1)] | None = None
 
@@ -574,7 +591,7 @@ def _stub_count(turn: Turn, args: StubCount) -> TableState:
     state = turn.state
     turn.observe("stub_count", seen.StubCount(count=args.count, misdealt=args.misdealt,
                                               full=args.count in turn.facts.full_deck_counts,
-                                              dealing=state.dealing.value))  # fmt: skip
+                                              dealing=state.dealing))  # fmt: skip
     return dataclasses.replace(state, rounds_since_stub_count=0)
 
 
@@ -704,8 +721,8 @@ def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
     if before:
         raise Refused(f"pay_progressive: seat {before[-1]} is paid first (from the dealer's "
                       "right)")  # fmt: skip
-    hand = FiveCard[claim.hand.upper()]
-    sharing = [c for c in state.claims if c.hand == "royal_flush"]
+    hand = claim.hand
+    sharing = [c for c in state.claims if c.hand is FiveCard.ROYAL_FLUSH]
     if hand is not FiveCard.ROYAL_FLUSH:
         sharing = [claim]
     waiting = [m for c in sharing for m in c.missing()]
@@ -762,7 +779,7 @@ def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
     turn.observe("chips_collected", seen.ChipsCollected(
         count=args.count, accepted=state.wagers_accepted,
         events_unaccounted=state.events_unaccounted, resets_unaccounted=state.resets_unaccounted,
-        game=turn.facts.game.value, dealing=state.dealing.value))  # fmt: skip
+        game=turn.facts.game, dealing=state.dealing))  # fmt: skip
     return state
 
 
@@ -812,7 +829,7 @@ def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
     example={"card": "hole"},
 )
 def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
-    turn.observe("card_exposed", seen.CardExposed(card=args.card, phase=turn.state.phase.value))
+    turn.observe("card_exposed", seen.CardExposed(card=args.card, phase=turn.state.phase))
     return turn.state
 
 
@@ -825,8 +842,7 @@ def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
     example={"target": "seat1", "count": 5},
 )
 def _misdeal(turn: Turn, args: Misdeal) -> TableState:
-    rules = EXPECTED.get(turn.facts.game.value, {})
-    expected = args.expected or rules.get("seat" if args.target.startswith("seat") else args.target)
+    expected = args.expected or hand_cards(turn.facts.game, args.target)
     if expected is None:
         raise Refused(f"misdeal: args expected (the cards {args.target} should get): the "
                       "game has no rule for it")  # fmt: skip

@@ -24,6 +24,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
 
+from tableside.drivers.named import Named
+
 __all__ = [
     "Card",
     "FiveCard",
@@ -43,8 +45,9 @@ __all__ = [
 Card = tuple[int, int]
 
 
-class FiveCard(IntEnum):
-    """555.6(b), 559.6(b), highest last so that a higher category compares greater."""
+class FiveCard(Named, IntEnum):
+    """555.6(b), 559.6(b), highest last so that a higher category compares greater. Spelt
+    ``royal_flush`` only in JSON."""
 
     HIGH_CARD = 0
     PAIR = 1
@@ -56,6 +59,16 @@ class FiveCard(IntEnum):
     FOUR_OF_A_KIND = 7
     STRAIGHT_FLUSH = 8
     ROYAL_FLUSH = 9
+
+    def spelt(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def named(cls, name: str) -> FiveCard:
+        """The hand of its name (``royal_flush``); ValueError for anything else."""
+        if name != name.lower() or name.upper() not in cls.__members__:
+            raise ValueError(f"{name!r} is no five-card hand")
+        return cls[name.upper()]
 
 
 class FourCard(IntEnum):

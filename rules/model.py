@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tableside.drivers.events import DeviceEvent
+from tableside.drivers.shoe.plan import Target
 from tableside.rules.seen import TableSeen
+from tableside.rules.vocabulary import Game
 
 if TYPE_CHECKING:
     from tableside.rules.progressive import PayTable
@@ -31,15 +33,6 @@ __all__ = [
     "Until",
     "When",
 ]
-
-
-class Game(enum.StrEnum):
-    CARIBBEAN_STUD = "caribbean_stud"  # 58 Pa. Code Chapter 555
-    FOUR_CARD_POKER = "four_card_poker"  # Chapter 557
-    LET_IT_RIDE = "let_it_ride"  # Chapter 559
-    SPANISH_21 = "spanish_21"  # Chapter 551
-    MIDIBACCARAT = "midibaccarat"  # Chapter 543
-    BACCARAT = "baccarat"  # Chapter 545
 
 
 class Action(enum.StrEnum):
@@ -182,7 +175,8 @@ class TableFacts:
             # imported here: the patterns are written in terms of this module's Game
             from tableside.rules.patterns import stack_size
 
-            return stack_size(self.game, str(getattr(seen, "target", "")))
+            target = getattr(seen, "target", None)
+            return stack_size(self.game, target) if isinstance(target, Target) else None
         return getattr(self, ref.value)
 
 
@@ -335,6 +329,7 @@ class Rule:
         )
 
     def affected(self, observation: Observation) -> list[str]:
+        """The hands it affects, by name (a ruling's ``affects``, JSON)."""
         if self.affects == "target":
             return [str(getattr(observation.seen, "target", None))]
         return [] if self.affects == "none" else [self.affects]

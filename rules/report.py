@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tableside.drivers.named import Named
 from tableside.rules.model import FieldRef, Rule, When
 from tableside.rules.rows import RULES
 
@@ -74,7 +75,16 @@ def _value(value: object) -> str:
     fact of the table's config by its name in quotes, anything else as written."""
     if isinstance(value, FieldRef):
         return value.field
-    return repr(getattr(value, "value", value))
+    if isinstance(value, tuple):
+        return repr(tuple(_word(v) for v in value))
+    return repr(_word(value))
+
+
+def _word(value: object) -> object:
+    """A value by the word JSON spells it with (an enum's, a stack target's name)."""
+    if isinstance(value, Named):
+        return value.spelt()
+    return getattr(value, "value", value)
 
 
 #: the clauses of ../shared/regulations/README.md's index that no row (or not only a row)

@@ -8,6 +8,7 @@ import operator
 
 from tableside.drivers.card_reader.events import ReaderFault
 from tableside.drivers.shoe.events import CardFaceUp, ShoeFault, StackDispensed
+from tableside.drivers.shoe.plan import SEATS, Target
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.baccarat_rows import BACCARAT_RULES
 from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
@@ -237,17 +238,17 @@ SHOE_RULES: tuple[Rule, ...] = (
     # 555.14(d): a player's wrong count voids that hand; the dealer with four of five gets one
     # more card; any other misdeal to the dealer voids the round.
     _row("555.14(d)", _CS, "player-misdeal", "shoe.stack_dispensed",
-         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "startswith", "seat")),
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "in", SEATS)),
          (Action.VOID_HAND,),
          "A player's stack has the wrong number of cards: that player's hand is void.",
          affects="target"),
     _row("555.14(d)", _CS, "dealer-four-cards", "shoe.stack_dispensed",
-         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", "dealer"),
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", Target.DEALER),
           When(StackDispensed, lambda e: e.count, "==", 4)),
          (Action.DEAL_ADDITIONAL_CARD,),
          "The dealer's stack has four cards: deal the dealer one more card.", affects="dealer"),
     _row("555.14(d)", _CS, "dealer-misdeal", "shoe.stack_dispensed",
-         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", "dealer"),
+         (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", Target.DEALER),
           When(StackDispensed, lambda e: e.count, "!=", 4)), _VOID,
          "The dealer's stack has the wrong number of cards: all hands void, reshuffle."),
     _row("557.13(c)", _FCP, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,

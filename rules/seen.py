@@ -12,6 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tableside.drivers.named import Named
+from tableside.drivers.shoe.plan import Target
+from tableside.rules.hands import FiveCard
+from tableside.rules.vocabulary import DealingMethod, Game, Phase
+
 __all__ = [
     "SEEN_BY_KIND",
     "BonusPaid",
@@ -51,8 +56,10 @@ class TableSeen:
     round: int = 0
 
     def data(self) -> dict[str, object]:
-        """Its fields, as a ruling cites them (``round`` first)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Its fields as a ruling cites them in JSON (``round`` first; a stack target, a hand
+        by name)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: v.spelt() if isinstance(v, Named) else v for k, v in out.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,7 +136,7 @@ class RoundStarts(TableSeen):
     kinds: ClassVar[tuple[str, ...]] = ("round",)
     shuffled: bool
     deck_age_h: float | None
-    dealing: str
+    dealing: DealingMethod
     by_hand: bool
     from_shoe: bool
     shuffler_on_table: bool
@@ -137,7 +144,7 @@ class RoundStarts(TableSeen):
     stub_count_overdue: bool
     same_deck: bool
     reader_inspected_today: bool
-    game: str
+    game: Game
     past_last_hand: bool
 
 
@@ -172,7 +179,7 @@ class StubCount(TableSeen):
     count: int
     misdealt: bool
     full: bool
-    dealing: str
+    dealing: DealingMethod
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +192,7 @@ class DeviceInstalled(TableSeen):
 class ProgressivePaid(TableSeen):
     kinds: ClassVar[tuple[str, ...]] = ("progressive_paid",)
     seat: int
-    hand: str
+    hand: FiveCard
     cents: int
     meter_cents_before: int
     shared_by: int
@@ -206,9 +213,9 @@ class ChipsCollected(TableSeen):
     accepted: int
     events_unaccounted: int
     resets_unaccounted: int
-    game: str
+    game: Game
     #: how the round's cards are dealt: each dealing section asks for the count in its words
-    dealing: str
+    dealing: DealingMethod
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,20 +227,20 @@ class WagersUnaccounted(TableSeen):
     seat: int
     #: events lost; None: a reset, how many unknown
     lost: int | None
-    dealing: str
+    dealing: DealingMethod
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CardExposed(TableSeen):
     kinds: ClassVar[tuple[str, ...]] = ("card_exposed",)
     card: str
-    phase: str
+    phase: Phase
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Misdeal(TableSeen):
     kinds: ClassVar[tuple[str, ...]] = ("misdeal",)
-    target: str
+    target: Target
     count: int
     expected: int | None
 

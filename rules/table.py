@@ -26,12 +26,12 @@ resolved: rules/rulings.py), so a restart or ``journal recover`` gives them back
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus, SelfTestResult
+from tableside.drivers.cards import RANKS, Card
 from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.progressive.events import ButtonPressed, LightsChanged
@@ -45,6 +45,7 @@ from tableside.drivers.shoe.events import (
     StackDispensed,
     StubRemoved,
 )
+from tableside.drivers.shoe.plan import Target
 from tableside.drivers.shuffler.events import ShuffleCompleted
 from tableside.rules.hands import (
     FiveCard,
@@ -54,7 +55,7 @@ from tableside.rules.hands import (
     five_card,
     player_draws,
 )
-from tableside.rules.model import Game, Observation, TableFacts
+from tableside.rules.model import Observation, TableFacts
 from tableside.rules.patterns import plan_misfit, stack_size
 from tableside.rules.progressive import PAYING_HANDS
 from tableside.rules.rulings import (
@@ -80,6 +81,7 @@ from tableside.rules.seen import (
     WagersUnaccounted,
 )
 from tableside.rules.seen import HoleCardChecked as HoleCardSeen
+from tableside.rules.vocabulary import DealingMethod, Game, Phase, ShufflingMethod
 
 __all__ = [
     "TRANSITIONS",
@@ -106,37 +108,24 @@ __all__ = [
 ]
 
 
-class Phase(enum.StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    BETTING = "betting"
-    NO_MORE_BETS = "no_more_bets"
-    DEALING = "dealing"
-    DECISIONS = "decisions"
-    SETTLEMENT = "settlement"
-    COMPLETE = "complete"
-
-
-class DealingMethod(enum.StrEnum):
-    AUTOMATED_SHOE = "automated_shoe"
-    MANUAL_SHOE = "manual_shoe"
-    HAND = "hand"
-
-
-class ShufflingMethod(enum.StrEnum):
-    DEVICE = "device"
-    MANUAL = "manual"
-
-
 @dataclass(frozen=True, slots=True)
 class Claim:
     """A progressive payout hand this round, and the steps of 555.12(b) recorded for it."""
 
     seat: int
-    hand: str  # a FiveCard name, e.g. "royal_flush"
+    hand: FiveCard
     lit: bool = False  # (2) the light on the seat's acceptor device is illuminated
     validated: bool = False  # (3) a floorperson validated it
     paid_cents: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """As the table's state is journaled and published: the hand by its name."""
+        return {"seat": self.seat, "hand": self.hand.spelt(), "lit": self.lit,
+                "validated": self.validated, "paid_cents": self.paid_cents}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Claim:
+        return cls(**{**data, "hand": FiveCard.named(data["hand"])})
 
     def missing(self) -> list[str]:
         out = []
@@ -221,7 +210,7 @@ class TableState:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del out["coup"]  # card values stay on the table
         out["devices"] = sorted(self.devices)
-        out["claims"] = [dataclasses.asdict(c) for c in self.claims]
+        out["claims"] = [c.to_dict() for c in self.claims]
         out["rulings"] = [r.to_dict() for r in self.rulings]
         return out
 
@@ -245,7 +234,7 @@ class TableState:
         values["phase"] = Phase(values.get("phase", Phase.CLOSED))
         values["dealing"] = DealingMethod(values.get("dealing", DealingMethod.AUTOMATED_SHOE))
         values["shuffling"] = ShufflingMethod(values.get("shuffling", ShufflingMethod.DEVICE))
-        values["claims"] = tuple(Claim(**c) for c in values.get("claims", ()))
+        values["claims"] = tuple(Claim.from_dict(c) for c in values.get("claims", ()))
         values["rulings"] = tuple(RulingRecord.from_dict(r) for r in values.get("rulings", ()))
         return cls(**values)
 
@@ -514,7 +503,7 @@ def _stub_removed(turn: Turn, event: StubRemoved) -> TableState:
     if not full:
         turn.observe("stub_count", StubCount(
             count=total, misdealt=state.shoe_misdealt, full=full,
-            dealing=DealingMethod.AUTOMATED_SHOE.value))  # fmt: skip
+            dealing=DealingMethod.AUTOMATED_SHOE))  # fmt: skip
     return dataclasses.replace(state, shoe_dealt=None)
 
 
@@ -545,7 +534,7 @@ def _wager_accepted(turn: Turn, event: WagerAccepted) -> TableState:
 def _events_lost(turn: Turn, event: EventsLost) -> TableState:
     state = turn.state
     turn.observe("events_lost", WagersUnaccounted(seat=event.seat, lost=event.lost,
-                                                  dealing=state.dealing.value))  # fmt: skip
+                                                  dealing=state.dealing))  # fmt: skip
     if event.lost is None:  # a reset: how many is unknown
         return dataclasses.replace(state, resets_unaccounted=state.resets_unaccounted + 1)
     return dataclasses.replace(state, events_unaccounted=state.events_unaccounted + event.lost)
@@ -594,7 +583,7 @@ def _hole_card_checked(turn: Turn, event: HoleCardChecked) -> TableState:
 @_on(FirstCardBurned)
 def _first_card_burned(turn: Turn, event: FirstCardBurned) -> TableState:
     # the shoe's own report: the first card's value against the cards it burned
-    turn.observe("shoe_burn", ShoeBurn(burn=burn(event.card[:-1], first=True), burned=event.burned))
+    turn.observe("shoe_burn", ShoeBurn(burn=burn(event.card.rank, first=True), burned=event.burned))
     return dataclasses.replace(turn.state, burn_due=False)
 
 
@@ -621,18 +610,20 @@ def _card_face_up(turn: Turn, event: CardFaceUp) -> TableState:
     at a Spanish 21 table is a ten found as well (551.16(b))."""
     found = max(turn.state.face_up_found, event.total)
     state = dataclasses.replace(turn.state, face_up_found=found)
-    return ten_found(turn, state, card=event.card or "")
+    if event.card is None:  # a card the shoe could not read: no ten found by it
+        return state
+    return ten_found(turn, state, card=event.card)
 
 
 def ten_found(
-    turn: Turn, state: TableState, *, card: str | None = None, up_card: bool = False
+    turn: Turn, state: TableState, *, card: Card | None = None, up_card: bool = False
 ) -> TableState:
     """Spanish 21: a ten found in the shoe this round (no tens are in play, 551.3(a)) — the
     dealer's ``ten_found``, a 10 given as the up card, or a card a shoe read — counted, and
     judged. With ``card``, only when that card is a ten."""
     if turn.facts.game is not Game.SPANISH_21:
         return state
-    if card is not None and card[:-1] != "10":
+    if card is not None and card.rank != "10":
         return state
     found = state.tens_found + 1
     turn.observe("ten_found", TenFound(found=found, up_card=up_card))
@@ -668,7 +659,6 @@ def _halts_end(
 # -- what commands and devices share ----------------------------------------------------------
 
 _SHOES = (DealingMethod.AUTOMATED_SHOE, DealingMethod.MANUAL_SHOE)
-_RANKS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
 #: 551.8(e): an up card that sends the hole card through the reader
 _READER_GATE = ("A", "K", "Q", "J")
 
@@ -676,11 +666,17 @@ _READER_GATE = ("A", "K", "Q", "J")
 #: 559.12(b) with two community cards after the discard)
 BACCARAT = frozenset({Game.BACCARAT, Game.MIDIBACCARAT})
 
-EXPECTED: dict[str, dict[str, int]] = {
-    "caribbean_stud": {"seat": 5, "dealer": 5},
-    "four_card_poker": {"seat": 5, "dealer": 6},
-    "let_it_ride": {"seat": 3, "community": 2},
+_HAND_CARDS: dict[Game, tuple[int, dict[Target, int]]] = {
+    Game.CARIBBEAN_STUD: (5, {Target.DEALER: 5}),
+    Game.FOUR_CARD_POKER: (5, {Target.DEALER: 6}),
+    Game.LET_IT_RIDE: (3, {Target.COMMUNITY: 2}),
 }
+
+
+def hand_cards(game: Game, target: Target) -> int | None:
+    """The cards the hand at ``target`` should get in ``game``; None: the game has no rule."""
+    seat, others = _HAND_CARDS.get(game, (None, {}))
+    return seat if target.seat is not None else others.get(target)
 
 
 def gate(state: TableState) -> bool | None:
@@ -753,7 +749,7 @@ def _round_facts(facts: TableFacts, state: TableState, at: float) -> RoundStarts
     return RoundStarts(
         shuffled=state.shuffled_since_last_round,
         deck_age_h=state.deck_age_h(at),
-        dealing=state.dealing.value,
+        dealing=state.dealing,
         by_hand=state.dealing is DealingMethod.HAND,
         from_shoe=state.dealing in _SHOES,
         shuffler_on_table="shuffler" in state.devices,
@@ -761,7 +757,7 @@ def _round_facts(facts: TableFacts, state: TableState, at: float) -> RoundStarts
         stub_count_overdue=state.rounds_since_stub_count >= 5,
         same_deck=two_decks and state.deck_ready == state.deck_last_dealt,
         reader_inspected_today=state.reader_inspected_on == facts.gaming_day.of(at),
-        game=facts.game.value,
+        game=facts.game,
         past_last_hand=state.cover_card_round is not None
         and state.round + 1 > state.cover_card_round + 1,
     )
@@ -784,25 +780,13 @@ def _read_hand(facts: TableFacts, state: TableState, stack: StackDispensed) -> T
     """A shoe that reads cards shows a player's five-card hand: a progressive payout hand is
     recorded at once (555.12(b)(1), "verify that the hand is a winning hand"), ranked as 555.6
     ranks it. The cards stay on the table; only the hand's name is kept."""
-    target, cards = stack.target, stack.cards
-    if facts.progressive is None or not target.startswith("seat") or len(cards) != 5:
+    seat, cards = stack.target.seat, stack.cards
+    if facts.progressive is None or seat is None or len(cards) != 5:
         return state
-    try:
-        hand = five_card([_card(c) for c in cards])[0]
-        seat = int(target.removeprefix("seat"))
-    except ValueError:
-        return state  # not cards this table can read: the dealer records the hand instead
-    if FiveCard(hand) not in PAYING_HANDS or state.claim(seat) is not None:
+    hand = FiveCard(five_card([(c.number, c.suit) for c in cards])[0])
+    if hand not in PAYING_HANDS or state.claim(seat) is not None:
         return state
-    return state.with_claim(Claim(seat, FiveCard(hand).name.lower()))
-
-
-def _card(name: str) -> tuple[int, int]:
-    """``"AS"``, ``"10H"`` → (rank, suit), as drivers/cards.py names them."""
-    rank, suit = str(name)[:-1], str(name)[-1:]
-    if rank not in _RANKS or suit not in "CDHS" or not suit:
-        raise ValueError(f"no card {name!r}")
-    return _RANKS.index(rank) + 1, "CDHS".index(suit)
+    return state.with_claim(Claim(seat, hand))
 
 
 def meter(facts: TableFacts, state: TableState) -> int:
@@ -851,11 +835,7 @@ def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
         state = coup_begins(turn, state)
         state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
                                     phase=Phase.DEALING)  # fmt: skip
-    try:
-        rank = _card(drawn.card)[0]
-    except ValueError:
-        return state  # an unreadable card: the dealer reports the coup instead
-    new = dataclasses.replace(state, coup=(*state.coup, rank))
+    new = dataclasses.replace(state, coup=(*state.coup, drawn.card.number))
     if len(new.coup) < 4:
         return new
     due = _due(new.coup)
@@ -879,7 +859,7 @@ def _due(ranks: tuple[int, ...]) -> int | None:
 def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
     """The coup's cards to the hands, in dealing order: P B P B, then the Player's third when
     it was due (or when nobody's was: 543.14(b)'s case), then the Banker's."""
-    names = [_RANKS[r - 1] for r in ranks]
+    names: list[str] = [RANKS[r - 1] for r in ranks]
     player, banker = [names[0], names[2]], [names[1], names[3]]
     p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
     rest = names[4:]
@@ -898,18 +878,18 @@ def burn(rank: str, *, first: bool) -> int:
     """How many cards more are burned. The first card of a shoe (543.5(g), 545.5(f)) counts a
     10, jack, queen or king as ten; a card found face up (543.14(d), 545.15(d)) burns "the value
     of the card", and 543.6(a)(2) gives those a value of zero. An ace is one either way."""
-    if rank not in _RANKS:
-        raise ValueError(f"no card rank {rank!r} ({', '.join(_RANKS)})")
+    if rank not in RANKS:
+        raise ValueError(f"no card rank {rank!r} ({', '.join(RANKS)})")
     if first:
         return 1 if rank == "A" else 10 if rank in ("10", "J", "Q", "K") else int(rank)
-    return baccarat_value(_RANKS.index(rank) + 1)
+    return baccarat_value(RANKS.index(rank) + 1)
 
 
 def coup(player: Sequence[str], banker: Sequence[str], extra: Sequence[str]) -> Coup:
     """A coup as dealt (from a shoe that reads cards, or the dealer: two or three ranks a hand)
     against 543.11 and its Table 1: who drew, and who should have."""
-    p_ranks = [_RANKS.index(r) + 1 for r in player]
-    b_ranks = [_RANKS.index(r) + 1 for r in banker]
+    p_ranks = [RANKS.index(r) + 1 for r in player]
+    b_ranks = [RANKS.index(r) + 1 for r in banker]
     p, b = baccarat_point(p_ranks[:2]), baccarat_point(b_ranks[:2])
     natural = p >= 8 or b >= 8
     player_should = player_draws(p, b)

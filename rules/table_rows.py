@@ -27,6 +27,7 @@ from tableside.rules.seen import (
     TenFound,
     WagersUnaccounted,
 )
+from tableside.rules.vocabulary import DealingMethod, Phase
 
 __all__ = ["TABLE_RULES"]
 
@@ -431,7 +432,7 @@ _STUB_SECTIONS = {
     _FCP: (("557.8", "f", "h"), ("557.9", "d", "f"), ("557.10", "d", "f")),
     _LIR: (("559.10", "f", "h"), ("643a.9", "d", "f"), ("559.12", "d", "f")),
 }
-_METHODS = ("manual_shoe", "hand", "automated_shoe")
+_METHODS = (DealingMethod.MANUAL_SHOE, DealingMethod.HAND, DealingMethod.AUTOMATED_SHOE)
 _CHAPTER = {_CS: "555", _FCP: "557", _LIR: "559"}
 _OTHER_METHOD = {_CS: "555.14(g)", _FCP: "557.13(g)", _LIR: "559.15(f)"}
 _HAND_DEALING = {_CS: "555.9(a)(1)", _FCP: "557.9(a)(1)", _LIR: "643a.9(a)(1)"}
@@ -531,10 +532,10 @@ _CHIPS_DIFFER = (
 #: asks it of a manual shoe only (555.8(b)); dealt from the hand or an automated shoe it asks
 #: for the lock-out alone (555.9(a)(3), 555.10(a)(2)), so a count there is no ruling.
 CHIP_COUNT = {
-    (_CS, "manual_shoe"): "555.8(b)",
-    (_LIR, "manual_shoe"): "559.10(b)",
-    (_LIR, "hand"): "643a.9(a)(3)(i)",
-    (_LIR, "automated_shoe"): "559.12(a)(2)",
+    (_CS, DealingMethod.MANUAL_SHOE): "555.8(b)",
+    (_LIR, DealingMethod.MANUAL_SHOE): "559.10(b)",
+    (_LIR, DealingMethod.HAND): "643a.9(a)(3)(i)",
+    (_LIR, DealingMethod.AUTOMATED_SHOE): "559.12(a)(2)",
 }
 _CHIP_WHAT = {_CS: "progressive wager", _LIR: "bonus wager"}
 
@@ -572,11 +573,12 @@ TABLE_RULES: tuple[Rule, ...] = (
     ),
     _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
          (When(CardExposed, lambda e: e.card, "==", "hole"),
-          When(CardExposed, lambda e: e.phase, "in", ("open", "betting"))), _RESHUFFLE_VOID,
+          When(CardExposed, lambda e: e.phase, "in", (Phase.OPEN, Phase.BETTING))), _RESHUFFLE_VOID,
          "A hole card was exposed before \"no more bets\": all hands void, reshuffle."),
     _row("557.13(d)", _FCP, "dealer-card-exposed", "table.card_exposed",
          (When(CardExposed, lambda e: e.card, "==", "dealer"),
-          When(CardExposed, lambda e: e.phase, "in", ("no_more_bets", "dealing", "decisions"))),
+          When(CardExposed, lambda e: e.phase, "in",
+               (Phase.NO_MORE_BETS, Phase.DEALING, Phase.DECISIONS))),
           _RESHUFFLE_VOID,
          "A dealer's card was exposed before the dealer revealed: all hands void, reshuffle."),
     *(

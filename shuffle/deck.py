@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tableside.drivers.cards import card_code, card_name
+from tableside.drivers.cards import Card, card_code, card_name
 from tableside.errors import ConfigurationError
 
 __all__ = [
@@ -53,12 +53,11 @@ def parse_deck(names: Sequence[object]) -> tuple[int, ...]:
     return tuple(cards)
 
 
-def codes_of(names: Sequence[str]) -> tuple[int, ...] | None:
-    """Card names as the table spells them (``AS``, ``10H``: ``drivers/cards.py``, exactly) as
-    codes; None when one is not such a name or a card comes twice (the table's fast path: its
-    own events' names, not a person's; ``parse_deck`` reads a person's)."""
-    codes = tuple(_BY_NAME.get(name, -1) for name in names)
-    if -1 in codes or len(set(codes)) != len(codes):
+def codes_of(cards: Sequence[Card]) -> tuple[int, ...] | None:
+    """The table's cards (its events', drivers/cards.py ``Card``) as codes; None when a card
+    comes twice (``parse_deck`` reads a person's names)."""
+    codes = tuple(card.code for card in cards)
+    if len(set(codes)) != len(codes):
         return None
     return codes
 

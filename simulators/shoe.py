@@ -19,10 +19,11 @@ from tableside.drivers.framing import NakReason
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import protocol as p
+from tableside.drivers.shoe.plan import Plan, Stack, Target
 from tableside.simulators.base import LINE_FAULTS, FramedSimulator
 from tableside.simulators.faults import FaultSpec
 
-__all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec"]
+__all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec", "plan_spec"]
 
 log = structlog.get_logger("tableside.sim.shoe")
 
@@ -42,25 +43,37 @@ _OWN_FAULTS: dict[str, str] = {
 FAULTS: dict[str, str] = {**_OWN_FAULTS, **LINE_FAULTS}
 
 #: three players and the dealer, five cards each (Caribbean Stud, 555.10(b))
-DEFAULT_PLAN = (p.Stack(1, 5), p.Stack(2, 5), p.Stack(3, 5), p.Stack(p.DEALER, 5))
+DEFAULT_PLAN: Plan = (
+    Stack(Target.SEAT1, 5), Stack(Target.SEAT2, 5), Stack(Target.SEAT3, 5),
+    Stack(Target.DEALER, 5),
+)  # fmt: skip
 
-_TARGETS = {"D": p.DEALER, "X": p.DEALER_EXTRA, "C": p.COMMUNITY}
+#: the command line's one-letter shorthand for the dealer's stacks (a seat is its number)
+_LETTERS = {Target.DEALER: "D", Target.DEALER_EXTRA: "X", Target.COMMUNITY: "C"}
+_BY_LETTER = {letter: target for target, letter in _LETTERS.items()}
 
 
-def parse_plan_spec(spec: str) -> tuple[p.Stack, ...]:
+def parse_plan_spec(spec: str) -> Plan:
     """``"1:5,2:5,D:5"`` → stacks. Targets: 1..7 seats, D dealer, X dealer extra, C community."""
     stacks = []
     for part in spec.split(","):
-        target, sep, size = part.strip().partition(":")
+        word, sep, size = part.strip().partition(":")
         if not sep or not size.isdigit():
             raise ValueError(f"plan {spec!r}: expected TARGET:SIZE items like 1:5,D:5")
-        code = _TARGETS.get(target.upper()) or (int(target) if target.isdigit() else 0)
-        if not (1 <= code <= 7 or code in _TARGETS.values()) or not 1 <= int(size) <= 52:
+        target = _BY_LETTER.get(word.upper())
+        if target is None and word.isdigit() and 1 <= int(word) <= 7:
+            target = Target.at_seat(int(word))
+        if target is None or not 1 <= int(size) <= 52:
             raise ValueError(
                 f"plan {spec!r}: bad item {part!r} (targets 1..7, D, X, C; size 1..52)"
             )
-        stacks.append(p.Stack(code, int(size)))
+        stacks.append(Stack(target, int(size)))
     return tuple(stacks)
+
+
+def plan_spec(plan: Plan) -> str:
+    """A plan as ``parse_plan_spec`` reads it: ``"1:5,2:5,D:5"``."""
+    return ",".join(f"{_LETTERS.get(s.target, s.target.seat)}:{s.size}" for s in plan)
 
 
 @dataclass
@@ -73,7 +86,7 @@ class ShoeSimulator(FramedSimulator):
 
     interval: float | None = None
     MODEL: ClassVar[str] = "SIM-SHOE-1"
-    plan: tuple[p.Stack, ...] = DEFAULT_PLAN
+    plan: Plan = DEFAULT_PLAN
     deck_size: int = 52
     reads_cards: bool = False
     stack_time: float = 0.05
@@ -225,8 +238,6 @@ class ShoeSimulator(FramedSimulator):
 
 _STACK_FAULTS = frozenset({"jam", "stop", "door"})
 _CARD_FAULTS = frozenset({"short", "extra", "faceup"})
-_STACK_NAMES = {"dealer": p.DEALER, "d": p.DEALER, "dealer_extra": p.DEALER_EXTRA,
-                "x": p.DEALER_EXTRA, "community": p.COMMUNITY, "c": p.COMMUNITY}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,17 +245,21 @@ class _Where:
     """A stack named in a fault: its place in the dealing order (from 0) or its target."""
 
     index: int | None = None
-    target: int | None = None
+    target: Target | None = None
 
 
 def _stack(text: str, fault: str) -> _Where:
     word = text.strip().lower()
     if word.isdigit() and int(word) >= 1:
         return _Where(index=int(word) - 1)
-    if word.startswith("seat") and word[4:].isdigit() and 1 <= int(word[4:]) <= 7:
-        return _Where(target=int(word[4:]))
-    if word in _STACK_NAMES:
-        return _Where(target=_STACK_NAMES[word])
+    target = _BY_LETTER.get(word.upper())
+    if target is None:
+        try:
+            target = Target.named(word)
+        except ValueError:
+            target = None
+    if target is not None:
+        return _Where(target=target)
     raise ValueError(
         f"fault {fault}: {text!r} is no stack (a place in the dealing order 1, 2, …, or "
         "seat1..seat7, dealer, dealer_extra, community)"
@@ -268,7 +283,7 @@ def _card_fault(name: str, value: str | None) -> tuple[_Where, int]:
     return (_stack(where, f"{name}={value}") if where else _Where(index=0)), int(count)
 
 
-def _place(fault: tuple[_Where, int], stacks: tuple[p.Stack, ...]) -> tuple[int, int]:
+def _place(fault: tuple[_Where, int], stacks: Plan) -> tuple[int, int]:
     """(index in this round's plan, K); a target the plan does not have: never (index -1)."""
     where, k = fault
     if where.index is not None:

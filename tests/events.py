@@ -7,8 +7,11 @@ import enum
 import typing
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from tableside.drivers.catalog import event_type
 from tableside.drivers.events import DeviceEvent
+from tableside.drivers.named import Named
 from tableside.rules.commands import COMMANDS
 from tableside.rules.table import DeviceReport, EscalateRulings, Halt, RulingsOpened, TableEvent
 
@@ -29,15 +32,29 @@ def _blank(hint: Any) -> Any:
     raise TypeError(f"no blank value for {hint}")
 
 
+def _named(hint: Any) -> bool:
+    """Whether a field's type holds a named value (a card, a stack target, a plan)."""
+    if isinstance(hint, type) and issubclass(hint, Named):
+        return True
+    return any(_named(arg) for arg in typing.get_args(hint))
+
+
+def typed(hint: Any, value: Any) -> Any:
+    """A value as given, a named one also by its name (``"AS"``, ``"seat3"``, a plan as JSON),
+    read as the wire's data is (drivers/named.py)."""
+    return TypeAdapter(hint).validate_python(value) if _named(hint) else value
+
+
 def device_event(name: str, device: str = "dev", **fields: Any) -> DeviceEvent:
     """``device_event("shoe.deal_started", plan=…)``: the catalog's type for ``<class>.<kind>``
-    (drivers/catalog.py), the fields not given blank. An unknown field is a TypeError."""
+    (drivers/catalog.py), the fields not given blank; a card, a stack target or a plan given
+    typed or by its name. An unknown field is a TypeError."""
     cls = event_type(name)
     if cls is None:
         raise LookupError(f"no device event {name!r} in drivers/catalog.py")
     hints = typing.get_type_hints(cls)
     given = {
-        f.name: fields[f.name] if f.name in fields else _blank(hints[f.name])
+        f.name: typed(hints[f.name], fields[f.name]) if f.name in fields else _blank(hints[f.name])
         for f in dataclasses.fields(cls)
         if f.name != "device" and (f.name in fields or f.default is dataclasses.MISSING)
     }

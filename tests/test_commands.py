@@ -15,6 +15,7 @@ import pytest
 from tableside.cli import main
 from tableside.rules import TableFacts
 from tableside.rules.commands import COMMANDS, Refused, admit
+from tableside.rules.hands import FiveCard
 from tableside.rules.model import Game
 from tableside.rules.table import TRANSITIONS, DealingMethod, Phase, TableState, step
 
@@ -208,7 +209,7 @@ def _prepared(name: str) -> tuple[TableFacts, TableState]:
                           (Action.REMOVE_DECK,), _T0)  # fmt: skip
     if name == "resolve_ruling":
         ruling = dataclasses.replace(ruling, state=RulingState.ACKNOWLEDGED, acknowledged_by="a")
-    claim = Claim(2, "flush", lit=True, validated=name == "pay_progressive")
+    claim = Claim(2, FiveCard.FLUSH, lit=True, validated=name == "pay_progressive")
     return facts, TableState(claims=(claim,), rulings=(ruling,), dealing=DealingMethod.HAND,
                              devices=frozenset({"shuffler", "shoe"}))  # fmt: skip
 

@@ -23,6 +23,7 @@ from tableside.drivers.cctalk.driver import CcTalkAcceptorsDriver
 from tableside.drivers.cctalk.events import LockoutFailed
 from tableside.rules import Action, Observation, TableFacts, evaluate
 from tableside.rules.model import Game
+from tableside.rules.vocabulary import DealingMethod
 from tableside.simulators.progressive import CcTalkBusSimulator, progressive_table
 
 from .conftest import Mosquitto
@@ -250,7 +251,9 @@ async def test_wagers_taken_during_a_cut_are_counted(mosquitto: Mosquitto, tmp_p
     lock-out; more than the five-event buffer is unaccounted for, with the ruling of the
     dealing method's clause (a manual shoe here: 555.8(b))."""
     async with acceptor_table(mosquitto, tmp_path) as t:
-        assert (await t.ask("floorperson", "declare_method", dealing="manual_shoe"))["ok"]
+        assert (await t.ask("floorperson", "declare_method", dealing=DealingMethod.MANUAL_SHOE))[
+            "ok"
+        ]
         assert (await t.ask("floorperson", "bets_open"))["ok"]
         await t.sub.wait_for(event("lockout_released"))
         await until(lambda: all(a.accepting for a in t.bus.by_seat.values()))
@@ -309,7 +312,9 @@ def test_acceptor_rulings_by_game(game: Game) -> None:
         ),
     )
     lost = Observation(
-        "table.events_lost", "table", WagersUnaccounted(seat=3, lost=None, dealing="manual_shoe")
+        "table.events_lost",
+        "table",
+        WagersUnaccounted(seat=3, lost=None, dealing=DealingMethod.MANUAL_SHOE),
     )
     for observation, clauses in ((failed, LOCKOUT_FAILED), (lost, UNACCOUNTED)):
         rulings = evaluate(facts, observation)

@@ -19,8 +19,10 @@ from tableside.daemon.clock import LabClock
 from tableside.daemon.config import BrokerConfig
 from tableside.daemon.journal import Journal
 from tableside.daemon.publisher import Publisher
+from tableside.drivers.cards import Card
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.registry import available_drivers, get_driver
+from tableside.shuffle.deck import new_deck
 from tableside.wire import payloads
 from tableside.wire.payloads import (
     Body,
@@ -62,6 +64,8 @@ def _strategy(hint: Any) -> st.SearchStrategy[Any]:
     """``st.from_type``, with JSON values where the type says ``Any`` (which it cannot draw)."""
     if hint is Any:
         return JSON
+    if hint is Card:  # a card is one of 52 (a byte that is none is refused by its decoder)
+        return st.sampled_from([Card.of(code) for code in new_deck()])
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is dict:
         return st.dictionaries(_strategy(args[0]), _strategy(args[1]), max_size=3)

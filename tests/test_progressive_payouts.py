@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from tableside.daemon.config import ConfigError, validate_config
 from tableside.errors import Refused
 from tableside.rules import Game, TableFacts
+from tableside.rules.hands import FiveCard
 from tableside.rules.progressive import PayTable
 from tableside.rules.table import Phase, TableState, step
 
@@ -172,9 +174,15 @@ def test_a_shoe_that_reads_cards_records_the_progressive_hand() -> None:
     table("shoe.stack_dispensed", target="seat2", count=5, cards=["2C", "2D", "9H", "JS", "KD"])
     table("shoe.stack_dispensed", target="dealer", count=5, cards=["AH", "KH", "QH", "JH", "10H"])
     table("shoe.stack_dispensed", target="seat5", count=5, cards=["2H", "5H", "9H", "JH", "KH"])
-    assert [(c.seat, c.hand) for c in table.state.claims] == [(5, "flush"), (4, "royal_flush")]
-    table("shoe.stack_dispensed", target="seat6", count=5, cards=["??", "2H", "5H", "9H", "JH"])
-    assert table.state.claim(6) is None, "unreadable: the dealer records it instead"
+    assert [(c.seat, c.hand) for c in table.state.claims] == [
+        (5, FiveCard.FLUSH),
+        (4, FiveCard.ROYAL_FLUSH),
+    ]
+    assert table.state.claims[1].to_dict()["hand"] == "royal_flush"  # by name in JSON
+    # a card that is no card never reaches the table: the codec refuses its byte
+    # (tests/test_shoe.py test_malformed_shoe_payloads), and nothing reads "??" as one
+    with pytest.raises(ValidationError, match=r"'\?\?' is no card"):
+        table("shoe.stack_dispensed", target="seat6", count=5, cards=["??", "2H", "5H", "9H", "JH"])
 
 
 def test_let_it_ride_bonus_paid_from_the_pay_table() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from tableside.drivers.catalog import event_type
 from tableside.rules import RULES, Action, Game, Observation, TableFacts, evaluate
 from tableside.rules.seen import SEEN_BY_KIND
+
+from .events import typed
 
 REGULATIONS = Path(__file__).parents[2] / "shared" / "regulations"
 
@@ -49,8 +52,10 @@ def observed(kind: str, device: str, **fields: object) -> Observation:
     cls = SEEN_BY_KIND.get(kind.removeprefix("table.")) or event_type(kind)
     assert cls is not None, kind
     seen = object.__new__(cls)
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        object.__setattr__(seen, f.name, fields.pop(f.name, Unset()))
+        value = typed(hints[f.name], fields.pop(f.name)) if f.name in fields else Unset()
+        object.__setattr__(seen, f.name, value)
     assert not fields, f"{cls.__name__} has no {sorted(fields)}"
     return Observation(kind, device, seen)
 

@@ -19,6 +19,7 @@ from tableside.daemon.config import load_config
 from tableside.daemon.journal import Journal
 from tableside.daemon.publisher import Publisher
 from tableside.daemon.runtime import DeviceAction, TableActionFailed, TableRuntime
+from tableside.drivers.cards import Card
 from tableside.drivers.cctalk.events import AcceptorIdentity
 from tableside.drivers.events import IdentityEvent
 from tableside.drivers.progressive.events import ButtonPressed
@@ -107,7 +108,7 @@ async def test_card_identities_stay_on_the_table_but_reach_the_rules(
     first = built.journal.next_seq
     short = ShuffleCompleted(device="shuffler", shuffle_id=1, card_count=51, counted=True,
                              deck=Deck.SINGLE, back_colour="red", missing_count=1, extra_count=0,
-                             missing_cards=("AS",))  # fmt: skip
+                             missing_cards=(Card.named("AS"),))  # fmt: skip
     built.runtime.handle(built.runtime.devices["shuffler"], short)
     records = await journaled(built, first)
     event = records[0][1]

@@ -20,14 +20,14 @@ from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
 from tableside.simulators.base import FramedSimulator
 from tableside.simulators.registry import build_simulator
-from tableside.simulators.shoe import parse_plan_spec
+from tableside.simulators.shoe import DEFAULT_PLAN, parse_plan_spec, plan_spec
 
 from .conftest import Mosquitto
 from .hil import Predicate, Received, event, ruling, simulated_table
 
 u8, u16, u32 = st.integers(0, 255), st.integers(0, 65535), st.integers(0, 2**32 - 1)
 faults = st.none() | st.sampled_from(p.ShoeFaultCode)
-targets = st.sampled_from([1, 2, 3, 4, 5, 6, 7, p.DEALER, p.DEALER_EXTRA, p.COMMUNITY])
+targets = st.sampled_from(p.Target)
 stacks = st.lists(st.builds(p.Stack, targets, st.integers(1, 52)), min_size=1, max_size=10).map(
     tuple
 )
@@ -70,6 +70,7 @@ def test_every_shoe_message_round_trips(message: Message, seq: int) -> None:
         (p.DealRound.TYPE, bytes([0, 0, 0, 1, 1, 1, 0]), "stack of 0 cards"),
         (p.DealRound.TYPE, bytes([0, 0, 0, 1, 40]), "exceed 32"),
         (p.FaceUpCard.TYPE, bytes([0, 0, 0, 1, 0, 1, 0x4F]), "not a card"),
+        (p.StackDispensed.TYPE, bytes([0, 0, 0, 1, 0, 1, 1, 1, 0x4F]), "not a card"),
     ],
 )
 def test_malformed_shoe_payloads(message_type: int, payload: bytes, complaint: str) -> None:
@@ -83,21 +84,26 @@ def test_plans() -> None:
         return tuple(s.stack() for s in Deal.model_validate({"round": 1, "stacks": stacks}).stacks)
 
     assert plan([{"target": "seat2", "size": 5}, {"target": "dealer", "size": 5}]) == (
-        p.Stack(2, 5),
-        p.Stack(p.DEALER, 5),
+        p.Stack(p.Target.SEAT2, 5),
+        p.Stack(p.Target.DEALER, 5),
     )
+    assert plan([{"target": 3, "size": 5}]) == (p.Stack(p.Target.SEAT3, 5),)
     with pytest.raises(ValueError, match=r"stacks\.0\.target\n.*'seat9' is none of seat1"):
         plan([{"target": "seat9", "size": 5}])
     with pytest.raises(ValueError, match=r"stacks\.0\.size"):
         plan([{"target": 1, "size": 0}])
-    assert parse_plan_spec("1:3,C:3") == (p.Stack(1, 3), p.Stack(p.COMMUNITY, 3))
+    assert parse_plan_spec("1:3,C:3") == (
+        p.Stack(p.Target.SEAT1, 3),
+        p.Stack(p.Target.COMMUNITY, 3),
+    )
+    assert parse_plan_spec(plan_spec(DEFAULT_PLAN)) == DEFAULT_PLAN
     with pytest.raises(ValueError, match="bad item"):
         parse_plan_spec("9:5")
 
 
 def test_dispense_patterns_follow_each_chapter() -> None:
-    def sizes(game: Game) -> list[tuple[str | int, str | int]]:
-        return [(s["target"], s["size"]) for s in dispense_pattern(game, [3, 1])]
+    def sizes(game: Game) -> list[tuple[object, int]]:
+        return [(s.target.spelt(), s.size) for s in dispense_pattern(game, [3, 1])]
 
     # 555.10(b): a five-card stack per player with an Ante, then the dealer's five
     assert sizes(Game.CARIBBEAN_STUD) == [("seat1", 5), ("seat3", 5), ("dealer", 5)]
@@ -279,7 +285,7 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
     card is the Banker's (B 0 draws). A shoe reports cards, not hands: the table deals the
     fifth card to the Player as the rules would, and so finds the coup a card short on the
     Banker's side — an irregularity either way, which is what the rule must catch."""
-    from tableside.drivers.cards import card_name
+    from tableside.drivers.cards import Card
     from tableside.rules import Game, TableFacts, evaluate
     from tableside.rules.table import DeviceReport, TableState, step
     from tableside.simulators.shoe import ShoeSimulator
@@ -300,7 +306,7 @@ async def test_the_baccarat_simulator_skips_a_draw_when_told() -> None:
     drawn = [m for m in link.sent if isinstance(m, p.CardDrawn)]
     assert [m.card for m in drawn] == spades[:5]
     facts, state, found = TableFacts(Game.BACCARAT), TableState(), []
-    reported = [(1, m.index, card_name(m.card)) for m in drawn] + [(2, 0, "AS")]  # then coup 2
+    reported = [(1, m.index, Card.of(m.card)) for m in drawn] + [(2, 0, Card.named("AS"))]
     for coup, index, card in reported:
         drawn_event = CardDrawn(device="shoe", round=coup, index=index, card=card)
         event = DeviceReport.of("shoe", drawn_event, 0.0)

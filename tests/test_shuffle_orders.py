@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tableside.drivers import DeviceEvent, DriverSettings
+from tableside.drivers.cards import Card
 from tableside.drivers.framing import Frame, NakReason
 from tableside.drivers.shuffler import protocol as p
 from tableside.drivers.shuffler.driver import ShufflerDriver, ShufflerOptions
@@ -52,9 +53,12 @@ def test_with_recognition_on_the_order_becomes_a_typed_event() -> None:
         deck=Deck.B,
         output_count=2,
         input_count=2,
-        output_cards=("AS", "KC"),
-        input_cards=("KC", "AS"),
+        output_cards=(Card.named("AS"), Card.named("KC")),
+        input_cards=(Card.named("KC"), Card.named("AS")),
     )
+    ordered = driver.translate(message)
+    assert ordered is not None
+    assert ordered.data(include_cards=True)["output_cards"] == ["AS", "KC"]
     assert ShuffleOrdered.card_fields == {"output_cards", "input_cards"}
 
 

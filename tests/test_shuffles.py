@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from tableside.daemon.shuffles import INTEGRITY_ALERT, ShuffleIntegrity, alert_rule
+from tableside.drivers.cards import Card
 from tableside.drivers.shuffler.events import ShuffleOrdered
 from tableside.drivers.shuffler.protocol import Deck
 from tableside.shuffle.deck import new_deck, spell
@@ -15,7 +16,7 @@ def _order(shuffle_id: int, deck: Deck = Deck.SINGLE, seed: int = 0) -> ShuffleO
     cards = list(new_deck())
     random.Random(seed).shuffle(cards)
     return ShuffleOrdered(device="shuffler", shuffle_id=shuffle_id, deck=deck, output_count=52,
-                          input_count=0, output_cards=tuple(spell(cards)))  # fmt: skip
+                          input_count=0, output_cards=tuple(Card.of(c) for c in cards))  # fmt: skip
 
 
 def test_an_order_is_released_by_the_next_shuffle_of_its_own_deck_only() -> None:
@@ -44,8 +45,9 @@ def test_a_tested_order_gives_statistics_and_a_sorted_deck_an_alert() -> None:
     statistics, alert = held.observe(_order(1))
     assert alert is None and statistics.shuffles == 1 and statistics.with_input == 0
     assert {t["test"] for t in statistics.tests} >= {"colour changes", "card positions"}
+    sorted_deck = tuple(Card.of(c) for c in new_deck())
     ordered = ShuffleOrdered(device="shuffler", shuffle_id=2, deck=Deck.SINGLE, output_count=52,
-                             input_count=0, output_cards=tuple(spell(new_deck())))  # fmt: skip
+                             input_count=0, output_cards=sorted_deck)  # fmt: skip
     statistics, alert = held.observe(ordered)
     assert alert is not None and alert.test == "sorted output" and statistics.alerts == 1
     rule = alert_rule(alert)
@@ -56,7 +58,8 @@ def test_a_tested_order_gives_statistics_and_a_sorted_deck_an_alert() -> None:
 
 def test_an_order_that_is_no_deck_is_skipped_not_tested() -> None:
     held = ShuffleIntegrity()
+    ace = Card.named("AS")
     twice = ShuffleOrdered(device="shuffler", shuffle_id=1, deck=Deck.SINGLE, output_count=2,
-                           input_count=0, output_cards=("AS", "AS"))  # fmt: skip
+                           input_count=0, output_cards=(ace, ace))  # fmt: skip
     statistics, alert = held.observe(twice)
     assert alert is None and statistics.skipped == 1 and statistics.shuffles == 0

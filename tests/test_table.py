@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tableside.drivers.shoe.plan import Plan
 from tableside.errors import Refused
 from tableside.rules import Game, TableFacts, evaluate
 from tableside.rules.model import Action
@@ -19,10 +20,10 @@ T0 = 1_764_400_000.0  # a Unix time; each test moves its own clock
 HOUR = 3600.0
 
 
-def _fitting_plan(game: Game) -> tuple[dict[str, Any], ...]:
+def _fitting_plan(game: Game) -> Plan:
     """The game's own dealing procedure for one seat (none for a game without one)."""
     try:
-        return tuple(dispense_pattern(game, [1]))
+        return dispense_pattern(game, [1])
     except ValueError:
         return ()
 

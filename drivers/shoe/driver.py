@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from tableside.drivers.base import FramedDriver
-from tableside.drivers.cards import card_name
+from tableside.drivers.cards import Card
 from tableside.drivers.commands import DEAL, Args, Deal, names
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import events as ev
 from tableside.drivers.shoe import protocol as p
+from tableside.drivers.shoe.plan import Plan
 
 __all__ = ["ShoeDriver"]
 
@@ -22,7 +23,7 @@ class ShoeDriver(FramedDriver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._plans: dict[int, tuple[p.Stack, ...]] = {}
+        self._plans: dict[int, Plan] = {}
 
     async def command(self, name: str, args: Args) -> None:
         if name == DEAL.name and isinstance(args, Deal):
@@ -59,19 +60,17 @@ class ShoeDriver(FramedDriver):
                 return ev.DealStarted(
                     device=d,
                     round=message.round,
-                    plan=tuple(
-                        {"target": p.target_name(s.target), "size": s.size} for s in message.stacks
-                    ),
+                    plan=message.stacks,
                 )
             case p.StackDispensed():
                 return ev.StackDispensed(
                     device=d,
                     round=message.round,
                     index=message.index,
-                    target=p.target_name(message.target),
+                    target=message.target,
                     count=message.count,
                     expected=self._expected(message.round, message.index),
-                    cards=tuple(card_name(c) for c in message.cards),
+                    cards=tuple(Card.of(c) for c in message.cards),
                 )
             case p.FaceUpCard():
                 return ev.CardFaceUp(
@@ -79,13 +78,13 @@ class ShoeDriver(FramedDriver):
                     round=message.round,
                     index=message.index,
                     total=message.total,
-                    card=card_name(message.card) if message.card else None,
+                    card=Card.of(message.card) if message.card else None,
                 )
             case p.CardDrawn():
                 return ev.CardDrawn(device=d, round=message.round, index=message.index,
-                                    card=card_name(message.card))  # fmt: skip
+                                    card=Card.of(message.card))  # fmt: skip
             case p.FirstCardBurned():
-                return ev.FirstCardBurned(device=d, card=card_name(message.card),
+                return ev.FirstCardBurned(device=d, card=Card.of(message.card),
                                           burned=message.burned)  # fmt: skip
             case p.ShoeFault():
                 return ev.ShoeFault(

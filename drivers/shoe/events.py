@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tableside.drivers.cards import Card
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
+from tableside.drivers.shoe.plan import Plan, Target
 from tableside.drivers.shoe.protocol import ShoeFaultCode, ShoeState
 
 __all__ = [
@@ -41,7 +43,7 @@ class CardsLoaded(DeviceEvent):
 class DealStarted(DeviceEvent):
     kind: ClassVar[str] = "deal_started"
     round: int
-    plan: tuple[dict[str, str | int], ...]  # [{"target": "seat1", "size": 5}, …]
+    plan: Plan  # JSON: [{"target": "seat1", "size": 5}, …]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,10 +52,10 @@ class StackDispensed(DeviceEvent):
     card_fields: ClassVar[frozenset[str]] = frozenset({"cards"})
     round: int
     index: int
-    target: str  # seat1..seat7 | dealer | dealer_extra | community
+    target: Target
     count: int
     expected: int | None  # the plan's size for this stack, when known
-    cards: tuple[str, ...] = ()
+    cards: tuple[Card, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,7 +65,7 @@ class CardFaceUp(DeviceEvent):
     round: int
     index: int
     total: int  # face-up cards so far in this round (555.14(b): one vs more than one)
-    card: str | None = None
+    card: Card | None = None  # None: the shoe could not read it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +76,7 @@ class CardDrawn(DeviceEvent):
     card_fields: ClassVar[frozenset[str]] = frozenset({"card"})
     round: int
     index: int
-    card: str
+    card: Card
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +85,7 @@ class FirstCardBurned(DeviceEvent):
 
     kind: ClassVar[str] = "first_card_burned"
     card_fields: ClassVar[frozenset[str]] = frozenset({"card"})
-    card: str
+    card: Card
     burned: int
 
 

@@ -21,12 +21,10 @@ from tableside.drivers.common import (
     optional_code,
 )
 from tableside.drivers.messages import MessageSet
+from tableside.drivers.shoe.plan import Plan, Stack, Target
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
 __all__ = [
-    "COMMUNITY",
-    "DEALER",
-    "DEALER_EXTRA",
     "PROTOCOL",
     "CardsLoaded",
     "DealComplete",
@@ -44,25 +42,16 @@ __all__ = [
     "Stack",
     "StackDispensed",
     "StubRemoved",
-    "target_name",
+    "Target",
 ]
 
-#: Stack targets: 1..7 are betting positions, counted from the dealer's left.
-DEALER = 0x80  # the dealer's hand
-DEALER_EXTRA = 0x81  # Four Card Poker: the extra stack whose bottom card is the dealer's sixth
-COMMUNITY = 0x82  # Let It Ride: the community stack whose left card is discarded
 
-_TARGET_NAMES = {DEALER: "dealer", DEALER_EXTRA: "dealer_extra", COMMUNITY: "community"}
-
-
-def target_name(target: int) -> str:
-    return _TARGET_NAMES.get(target, f"seat{target}")
-
-
-def _check_target(target: int, what: str) -> int:
-    if not (1 <= target <= 7 or target in _TARGET_NAMES):
-        raise MalformedPayload(f"{what}: 0x{target:02x} is no stack target")
-    return target
+def _target(code: int, what: str) -> Target:
+    """The stack target a byte names (drivers/shoe/plan.py); MalformedPayload for none."""
+    try:
+        return Target.of(code)
+    except ValueError:
+        raise MalformedPayload(f"{what}: 0x{code:02x} is no stack target") from None
 
 
 class ShoeState(WireEnum):
@@ -79,14 +68,6 @@ class ShoeFaultCode(WireEnum):
     STOPPED = "stopped", 2
     SHORT_DEAL = "short_deal", 3  # the shoe could not deal every card the round needs
     DOOR_OPEN = "door_open", 4
-
-
-@dataclass(frozen=True, slots=True)
-class Stack:
-    """One stack of a deal plan: where it goes and how many cards."""
-
-    target: int
-    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +112,20 @@ class CardsLoaded:
         return msg
 
 
-def _write_plan(w: PayloadWriter, stacks: tuple[Stack, ...]) -> PayloadWriter:
+def _write_plan(w: PayloadWriter, stacks: Plan) -> PayloadWriter:
     if len(stacks) > 32:
         raise ValueError(f"{len(stacks)} stacks exceed 32")
     w.u8(len(stacks))
     for stack in stacks:
-        w.u8(stack.target).u8(stack.size)
+        w.u8(stack.target.code).u8(stack.size)
     return w
 
 
-def _read_plan(r: PayloadReader, what: str) -> tuple[Stack, ...]:
+def _read_plan(r: PayloadReader, what: str) -> Plan:
     n = r.u8()
     if n > 32:
         raise MalformedPayload(f"{what}: {n} stacks exceed 32")
-    return tuple(Stack(_check_target(r.u8(), what), r.u8()) for _ in range(n))
+    return tuple(Stack(_target(r.u8(), what), r.u8()) for _ in range(n))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +134,7 @@ class _RoundPlan:
 
     TYPE: ClassVar[int] = 0
     round: int
-    stacks: tuple[Stack, ...]
+    stacks: Plan
 
     def to_payload(self) -> bytes:
         return _write_plan(PayloadWriter().u32(self.round), self.stacks).getvalue()
@@ -185,19 +166,19 @@ class StackDispensed:
     TYPE: ClassVar[int] = 0x24
     round: int
     index: int
-    target: int
+    target: Target
     count: int
     cards: tuple[int, ...] = ()
 
     def to_payload(self) -> bytes:
-        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.target).u8(self.count)
+        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.target.code).u8(self.count)
         return w.byte_list(self.cards).getvalue()
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
         r = PayloadReader(payload, "StackDispensed")
         rnd, index = r.u32(), r.u8()
-        target = _check_target(r.u8(), "StackDispensed.target")
+        target = _target(r.u8(), "StackDispensed.target")
         count = r.u8()
         cards = check_cards(r.byte_list(), "StackDispensed.cards")
         r.end()

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from tableside.drivers.base import DriverOptions, FramedDriver
-from tableside.drivers.cards import card_name
+from tableside.drivers.cards import Card
 from tableside.drivers.commands import START_SHUFFLE
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.framing import NakReason
@@ -66,8 +66,8 @@ class ShufflerDriver(FramedDriver):
                     back_colour=message.back_colour,
                     missing_count=len(message.missing),
                     extra_count=len(message.extra),
-                    missing_cards=tuple(card_name(c) for c in message.missing),
-                    extra_cards=tuple(card_name(c) for c in message.extra),
+                    missing_cards=tuple(Card.of(c) for c in message.missing),
+                    extra_cards=tuple(Card.of(c) for c in message.extra),
                 )
             case p.ShuffleOrder():
                 return self._order(message)
@@ -99,6 +99,6 @@ class ShufflerDriver(FramedDriver):
             deck=message.deck,
             output_count=len(message.output),
             input_count=len(message.input),
-            output_cards=tuple(card_name(c) for c in message.output),
-            input_cards=tuple(card_name(c) for c in message.input),
+            output_cards=tuple(Card.of(c) for c in message.output),
+            input_cards=tuple(Card.of(c) for c in message.input),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tableside.drivers.cards import Card
 from tableside.drivers.events import DeviceEvent, FaultReport, StatusReport
 from tableside.drivers.shuffler.protocol import Deck, FaultCode, ShufflerState
 
@@ -42,8 +43,8 @@ class ShuffleCompleted(DeviceEvent):
     back_colour: str
     missing_count: int
     extra_count: int
-    missing_cards: tuple[str, ...] = ()
-    extra_cards: tuple[str, ...] = ()
+    missing_cards: tuple[Card, ...] = ()
+    extra_cards: tuple[Card, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,8 +58,8 @@ class ShuffleOrdered(DeviceEvent):
     deck: Deck
     output_count: int
     input_count: int
-    output_cards: tuple[str, ...] = ()
-    input_cards: tuple[str, ...] = ()
+    output_cards: tuple[Card, ...] = ()
+    input_cards: tuple[Card, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
