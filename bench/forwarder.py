@@ -12,6 +12,11 @@ the daemon, so a change to the daemon's decoder cannot move the baseline.
 One task per ``--pty``; frames from the n-th go to ``<topic>/<n>``. ``--ready-topic``: publish
 ``online`` there once connected (for cold-start timing).
 
+``--journal DIR``: the journal twin: each frame journaled in tableside's own journal
+(``daemon/journal``: numbered, chained, one log sync per batch, SQLite behind) and waited for
+before it is ACKed or published: the limit for "journaled in SQLite, synced, then sent", with
+nothing of the rest of the daemon (no drivers, rules, models or its MQTT client).
+
 ``--durable FILE``: the durable twin, the honest limit for a daemon that journals before it
 sends (issue 20). The same code, but every frame of one read is appended to FILE and made durable
 with one ``fdatasync`` before any of them is ACKed or published: on the event loop for one
@@ -28,9 +33,15 @@ import json
 import os
 import termios
 import tty
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import aiomqtt
+
+if TYPE_CHECKING:
+    from tableside.daemon.journal import Journal
 
 START, ACK, NAK, SHUFFLE_COMPLETE = 0xA5, 0x06, 0x15, 0x23
 
@@ -87,8 +98,12 @@ def append_durably(fd: int, data: bytes) -> None:
 WINDOW = 100
 
 
+def _raw(data: bytes) -> Callable[[int], bytes]:
+    return lambda _seq: data
+
+
 async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: int | None,
-                      *, threaded: bool) -> None:  # fmt: skip
+                      *, threaded: bool, journal: Journal | None = None) -> None:  # fmt: skip
     reader, writer = await open_pty(path)
     buffer = bytearray()
     window = asyncio.Semaphore(WINDOW)
@@ -104,7 +119,11 @@ async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: in
         buffer += data
         found = [(seq, kind, payload) for seq, kind, payload in frames(buffer)
                  if kind not in (ACK, NAK)]  # fmt: skip
-        if durable is not None and found:
+        if journal is not None and found:  # the journal twin: tableside's journal, nothing else
+            for seq, kind, payload in found:
+                last = journal.append(topic, _raw(frame(seq, kind, payload)))
+            await journal.wait_durable(last.seq)
+        elif durable is not None and found:
             record = b"".join(frame(seq, kind, payload) for seq, kind, payload in found)
             if threaded:
                 await asyncio.to_thread(append_durably, durable, record)
@@ -121,9 +140,21 @@ async def forward_one(path: str, client: aiomqtt.Client, topic: str, durable: in
 
 
 async def forward(
-    ptys: list[str], broker: str, topic: str, ready_topic: str | None, durable: str | None
+    ptys: list[str],
+    broker: str,
+    topic: str,
+    ready_topic: str | None,
+    durable: str | None,
+    journal_dir: str | None = None,
 ) -> None:
     fd = None if durable is None else os.open(durable, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    journal = None
+    if journal_dir is not None:  # imported here: the other sides import nothing of tableside
+        from tableside.daemon.journal import Journal
+
+        journal = Journal(Path(journal_dir) / "journal.sqlite", "bench")
+        journal.open()
+        journal.start()
     parts = urlsplit(broker)
     async with aiomqtt.Client(parts.hostname or "127.0.0.1", parts.port or 1883,
                               max_inflight_messages=WINDOW) as client:  # fmt: skip
@@ -133,7 +164,7 @@ async def forward(
         async with asyncio.TaskGroup() as tg:
             for n, path in enumerate(ptys):
                 tg.create_task(forward_one(path, client, f"{topic}/{n}", fd,
-                                           threaded=len(ptys) > 1))  # fmt: skip
+                                           threaded=len(ptys) > 1, journal=journal))  # fmt: skip
 
 
 def main() -> None:
@@ -143,8 +174,11 @@ def main() -> None:
     parser.add_argument("--topic", default="bench/raw")
     parser.add_argument("--ready-topic")
     parser.add_argument("--durable", metavar="FILE", help="append and fdatasync each read first")
+    parser.add_argument("--journal", metavar="DIR", help="journal each frame in tableside's "
+                        "journal first, and wait for it (the journal twin)")  # fmt: skip
     args = parser.parse_args()
-    asyncio.run(forward(args.pty, args.broker, args.topic, args.ready_topic, args.durable))
+    asyncio.run(forward(args.pty, args.broker, args.topic, args.ready_topic, args.durable,
+                        args.journal))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -444,7 +444,7 @@ def before_tree(rev: str, directory: Path) -> dict[str, str]:
 RATIO_KEYS = (
     "p50_ms", "p99_ms", "cpu_per_event_us", "events_per_s", "cold_start_s", "idle_rss_mib",
 )  # fmt: skip
-TWINS = ("baseline", "durable")
+TWINS = ("baseline", "durable", "journal")
 
 
 def summarise(results: list[dict[str, Any]]) -> list[str]:
@@ -478,6 +478,11 @@ async def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--before", metavar="COMMIT", help="also run tableside at this commit")
     parser.add_argument("--no-baseline", action="store_true", help="tableside only")
+    parser.add_argument(
+        "--journal-twin",
+        action="store_true",
+        help="also the forwarder with tableside's journal in place of the file",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--flood", action="store_true", help="a second device floods")
     mode.add_argument("--throughput", type=float, metavar="S", help="back to back for S s")
@@ -523,6 +528,10 @@ async def main() -> None:
                 variants.append(Variant("baseline", forwarder(), "bench/raw/+", "bench/raw-status"))
                 variants.append(Variant("durable", forwarder("--durable", durable_log),
                                         "bench/raw/+", "bench/raw-status"))  # fmt: skip
+                if args.journal_twin:
+                    journal_dir = str(directory / "state")
+                    variants.append(Variant("journal", forwarder("--journal", journal_dir),
+                                            "bench/raw/+", "bench/raw-status"))  # fmt: skip
 
             def tableside_on(conf: Path) -> Callable[[list[str]], list[str]]:
                 def argv(ptys: list[str]) -> list[str]:
