@@ -27,6 +27,7 @@ from tableside import __version__
 from tableside.daemon.config import parse_listen
 from tableside.drivers.events import ConnectionState
 from tableside.errors import ConfigurationError
+from tableside.rules.rulings import RulingState
 
 if TYPE_CHECKING:
     from tableside.daemon.app import TableDaemon
@@ -160,9 +161,9 @@ class DaemonCollector(Collector):
             "[rulings] escalate_after_s, acknowledged).",
             labels=["table", "state"],
         )
-        by_state = collections.Counter(str(r.state) for r in d.runtime.state.rulings)
-        for state in ("open", "escalated", "acknowledged"):
-            unresolved.add_metric([table, state], by_state[state])
+        by_state = collections.Counter(r.state for r in d.runtime.state.rulings)
+        for state in (s for s in RulingState if s.unresolved):  # open, escalated, acknowledged
+            unresolved.add_metric([table, state.value], by_state[state])
         yield unresolved
         yield self._gauge(
             "tableside_rulings_halting",

@@ -40,7 +40,7 @@ from tableside.errors import Refused
 from tableside.rules import Observation, Rule, TableFacts, evaluate
 from tableside.rules.commands import COMMANDS, Args
 from tableside.rules.model import Action
-from tableside.rules.rulings import HALTING, RulingRecord
+from tableside.rules.rulings import HALTING, RulingRecord, RulingState
 from tableside.rules.seen import Noted
 from tableside.rules.table import (
     DeviceReport,
@@ -72,6 +72,9 @@ if TYPE_CHECKING:  # the outbox's type: the runtime calls ``enqueue`` and nothin
 __all__ = ["DeviceAction", "DeviceRuntime", "TableActionFailed", "TableRuntime"]
 
 log = structlog.get_logger("tableside.daemon")
+
+#: the states a person moved a ruling to: its ruling_state message names them (``by``)
+_BY_SOMEONE = frozenset({RulingState.ACKNOWLEDGED, RulingState.RESOLVED})
 
 #: what "no more bets" and "bets open" (the control device's buttons, or a person's command)
 #: make every device that takes it do: 555.2(f)(2), 559.2(f)
@@ -443,9 +446,10 @@ class TableRuntime:
             if was[r.id][0] is r.state:  # only its halt ended (the clause's own condition)
                 at = r.halt_ended_at
             else:
-                at = {"escalated": r.escalated_at, "acknowledged": r.acknowledged_at}.get(
-                    r.state.value, r.resolved_at
-                )
+                at = {
+                    RulingState.ESCALATED: r.escalated_at,
+                    RulingState.ACKNOWLEDGED: r.acknowledged_at,
+                }.get(r.state, r.resolved_at)
             by = r.resolved_by if r.resolved_by is not None else r.acknowledged_by
             log.info("ruling_state", ruling=r.id, state=r.state.value, by=by)
             message = RulingStateBody(
@@ -453,10 +457,10 @@ class TableRuntime:
                 rule_id=r.rule_id,
                 clause=r.clause,
                 actions=list(r.actions),
-                state=r.state.value,
+                state=r.state,
                 halts=r.halts,
                 open_s=round((at if at is not None else now) - r.opened_at, 3),
-                by=by if r.state.value in ("acknowledged", "resolved") else None,
+                by=by if r.state in _BY_SOMEONE else None,
                 action=r.action,
                 note=r.note,
             )

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_UNRESOLVED",
     "RESOLVED_KEPT",
     "TRANSITIONS",
+    "RulingMove",
     "RulingRecord",
     "RulingState",
     "acknowledge",
@@ -62,16 +63,30 @@ class RulingState(enum.StrEnum):
     #: table (its journal still has it); never a halting ruling
     LAPSED = "lapsed"
 
+    @property
+    def unresolved(self) -> bool:
+        """It still waits for a floorperson (open, escalated, acknowledged)."""
+        return self not in (RulingState.RESOLVED, RulingState.LAPSED)
+
+
+class RulingMove(enum.StrEnum):
+    """What happens to a ruling: a person's (acknowledge, resolve) or the table's own."""
+
+    ESCALATE = "escalate"
+    ACKNOWLEDGE = "acknowledge"
+    RESOLVE = "resolve"
+    LAPSE = "lapse"
+
 
 #: (state, what happens) → the next state; every other pair is refused
-TRANSITIONS: dict[tuple[RulingState, str], RulingState] = {
-    (RulingState.OPEN, "escalate"): RulingState.ESCALATED,
-    (RulingState.OPEN, "acknowledge"): RulingState.ACKNOWLEDGED,
-    (RulingState.ESCALATED, "acknowledge"): RulingState.ACKNOWLEDGED,
-    (RulingState.ACKNOWLEDGED, "resolve"): RulingState.RESOLVED,
-    (RulingState.OPEN, "lapse"): RulingState.LAPSED,
-    (RulingState.ESCALATED, "lapse"): RulingState.LAPSED,
-    (RulingState.ACKNOWLEDGED, "lapse"): RulingState.LAPSED,
+TRANSITIONS: dict[tuple[RulingState, RulingMove], RulingState] = {
+    (RulingState.OPEN, RulingMove.ESCALATE): RulingState.ESCALATED,
+    (RulingState.OPEN, RulingMove.ACKNOWLEDGE): RulingState.ACKNOWLEDGED,
+    (RulingState.ESCALATED, RulingMove.ACKNOWLEDGE): RulingState.ACKNOWLEDGED,
+    (RulingState.ACKNOWLEDGED, RulingMove.RESOLVE): RulingState.RESOLVED,
+    (RulingState.OPEN, RulingMove.LAPSE): RulingState.LAPSED,
+    (RulingState.ESCALATED, RulingMove.LAPSE): RulingState.LAPSED,
+    (RulingState.ACKNOWLEDGED, RulingMove.LAPSE): RulingState.LAPSED,
 }
 
 #: a ruling with one of these halts dealing until it is resolved (the module's docstring)
@@ -83,8 +98,6 @@ RESOLVED_KEPT = 16
 #: nobody attends must not grow its retained state without bound)
 MAX_UNRESOLVED = 100
 MAX_NOTE_CHARS = 500
-
-_DONE = frozenset({RulingState.RESOLVED, RulingState.LAPSED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +126,14 @@ class RulingRecord:
         """It halts dealing now: a halting action, not resolved, and its clause's own end not
         yet seen."""
         return (
-            self.state not in _DONE
+            self.state.unresolved
             and self.halt_ended_at is None
             and any(a in HALTING for a in self.actions)
         )
 
     @property
     def unresolved(self) -> bool:
-        return self.state not in _DONE
+        return self.state.unresolved
 
     def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -141,7 +154,7 @@ class RulingRecord:
 Rulings = tuple[RulingRecord, ...]
 
 
-def _moved(record: RulingRecord, what: str) -> RulingState:
+def _moved(record: RulingRecord, what: RulingMove) -> RulingState:
     """The next state, or ``Refused`` saying why a person cannot ``what`` (acknowledge,
     resolve) this ruling now; RuntimeError for a move of the table's own (a lapse) that the
     ruling's state does not allow (a fault of the table, never a person's)."""
@@ -154,12 +167,12 @@ def _moved(record: RulingRecord, what: str) -> RulingState:
                       f"({record.action})")  # fmt: skip
     if record.state is RulingState.LAPSED:
         raise Refused(f"{name} lapsed: the table no longer tracks it (its journal has it)")
-    if what == "acknowledge":
+    if what is RulingMove.ACKNOWLEDGE:
         raise Refused(f"{name} is already acknowledged, by {record.acknowledged_by}")
-    if what == "resolve":
+    if what is RulingMove.RESOLVE:
         raise Refused(f"{name} is {record.state.value}: a floorperson acknowledges it "
                       "(acknowledge_ruling) before resolving it")  # fmt: skip
-    raise RuntimeError(f"{name} is {record.state.value}: it cannot {what}")
+    raise RuntimeError(f"{name} is {record.state.value}: it cannot {what.value}")
 
 
 def _find(rulings: Rulings, ruling: object, command: str) -> RulingRecord:
@@ -189,7 +202,7 @@ def open_rulings(rulings: Rulings, new: tuple[RulingRecord, ...], at: float) -> 
         oldest = next((r for r in out if r.unresolved and not r.halts), None)
         if oldest is None:
             break  # every one halts dealing: none may lapse
-        _moved(oldest, "lapse")
+        _moved(oldest, RulingMove.LAPSE)
         out = _replace(out, dataclasses.replace(oldest, state=RulingState.LAPSED, resolved_at=at))
     return out
 
@@ -197,7 +210,7 @@ def open_rulings(rulings: Rulings, new: tuple[RulingRecord, ...], at: float) -> 
 def acknowledge(rulings: Rulings, ruling: int, by: str, at: float) -> Rulings:
     """``acknowledge_ruling``: a named floorperson has seen it."""
     record = _find(rulings, ruling, "acknowledge_ruling")
-    state = _moved(record, "acknowledge")
+    state = _moved(record, RulingMove.ACKNOWLEDGE)
     return _replace(rulings, dataclasses.replace(record, state=state, acknowledged_by=by,
                                                  acknowledged_at=at))  # fmt: skip
 
@@ -211,7 +224,7 @@ def resolve(
         allowed = ", ".join(a.value for a in record.actions)
         raise Refused(f"resolve_ruling: ruling {record.id} ({record.clause}) requires "
                       f"{allowed}; {action.value!r} is none of them")  # fmt: skip
-    state = _moved(record, "resolve")
+    state = _moved(record, RulingMove.RESOLVE)
     return _replace(rulings, dataclasses.replace(record, state=state, resolved_by=by,
                                                  resolved_at=at, action=action,
                                                  note=note))  # fmt: skip
@@ -228,7 +241,7 @@ def escalate(rulings: Rulings, after_s: float, at: float) -> Rulings:
     out = rulings
     for r in rulings:
         if r.state is RulingState.OPEN and r.opened_at + after_s <= at:  # as due() has it
-            state = _moved(r, "escalate")
+            state = _moved(r, RulingMove.ESCALATE)
             out = _replace(out, dataclasses.replace(r, state=state, escalated_at=at))
     return out
 

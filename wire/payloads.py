@@ -7,14 +7,14 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, Protocol, TypeVar
+from typing import Annotated, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_json
 
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
-from tableside.rules.rulings import MAX_UNRESOLVED
+from tableside.rules.rulings import MAX_UNRESOLVED, RulingState
 from tableside.wire.topics import TopicKind
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "DeviceStateBody",
     "DeviceStatePayload",
     "Envelope",
-    "Lifecycle",
     "Message",
     "ReplayPayload",
     "RulingBody",
@@ -306,8 +305,11 @@ class RulingPayload(RulingBody, Envelope):
     __doc__ = RulingBody.__doc__
 
 
-#: the lifecycle changes a ruling_state message carries (open is the ruling message itself)
-Lifecycle = Literal["open", "escalated", "acknowledged", "resolved", "lapsed"]
+#: a ruling's state (rules/rulings.py) as the message carries it: its name, described inline as
+#: the schema always had it (an enum of the names), not as a definition of its own
+_Lifecycle = Annotated[
+    RulingState, WithJsonSchema({"enum": [s.value for s in RulingState], "type": "string"})
+]
 
 
 class RulingStateBody(Body):
@@ -318,13 +320,14 @@ class RulingStateBody(Body):
     rule_id: str
     clause: str
     actions: list[Action] = Field(description="what the ruling requires")
-    state: Lifecycle = Field(
+    state: _Lifecycle = Field(
+        title="State",  # pydantic titles no enum's field by itself
         description="open: still open, its halt ended (the clause's own condition was met, "
         "e.g. 551.2(e)'s inspection; halts is false); "
         "escalated: nobody acknowledged it within [rulings] escalate_after_s; "
         "acknowledged: a floorperson has seen it; resolved: done; lapsed: left unresolved "
         f"while {MAX_UNRESOLVED} newer ones came, no longer tracked (never one that halts "
-        "dealing)"
+        "dealing)",
     )
     halts: bool = Field(description="it still halts dealing after this change")
     open_s: float = Field(

@@ -37,6 +37,7 @@ from tableside.drivers.shuffler.events import ShuffleCompleted
 from tableside.floor.judge import withheld_words
 from tableside.floor.store import Message
 from tableside.floor.web.panel import ShufflerPanel, typed
+from tableside.rules.rulings import RulingState
 from tableside.wire.payloads import (
     ClockPayload,
     CommandResult,
@@ -69,8 +70,6 @@ KEPT_CLOSED = 100
 TILE_GAPS = 5
 #: the withheld stand-ins a table's page lists, newest first
 KEPT_WITHHELD = 20
-
-_OPEN_STATES = ("open", "acknowledged", "escalated")
 
 
 def _seconds(ts: str) -> float | None:
@@ -107,8 +106,8 @@ class FloorRuling:
         return [str(a) for a in self.given.actions]
 
     @property
-    def state(self) -> str:
-        return self.moved.state if self.moved is not None else "open"
+    def state(self) -> RulingState:
+        return self.moved.state if self.moved is not None else RulingState.OPEN
 
     @property
     def halts(self) -> bool:
@@ -117,13 +116,13 @@ class FloorRuling:
     def public(self, now: float, *, unverified: bool) -> dict[str, object]:
         g, moved = self.given, self.moved
         opened = _seconds(g.ts)
-        resolved = moved is not None and moved.state == "resolved"
+        resolved = moved is not None and moved.state is RulingState.RESOLVED
         return {
             "id": self.id, "table": g.table, "seq": g.seq, "ts": g.ts,
             "age_s": None if opened is None else max(0.0, round(now - opened, 1)),
             "clause": g.clause, "words": g.words, "summary": g.summary,
             "actions": self.actions, "affected": g.affected, "round": g.round,
-            "state": self.state, "acknowledged_by": self.acknowledged_by,
+            "state": self.state.value, "acknowledged_by": self.acknowledged_by,
             "resolved_by": moved.by if resolved and moved else None,
             "resolution": str(moved.action) if resolved and moved and moved.action else None,
             "note": moved.note if resolved and moved else None,
@@ -211,7 +210,7 @@ class FloorView:
                     tile.shufflers.setdefault(device, ShufflerPanel()).take(event, body.ts)
             case RulingStatePayload():
                 self._ruling_state(body)
-                self._event(tile, body, f"ruling #{body.ruling} {body.state}", body.by)
+                self._event(tile, body, f"ruling #{body.ruling} {body.state.value}", body.by)
             case RulingPayload():
                 if body.event.event == ShuffleCompleted.kind:  # the counting shuffler's count
                     panel = tile.shufflers.setdefault(body.event.device, ShufflerPanel())
@@ -267,7 +266,7 @@ class FloorView:
 
     def _forget_closed(self, table: str) -> None:
         closed = [r for r in self.rulings.values()
-                  if r.table == table and r.state not in _OPEN_STATES]  # fmt: skip
+                  if r.table == table and not r.state.unresolved]  # fmt: skip
         for r in sorted(closed, key=lambda r: r.seq)[:-KEPT_CLOSED]:
             del self.rulings[r.id]
 
@@ -279,7 +278,7 @@ class FloorView:
         if entry is None:
             return  # opened before the floor first heard this table; its page shows the state
         entry.moved = body
-        if body.state == "acknowledged":
+        if body.state is RulingState.ACKNOWLEDGED:
             entry.acknowledged_by = body.by
 
     def set_completeness(self, table: str, state: dict[str, object]) -> None:
@@ -300,7 +299,7 @@ class FloorView:
         found = [
             r
             for r in self.rulings.values()
-            if r.state in _OPEN_STATES and (table is None or r.table == table)
+            if r.state.unresolved and (table is None or r.table == table)
         ]
         return sorted(found, key=lambda r: (r.given.ts, r.seq))
 
@@ -326,7 +325,7 @@ class FloorView:
             },
             "open_rulings": len(open_),
             "oldest_ruling_age_s": oldest,
-            "escalated": sum(1 for r in open_ if r.state == "escalated"),
+            "escalated": sum(1 for r in open_ if r.state is RulingState.ESCALATED),
             "halted": any(r.halts for r in open_),
             "highest_seq": tile.highest_seq,
             "last_heard_age_s": (
