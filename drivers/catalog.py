@@ -105,7 +105,7 @@ def _data_model(cls: type[DeviceEvent]) -> type[BaseModel]:
 
 
 def _made_model(cls: type[DeviceEvent]) -> type[BaseModel]:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name == "device":

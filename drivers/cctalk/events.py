@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from pydantic import Field, WithJsonSchema
 
 from tableside.drivers.events import DeviceEvent
 
@@ -37,6 +40,24 @@ class AcceptorIdentity(DeviceEvent):
     rom_checksum: str  # hex
 
 
+class WagerTiming(enum.StrEnum):
+    """``WagerAccepted.timing``: what is known of when a wager was accepted against the
+    lock-out."""
+
+    #: no lock-out had been asked when it was read
+    BEFORE_LOCKOUT = "before_lockout"
+    #: read by the poll that follows the inhibit: the inhibit had not reached the acceptor yet
+    BEFORE_INHIBIT = "before_inhibit"
+    #: taken while the seat or the bus was out of reach, and "no more bets" came meanwhile:
+    #: before or after it, nobody can tell (the acceptor was not inhibited yet)
+    UNKNOWN = "unknown"
+
+
+#: its event schema says a string, as it always has (docs/schemas/events/); pydantic titles no
+#: enum's field by itself
+_Timing = Annotated[WagerTiming, WithJsonSchema({"type": "string"}), Field(title="Timing")]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WagerAccepted(DeviceEvent):
     """A wager the acceptor accepted before the lock-out reached it: it counts."""
@@ -47,22 +68,10 @@ class WagerAccepted(DeviceEvent):
     event_counter: int
     #: found by the poll that follows the inhibit: accepted before the lock-out reached it
     during_lockout: bool = False
-    #: what is known of when it was accepted against the lock-out (WagerTiming)
-    timing: str = "before_lockout"
+    #: what is known of when it was accepted against the lock-out
+    timing: _Timing = WagerTiming.BEFORE_LOCKOUT
     #: read after the seat or the bus was out of reach for this long (None: routine polling)
     read_after_gap_s: float | None = None
-
-
-class WagerTiming:
-    """``WagerAccepted.timing``."""
-
-    #: no lock-out had been asked when it was read
-    BEFORE_LOCKOUT = "before_lockout"
-    #: read by the poll that follows the inhibit: the inhibit had not reached the acceptor yet
-    BEFORE_INHIBIT = "before_inhibit"
-    #: taken while the seat or the bus was out of reach, and "no more bets" came meanwhile:
-    #: before or after it, nobody can tell (the acceptor was not inhibited yet)
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
