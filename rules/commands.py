@@ -438,7 +438,7 @@ def _table(
 
 
 #: cards shuffled by hand while a shuffler is on the table
-_MANUAL_SHUFFLE = seen.OtherMethod(method="manual_shuffle", device_class="shuffler")
+_MANUAL_SHUFFLE = seen.OtherMethod(method=ShufflingMethod.MANUAL, device_class="shuffler")
 
 
 def _same(turn: Turn, args: Args) -> TableState:
@@ -621,7 +621,7 @@ def _declare_method(turn: Turn, args: DeclareMethod) -> TableState:
     if shuffling is ShufflingMethod.MANUAL and "shuffler" in state.devices:
         turn.observe("other_method", _MANUAL_SHUFFLE)
     if dealt is not DealingMethod.AUTOMATED_SHOE and "shoe" in state.devices:
-        turn.observe("other_method", seen.OtherMethod(method=dealt.value, device_class="shoe"))
+        turn.observe("other_method", seen.OtherMethod(method=dealt, device_class="shoe"))
     return dataclasses.replace(state, dealing=dealt, shuffling=shuffling)
 
 

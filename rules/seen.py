@@ -15,7 +15,7 @@ from typing import ClassVar
 from tableside.drivers.named import Named
 from tableside.drivers.shoe.plan import Target
 from tableside.rules.hands import FiveCard
-from tableside.rules.vocabulary import DealingMethod, Game, Phase
+from tableside.rules.vocabulary import DealingMethod, Game, Phase, ShufflingMethod
 
 __all__ = [
     "SEEN_BY_KIND",
@@ -169,8 +169,17 @@ class OtherMethod(TableSeen):
     """Cards shuffled or dealt another way while a device is on the table."""
 
     kinds: ClassVar[tuple[str, ...]] = ("other_method",)
-    method: str
+    #: how they were dealt, or shuffled (the device's own way is never reported)
+    method: DealingMethod | ShufflingMethod
     device_class: str
+
+    def data(self) -> dict[str, object]:
+        """A shuffling method is spelt with ``_shuffle`` after it (``manual_shuffle``), beside
+        the dealing methods' own names in the one field."""
+        out = TableSeen.data(self)
+        if isinstance(self.method, ShufflingMethod):
+            out["method"] = f"{self.method.value}_shuffle"
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
