@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -37,6 +37,7 @@ from pydantic_core import PydanticCustomError
 import tableside.drivers.commands as device
 from tableside.drivers.cards import Rank
 from tableside.drivers.commands import Args, NoArgs, Seat, TargetName
+from tableside.drivers.events import DeviceEvent
 from tableside.errors import Refused
 from tableside.rules import seen
 from tableside.rules.hands import FiveCard
@@ -45,7 +46,7 @@ from tableside.rules.paytables import MINIMUMS
 from tableside.rules.progressive import PAYING_HANDS, payout
 from tableside.rules.rulings import MAX_NOTE_CHARS, acknowledge, resolve
 from tableside.rules.table import (
-    TRANSITIONS,
+    EVENT_TRANSITIONS,
     Claim,
     DealingMethod,
     Phase,
@@ -59,12 +60,13 @@ from tableside.rules.table import (
     dealt,
     gate,
     hand_cards,
+    leads_to,
     meter,
     new_cards,
     open_betting,
-    refusal,
     round_begins,
     shuffled,
+    stays_in,
     ten_found,
 )
 
@@ -75,6 +77,7 @@ __all__ = [
     "COMMANDS",
     "MAX_REPLAY",
     "REPLAY",
+    "TRANSITIONS",
     "Args",
     "Command",
     "Handler",
@@ -319,11 +322,12 @@ Handler = Callable[[Turn, A], TableState]
 _ALL_GAMES = frozenset(Game)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Command:
     """One command: what it is called, who may give it, with what arguments, and (for the
-    table's) its handler. When it is taken and what phase it leads to: rules/table.py
-    ``TRANSITIONS``."""
+    table's) its handler. When it is taken and what phase it leads to: its row of
+    ``TRANSITIONS``, keyed by the command itself. Each is declared once: equal only to
+    itself."""
 
     name: str
     doc: str
@@ -361,8 +365,17 @@ class Command:
     @property
     def phases(self) -> frozenset[Phase] | None:
         """The phases it is taken in (TRANSITIONS; None: any)."""
-        row = TRANSITIONS.get(self.name)
+        row = TRANSITIONS.get(self)
         return None if row is None else frozenset(row)
+
+    def refusal(self, phase: Phase) -> str | None:
+        """Why it is not taken while the table is in ``phase`` (None: it is)."""
+        row = TRANSITIONS.get(self)
+        if row is None or phase in row:
+            return None
+        valid = ", ".join(p.value for p in Phase if p in row)
+        return (f"{self.name!r} is refused while the table is {phase.value} (it is taken when "
+                f"the table is {valid})")  # fmt: skip
 
     def parse(self, raw: Mapping[str, object]) -> Args:
         """Its arguments, typed; ``Refused`` says what is wrong with them, and where."""
@@ -376,7 +389,7 @@ class Command:
         run = self.run
         if run is None:
             raise Refused(f"{self.name!r} is carried out by a device, not the table")
-        return Said(self.name, at, lambda turn: run(turn, args))
+        return Said(self.name, at, lambda turn: run(turn, args), TRANSITIONS.get(self))
 
 
 _DECLARED: list[Command] = []
@@ -393,12 +406,14 @@ def _device(
     deals: bool = False,
     name: str | None = None,
     args: type[Args] | None = None,
-) -> None:
+) -> Command:
     """A command a device's driver carries out, as drivers/commands.py declares it (its name and
     arguments); or, with ``name``, a person's command that becomes that device command."""
-    _DECLARED.append(Command(name or carried.name, doc, roles, args or carried.args, target,
-                             _ALL_GAMES if deals else frozenset(), why, example or {},
-                             carried.name if name else None))  # fmt: skip
+    command = Command(name or carried.name, doc, roles, args or carried.args, target,
+                      _ALL_GAMES if deals else frozenset(), why, example or {},
+                      carried.name if name else None)  # fmt: skip
+    _DECLARED.append(command)
+    return command
 
 
 def _table(
@@ -411,15 +426,16 @@ def _table(
     example: Mapping[str, object] | None = None,
     deals: bool | frozenset[Game] = False,
     supervised_in: frozenset[Phase] = frozenset(),
-) -> Callable[[Handler[A]], Handler[A]]:
-    """A command the table itself takes, declared on its handler. One that ``deals`` (in
-    every game, or in those named) has its dealing judged while dealing is halted (rules/
-    table.py ``dealt``), whatever its handler does."""
+) -> Callable[[Handler[A]], Command]:
+    """A command the table itself takes, declared on its handler, which the declaration
+    replaces with the ``Command`` (click's way: ``OPEN_TABLE`` is the command, its handler its
+    ``run``). One that ``deals`` (in every game, or in those named) has its dealing judged
+    while dealing is halted (rules/table.py ``dealt``), whatever its handler does."""
     games = _ALL_GAMES if deals is True else frozenset() if deals is False else deals
     if games and "override" not in args.model_fields:
         raise TypeError(f"{name} deals: its arguments take a floorperson's override")
 
-    def declare(handler: Handler[A]) -> Handler[A]:
+    def declare(handler: Handler[A]) -> Command:
         def run(turn: Turn, given: Args) -> TableState:
             if not isinstance(given, args):
                 raise TypeError(f"{name} takes {args.__name__}, not {type(given).__name__}")
@@ -430,9 +446,10 @@ def _table(
                 dealt(turn)
             return new
 
-        _DECLARED.append(Command(name, doc, roles, args, "table", games, why, example or {},
-                                 None, supervised_in, run))  # fmt: skip
-        return handler
+        command = Command(name, doc, roles, args, "table", games, why, example or {}, None,
+                          supervised_in, run)  # fmt: skip
+        _DECLARED.append(command)
+        return command
 
     return declare
 
@@ -468,7 +485,7 @@ def _gated(turn: Turn, args: Args) -> TableState:
 
 # -- devices ---------------------------------------------------------------------------------
 _device(device.START_SHUFFLE, "shuffler", "the shuffler shuffles the deck", _EVERYONE)
-_device(
+DEAL_ROUND = _device(
     device.DEAL,
     "shoe",
     "deal a round to the seats with a wager, in the game's dispense pattern (555.10(b), "
@@ -500,7 +517,7 @@ _device(
 _device(device.SET_METER, "progressive_controller", "set the progressive meter's display", _FLOOR,
         why="the progressive meter is a supervisor's",
         example={"cents": 100000})  # fmt: skip
-_device(
+DEAL = _device(
     device.DEAL,
     "shoe",
     "the shoe dispenses these stacks as they are (testing a shoe)",
@@ -519,12 +536,12 @@ _device(device.QUERY_IDENTITY, "device",
 # -- the table: the round --------------------------------------------------------------------
 @_table("open_table", "the cards were inspected; the table opens (deck age starts, 555.4)",
         _FLOOR, NoArgs, why="opening a table is a supervisor's")  # fmt: skip
-def _open_table(turn: Turn, args: NoArgs) -> TableState:
+def OPEN_TABLE(turn: Turn, args: NoArgs) -> TableState:
     since = turn.state.cards_in_play_since or turn.at
     return dataclasses.replace(turn.state, cards_in_play_since=since)
 
 
-_table("close_table", "the table closes", _FLOOR, NoArgs)(_same)
+CLOSE_TABLE = _table("close_table", "the table closes", _FLOOR, NoArgs)(_same)
 
 
 @_table(
@@ -539,11 +556,11 @@ _table("close_table", "the table closes", _FLOOR, NoArgs)(_same)
     'after "no more bets" (the lock-out released in the middle of a round) is a '
     "floorperson's",
 )
-def _bets_open(turn: Turn, args: NoArgs) -> TableState:
+def BETS_OPEN(turn: Turn, args: NoArgs) -> TableState:
     return open_betting(turn.state)
 
 
-_table(
+NO_MORE_BETS = _table(
     "no_more_bets",
     '"no more bets", where no control device says so: the table\'s phase, and the acceptors '
     "are locked out exactly as the control device's button does (555.2(f)(2); "
@@ -555,21 +572,22 @@ _table(
 
 @_table("start_round", "dealing starts (when no automated shoe says so)", _DEALERS, Override,
         deals=True)  # fmt: skip
-def _start_round(turn: Turn, args: Override) -> TableState:
+def START_ROUND(turn: Turn, args: Override) -> TableState:
     return round_begins(turn)
 
 
-_table("deal_done", "every card of the round is out (when no automated shoe says so)",
-       _DEALERS, NoArgs)(_same)  # fmt: skip
-_table("reveal", "decisions are made; the dealer reveals (Spanish 21: turns the hole card and "
-       "draws the dealer's additional cards, 551.8(h))", _DEALERS, Override,
-       deals=frozenset({Game.SPANISH_21}))(_same)  # fmt: skip
-_table("round_settled", "every wager of the round is settled", _DEALERS, NoArgs)(_same)
+DEAL_DONE = _table("deal_done", "every card of the round is out (when no automated shoe says "
+                   "so)", _DEALERS, NoArgs)(_same)  # fmt: skip
+REVEAL = _table("reveal", "decisions are made; the dealer reveals (Spanish 21: turns the hole "
+                "card and draws the dealer's additional cards, 551.8(h))", _DEALERS, Override,
+                deals=frozenset({Game.SPANISH_21}))(_same)  # fmt: skip
+ROUND_SETTLED = _table("round_settled", "every wager of the round is settled", _DEALERS,
+                       NoArgs)(_same)  # fmt: skip
 
 
 @_table("shuffled", "the cards were shuffled by hand (when no shuffler says so)", _DEALERS,
         NoArgs)  # fmt: skip
-def _shuffled(turn: Turn, args: NoArgs) -> TableState:
+def SHUFFLED(turn: Turn, args: NoArgs) -> TableState:
     if "shuffler" in turn.state.devices:
         # A hand shuffle reported while the shuffler is on the table: another method before
         # the device was removed (555.14(g) and its like: the game's rows say whether it is a
@@ -587,7 +605,7 @@ def _shuffled(turn: Turn, args: NoArgs) -> TableState:
     StubCount,
     example={"count": 52, "misdealt": False},
 )
-def _stub_count(turn: Turn, args: StubCount) -> TableState:
+def STUB_COUNT(turn: Turn, args: StubCount) -> TableState:
     state = turn.state
     turn.observe("stub_count", seen.StubCount(count=args.count, misdealt=args.misdealt,
                                               full=args.count in turn.facts.full_deck_counts,
@@ -601,7 +619,7 @@ def _stub_count(turn: Turn, args: StubCount) -> TableState:
     _DEALERS,
     NoArgs,
 )
-def _new_cards(turn: Turn, args: NoArgs) -> TableState:
+def NEW_CARDS(turn: Turn, args: NoArgs) -> TableState:
     return new_cards(turn, turn.state)
 
 
@@ -613,7 +631,7 @@ def _new_cards(turn: Turn, args: NoArgs) -> TableState:
     DeclareMethod,
     example={"dealing": "automated_shoe"},
 )
-def _declare_method(turn: Turn, args: DeclareMethod) -> TableState:
+def DECLARE_METHOD(turn: Turn, args: DeclareMethod) -> TableState:
     state = turn.state
     dealt = args.dealing or state.dealing
     shuffling = args.shuffling or state.shuffling
@@ -627,7 +645,7 @@ def _declare_method(turn: Turn, args: DeclareMethod) -> TableState:
 
 @_table("device_removed", "a device leaves the table", _FLOOR_AND_TECH, DeviceOnTable,
         example={"device_class": "shuffler"})  # fmt: skip
-def _device_removed(turn: Turn, args: DeviceOnTable) -> TableState:
+def DEVICE_REMOVED(turn: Turn, args: DeviceOnTable) -> TableState:
     return dataclasses.replace(turn.state, devices=turn.state.devices - {args.device_class})
 
 
@@ -639,7 +657,7 @@ def _device_removed(turn: Turn, args: DeviceOnTable) -> TableState:
     DeviceOnTable,
     example={"device_class": "shuffler"},
 )
-def _device_installed(turn: Turn, args: DeviceOnTable) -> TableState:
+def DEVICE_INSTALLED(turn: Turn, args: DeviceOnTable) -> TableState:
     turn.observe("device_installed", seen.DeviceInstalled(device_class=args.device_class))
     return dataclasses.replace(turn.state, devices=turn.state.devices | {args.device_class})
 
@@ -652,7 +670,7 @@ def _device_installed(turn: Turn, args: DeviceOnTable) -> TableState:
     NoArgs,
     why="551.2(e): the floorperson inspects the card reader each gaming day",
 )
-def _reader_inspected(turn: Turn, args: NoArgs) -> TableState:
+def READER_INSPECTED(turn: Turn, args: NoArgs) -> TableState:
     turn.observe("reader_inspected")
     return dataclasses.replace(turn.state, reader_inspected_on=turn.facts.gaming_day.of(turn.at))
 
@@ -685,7 +703,7 @@ def _unpaid_claim(turn: Turn, kind: str, seat: int) -> Claim:
     example={"seat": 2, "hand": "flush"},
     why="555.12(b): the dealer verifies the hand and the light",
 )
-def _progressive_hand(turn: Turn, args: ProgressiveHand) -> TableState:
+def PROGRESSIVE_HAND(turn: Turn, args: ProgressiveHand) -> TableState:
     _progressive_table(turn, "progressive_hand")
     claim = turn.state.claim(args.seat)
     if claim is not None and claim.paid_cents is not None:
@@ -695,7 +713,7 @@ def _progressive_hand(turn: Turn, args: ProgressiveHand) -> TableState:
 
 @_table("validate_payout", "a floorperson validated that seat's payout (555.12(b)(3))", _FLOOR,
         AtSeat, example={"seat": 2}, why="555.12(b)(3): a floorperson validates")  # fmt: skip
-def _validate_payout(turn: Turn, args: AtSeat) -> TableState:
+def VALIDATE_PAYOUT(turn: Turn, args: AtSeat) -> TableState:
     claim = _unpaid_claim(turn, "validate_payout", args.seat)
     return turn.state.with_claim(dataclasses.replace(claim, validated=True))
 
@@ -709,7 +727,7 @@ def _validate_payout(turn: Turn, args: AtSeat) -> TableState:
     AtSeat,
     example={"seat": 2},
 )
-def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
+def PAY_PROGRESSIVE(turn: Turn, args: AtSeat) -> TableState:
     """555.12(b): every step, and in turn (from the dealer's right: the highest seat first);
     555.13(f): paid at the meter as it stands at its turn, and royal flushes share it."""
     state, seat = turn.state, args.seat
@@ -750,7 +768,7 @@ def _pay_progressive(turn: Turn, args: AtSeat) -> TableState:
     PayBonus,
     example={"seat": 1, "hand": "flush"},
 )
-def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
+def PAY_BONUS(turn: Turn, args: PayBonus) -> TableState:
     """Let It Ride Bonus (559.8(c)): a winning hand is paid the amount of the pay table,
     559.14(d) or the casino's higher one; three of a kind or better wins."""
     if turn.facts.game is not Game.LET_IT_RIDE:
@@ -774,7 +792,7 @@ def _pay_bonus(turn: Turn, args: PayBonus) -> TableState:
     ChipsCollected,
     example={"count": 0},
 )
-def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
+def CHIPS_COLLECTED(turn: Turn, args: ChipsCollected) -> TableState:
     state = turn.state
     turn.observe("chips_collected", seen.ChipsCollected(
         count=args.count, accepted=state.wagers_accepted,
@@ -795,7 +813,7 @@ def _chips_collected(turn: Turn, args: ChipsCollected) -> TableState:
     "neither is the floorperson's notice",
     example={"ruling": 21, "by": "ann"},
 )
-def _acknowledge_ruling(turn: Turn, args: AcknowledgeRuling) -> TableState:
+def ACKNOWLEDGE_RULING(turn: Turn, args: AcknowledgeRuling) -> TableState:
     rulings = acknowledge(turn.state.rulings, args.ruling, args.by, turn.at)
     return dataclasses.replace(turn.state, rulings=rulings)
 
@@ -814,7 +832,7 @@ def _acknowledge_ruling(turn: Turn, args: AcknowledgeRuling) -> TableState:
     "a ruling on their own game, and a technician's repair is device_installed",
     example={"ruling": 21, "action": "remove_deck", "note": "deck 4411 out", "by": "ann"},
 )
-def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
+def RESOLVE_RULING(turn: Turn, args: ResolveRuling) -> TableState:
     rulings = resolve(turn.state.rulings, args.ruling, args.action, args.by, args.note, turn.at)
     return dataclasses.replace(turn.state, rulings=rulings)
 
@@ -828,7 +846,7 @@ def _resolve_ruling(turn: Turn, args: ResolveRuling) -> TableState:
     CardExposed,
     example={"card": "hole"},
 )
-def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
+def CARD_EXPOSED(turn: Turn, args: CardExposed) -> TableState:
     turn.observe("card_exposed", seen.CardExposed(card=args.card, phase=turn.state.phase))
     return turn.state
 
@@ -841,7 +859,7 @@ def _card_exposed(turn: Turn, args: CardExposed) -> TableState:
     Misdeal,
     example={"target": "seat1", "count": 5},
 )
-def _misdeal(turn: Turn, args: Misdeal) -> TableState:
+def MISDEAL(turn: Turn, args: Misdeal) -> TableState:
     expected = args.expected or hand_cards(turn.facts.game, args.target)
     if expected is None:
         raise Refused(f"misdeal: args expected (the cards {args.target} should get): the "
@@ -861,7 +879,7 @@ def _misdeal(turn: Turn, args: Misdeal) -> TableState:
     example={"rank": "K"},
     deals=True,
 )
-def _up_card(turn: Turn, args: DealtCard) -> TableState:
+def UP_CARD(turn: Turn, args: DealtCard) -> TableState:
     state = turn.state
     if args.rank == "10" and turn.facts.game is Game.SPANISH_21:
         # No tens are in play (551.3(a)): a 10 is not the dealer's card but a card found in
@@ -888,7 +906,7 @@ def _judged_again(turn: Turn, before: TableState, now: TableState) -> None:
 @_table("more_cards", "Spanish 21: the dealer starts dealing the players' additional cards "
         "(551.8(e): after the reader, when the up card is A, K, Q or J)", _DEALERS, Override,
         deals=True)  # fmt: skip
-def _more_cards(turn: Turn, args: Override) -> TableState:
+def MORE_CARDS(turn: Turn, args: Override) -> TableState:
     _gated(turn, args)
     return dataclasses.replace(turn.state, more_cards_dealt=True)
 
@@ -902,7 +920,7 @@ def _more_cards(turn: Turn, args: Override) -> TableState:
     InsuranceWager,
     example={"amount": 5, "wager": 10},
 )
-def _insurance_placed(turn: Turn, args: InsuranceWager) -> TableState:
+def INSURANCE_PLACED(turn: Turn, args: InsuranceWager) -> TableState:
     over = None
     if args.amount is not None and args.wager is not None:
         over = args.amount > (args.wager + 1) // 2  # half, or the next chip when half is none
@@ -920,27 +938,28 @@ def _insurance_placed(turn: Turn, args: InsuranceWager) -> TableState:
     InsurancePayout,
     example={"wager": 5, "paid": 10},
 )
-def _insurance_paid(turn: Turn, args: InsurancePayout) -> TableState:
+def INSURANCE_PAID(turn: Turn, args: InsurancePayout) -> TableState:
     odds = None if args.wager is None or args.paid is None else args.paid == 2 * args.wager
     turn.observe("insurance_paid", seen.InsurancePaid(**_round_so_far(turn.state),
                                                       two_to_one=odds))  # fmt: skip
     return turn.state
 
 
-for _gated_name, _gated_doc in (
-    ("insurance_collected", "Spanish 21: losing Insurance Wagers were collected: right after "
-     "the reader said no Blackjack and before any additional card (551.10(d))"),
-    ("match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled: after the "
-     "up card, before any additional card and before the reader (551.7(d))"),
-):  # fmt: skip
-    _table(_gated_name, _gated_doc, _DEALERS, NoArgs)(_gated)
+INSURANCE_COLLECTED = _table(
+    "insurance_collected", "Spanish 21: losing Insurance Wagers were collected: right after "
+    "the reader said no Blackjack and before any additional card (551.10(d))", _DEALERS, NoArgs,
+)(_gated)  # fmt: skip
+MATCH_THE_DEALER_SETTLED = _table(
+    "match_the_dealer_settled", "Spanish 21: Match-The-Dealer wagers were settled: after the "
+    "up card, before any additional card and before the reader (551.7(d))", _DEALERS, NoArgs,
+)(_gated)  # fmt: skip
 
 
 @_table("card_face_up", "a card found face up in the shoe or the deck, dealt by hand or from a "
         "manual shoe (an automated shoe says so itself): the first this round is discarded, a "
         "second voids the round (555.14(b), 557.13(a), 559.15(a); Spanish 21: 551.16(a))",
         _DEALERS, NoArgs)  # fmt: skip
-def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
+def CARD_FACE_UP(turn: Turn, args: NoArgs) -> TableState:
     """A card found face up this round: counted with those a shoe found, and judged."""
     found = turn.state.face_up_found + 1
     turn.observe("card_face_up", seen.FaceUpFound(found=found))
@@ -949,7 +968,7 @@ def _card_face_up(turn: Turn, args: NoArgs) -> TableState:
 
 @_table("ten_found", "Spanish 21: a 10 found in the shoe; the first this round is torn up, a "
         "second voids the round (551.16(b))", _DEALERS, NoArgs)  # fmt: skip
-def _ten_found(turn: Turn, args: NoArgs) -> TableState:
+def TEN_FOUND(turn: Turn, args: NoArgs) -> TableState:
     if turn.facts.game is not Game.SPANISH_21:
         raise Refused("ten_found: tens are in play in this game; only Spanish 21 plays "
                       "without them (551.3(a))")  # fmt: skip
@@ -962,7 +981,7 @@ def _a_ten(turn: Turn, *, up_card: bool) -> TableState:
     return ten_found(turn, turn.state, up_card=up_card)
 
 
-_table(
+TOO_FEW_CARDS = _table(
     "too_few_cards",
     "too few cards for the round: Spanish 21 shuffles the discards, burns one and finishes the "
     "round (551.16(g)); baccarat voids it (543.14(e))",
@@ -979,7 +998,7 @@ _table(
     UpCard,
     example={"rank": "7"},
 )
-def _first_card(turn: Turn, args: UpCard) -> TableState:
+def FIRST_CARD(turn: Turn, args: UpCard) -> TableState:
     dealt = turn.state.coups_in_shoe
     if dealt:
         raise Refused(
@@ -997,7 +1016,7 @@ def _first_card(turn: Turn, args: UpCard) -> TableState:
     _DEALERS,
     NoArgs,
 )
-def _cover_card(turn: Turn, args: NoArgs) -> TableState:
+def COVER_CARD(turn: Turn, args: NoArgs) -> TableState:
     turn.observe("cover_card")
     return dataclasses.replace(turn.state, cover_card_round=turn.state.round)
 
@@ -1010,7 +1029,7 @@ def _cover_card(turn: Turn, args: NoArgs) -> TableState:
     DrawnInError,
     example={"disclosed": False},
 )
-def _drawn_in_error(turn: Turn, args: DrawnInError) -> TableState:
+def DRAWN_IN_ERROR(turn: Turn, args: DrawnInError) -> TableState:
     turn.observe(
         "drawn_in_error",
         seen.DrawnInError(disclosed=args.disclosed, burn=1 if args.disclosed else 0),
@@ -1026,7 +1045,7 @@ def _drawn_in_error(turn: Turn, args: DrawnInError) -> TableState:
     UpCard,
     example={"rank": "4"},
 )
-def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
+def CARD_FACE_UP_IN_SHOE(turn: Turn, args: UpCard) -> TableState:
     turn.observe("card_face_up_in_shoe", seen.Burn(burn=burn(args.rank, first=False)))
     return turn.state
 
@@ -1041,7 +1060,7 @@ def _card_face_up_in_shoe(turn: Turn, args: UpCard) -> TableState:
     example={"player": ["K", "7"], "banker": ["5", "Q", "2"]},
     deals=True,
 )
-def _coup(turn: Turn, args: Coup) -> TableState:
+def COUP(turn: Turn, args: Coup) -> TableState:
     new = coup_begins(turn, turn.state)
     turn.observe("coup", coup(args.player, args.banker, args.extra))
     return new
@@ -1050,16 +1069,47 @@ def _coup(turn: Turn, args: Coup) -> TableState:
 COMMANDS: dict[str, Command] = {c.name: c for c in _DECLARED}
 
 
-def tie_transitions(transitions: Iterable[object]) -> None:
-    """rules/table.py keys a command's row in TRANSITIONS by its name: a name no command
-    declares (a misspelling) would leave the command with no row, taken in any phase. Raises
-    TypeError for one; called at import, so such a table never loads."""
-    undeclared = sorted(str(k) for k in transitions if isinstance(k, str) and k not in COMMANDS)
-    if undeclared:
-        raise TypeError(f"rules/table.py TRANSITIONS names no declared command: {undeclared}")
+# -- the table's phases: every move in one table --------------------------------------------
 
+_OPEN = frozenset(Phase) - {Phase.CLOSED}
+#: a round may start at an open table, never while bets are being taken (555.10(a)(2): "no
+#: more bets" comes first) nor while a round is being dealt; the last round's decisions and
+#: settlement may go unreported
+_ROUND_MAY_START = frozenset(
+    {Phase.OPEN, Phase.NO_MORE_BETS, Phase.DECISIONS, Phase.SETTLEMENT, Phase.COMPLETE}
+)
+_IN_ROUND = frozenset({Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT})
 
-tie_transitions(TRANSITIONS)
+#: what moves the table's phase, h11's way, keyed by what makes the move: a declared command
+#: (the object itself: a name no command declares cannot be written) or a device's event (its
+#: type, rules/table.py ``EVENT_TRANSITIONS``) → {a phase it is taken in: the phase it leads
+#: to}. A command is refused in a phase not in its row (``Command.refusal``, asked by ``admit``
+#: before the command reaches the table) and one with no row is taken in any phase and leaves
+#: it as it is; its row goes to the table with it (``Said.moves``). A device's event is never
+#: refused (the device says what happened): in a phase not in its row it leaves the phase as
+#: it is, and so does a command ``step`` is given there directly.
+TRANSITIONS: Mapping[Command | type[DeviceEvent], Mapping[Phase, Phase]] = {
+    OPEN_TABLE: {Phase.CLOSED: Phase.OPEN},
+    CLOSE_TABLE: leads_to(Phase.CLOSED, _OPEN),
+    BETS_OPEN: leads_to(Phase.BETTING, (Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS)),
+    NO_MORE_BETS: leads_to(Phase.NO_MORE_BETS, (Phase.OPEN, Phase.BETTING, Phase.COMPLETE)),
+    START_ROUND: leads_to(Phase.DEALING, _ROUND_MAY_START),
+    DEAL_ROUND: stays_in(_ROUND_MAY_START),  # the shoe's deal_started moves it
+    DEAL: stays_in(frozenset(Phase) - _IN_ROUND),
+    DEAL_DONE: {Phase.DEALING: Phase.DECISIONS},
+    REVEAL: leads_to(Phase.SETTLEMENT, (Phase.DEALING, Phase.DECISIONS)),
+    # a payout is recorded at an open table (a table with no shoe and no dealer's word on its
+    # phases may never reach "decisions"); 555.12(b)'s steps are what the table enforces
+    ROUND_SETTLED: leads_to(Phase.COMPLETE, _OPEN),
+    **{command: stays_in(_OPEN) for command in (
+        PROGRESSIVE_HAND, VALIDATE_PAYOUT, PAY_PROGRESSIVE, PAY_BONUS,
+        CHIPS_COLLECTED, CARD_EXPOSED, CARD_FACE_UP, TEN_FOUND, TOO_FEW_CARDS,
+        FIRST_CARD, COVER_CARD, DRAWN_IN_ERROR, CARD_FACE_UP_IN_SHOE, COUP)},
+    **{command: stays_in(_IN_ROUND) for command in (
+        MISDEAL, UP_CARD, MORE_CARDS, INSURANCE_PLACED, INSURANCE_COLLECTED,
+        INSURANCE_PAID, MATCH_THE_DEALER_SETTLED)},
+    **{event: row for event, row in EVENT_TRANSITIONS.items()},  # (a Mapping is invariant)
+}  # fmt: skip
 
 
 # -- the auditor: records sent again from the journal (docs/floor.md) ---------------------
@@ -1134,11 +1184,11 @@ def authorise(name: str, role: str) -> Command:
 def admit(name: str, role: str, args: Mapping[str, object], phase: Phase) -> tuple[Command, Args]:
     """The command and its typed arguments, or ``Refused`` with the reason, checked in this
     order: a known role, a known command, one that role may give, arguments of the right names
-    and types, a phase the command is taken in (rules/table.py ``TRANSITIONS``), and in that
-    phase a role that may give it there."""
+    and types, a phase the command is taken in (``TRANSITIONS``), and in that phase a role that
+    may give it there."""
     command = authorise(name, role)
     typed = command.parse(args)
-    why = refusal(name, phase)
+    why = command.refusal(phase)
     if why is not None:
         raise Refused(why)
     if phase in command.supervised_in and role != Role.FLOORPERSON:

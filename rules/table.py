@@ -5,7 +5,8 @@ event, so a journal replayed gives the same table back.
 Phases, in order (the chapters' dealing procedures, 555.8-555.11 and their like):
 ``closed`` → ``open`` (cards inspected, 555.4) → ``betting`` → ``no_more_bets`` → ``dealing``
 → ``decisions`` → ``settlement`` → ``complete`` → ``betting`` again: every move in one table,
-``TRANSITIONS``.
+rules/commands.py ``TRANSITIONS``, keyed by what makes it: the declared command, or the device
+event's type (``EVENT_TRANSITIONS`` here, where the events are dispatched).
 
 What moves the table is a ``TableEvent``: a device's event (``DeviceReport``, dispatched by its
 type to its handler here), a person's command (``Said``: its handler is declared with it in
@@ -35,6 +36,7 @@ from tableside.drivers.cards import RANKS, Card
 from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.progressive.events import ButtonPressed, LightsChanged
+from tableside.drivers.progressive.protocol import Button
 from tableside.drivers.shoe.events import (
     CardDrawn,
     CardFaceUp,
@@ -84,7 +86,8 @@ from tableside.rules.seen import HoleCardChecked as HoleCardSeen
 from tableside.rules.vocabulary import DealingMethod, Game, Phase, ShufflingMethod
 
 __all__ = [
-    "TRANSITIONS",
+    "BUTTONS",
+    "EVENT_TRANSITIONS",
     "Claim",
     "DealingMethod",
     "DeviceReport",
@@ -100,9 +103,10 @@ __all__ = [
     "Turn",
     "dealt",
     "halting_rules",
+    "leads_to",
     "new_cards",
     "reader_malfunction",
-    "refusal",
+    "stays_in",
     "step",
     "ten_found",
 ]
@@ -267,6 +271,8 @@ class Said:
     kind: str
     at: float
     handler: Callable[[Turn], TableState] = field(compare=False)
+    #: its command's row of rules/commands.py ``TRANSITIONS`` (None: no row, the phase stays)
+    moves: Mapping[Phase, Phase] | None = None
 
 
 # -- the daemon's own words: not people's commands, and never given by one ------------------
@@ -336,63 +342,32 @@ class Turn:
         self.notes.append((what, round, seen))
 
 
-_OPEN = frozenset(Phase) - {Phase.CLOSED}
-#: a round may start at an open table, never while bets are being taken (555.10(a)(2): "no
-#: more bets" comes first) nor while a round is being dealt; the last round's decisions and
-#: settlement may go unreported
-_ROUND_MAY_START = frozenset(
-    {Phase.OPEN, Phase.NO_MORE_BETS, Phase.DECISIONS, Phase.SETTLEMENT, Phase.COMPLETE}
-)
-_IN_ROUND = frozenset({Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT})
-
-
-def _to(target: Phase, phases: Iterable[Phase]) -> dict[Phase, Phase]:
+def leads_to(target: Phase, phases: Iterable[Phase]) -> dict[Phase, Phase]:
+    """A row of a transition table: taken in ``phases``, it leads to ``target``."""
     return dict.fromkeys(phases, target)
 
 
-def _stays(phases: Iterable[Phase]) -> dict[Phase, Phase]:
+def stays_in(phases: Iterable[Phase]) -> dict[Phase, Phase]:
+    """A row of a transition table: taken in ``phases``, it leaves the phase as it is."""
     return {p: p for p in phases}
 
 
-#: what moves the table's phase, h11's way: a command (by name) or a device's event (by type)
-#: → {a phase it is taken in: the phase it leads to}. A command is refused in a phase not in
-#: its row (``refusal``, asked by rules/commands.py ``admit`` before the command reaches the
-#: table) and one with no row is taken in any phase and leaves it as it is; a device's event
-#: is never refused (the device says what happened): in a phase not in its row it leaves the
-#: phase as it is, and so does a command ``step`` is given there directly.
-TRANSITIONS: Mapping[str | type[DeviceEvent], Mapping[Phase, Phase]] = {
-    "open_table": {Phase.CLOSED: Phase.OPEN},
-    "close_table": _to(Phase.CLOSED, _OPEN),
-    "bets_open": _to(Phase.BETTING, (Phase.OPEN, Phase.COMPLETE, Phase.NO_MORE_BETS)),
-    "no_more_bets": _to(Phase.NO_MORE_BETS, (Phase.OPEN, Phase.BETTING, Phase.COMPLETE)),
-    "start_round": _to(Phase.DEALING, _ROUND_MAY_START),
-    "deal_round": _stays(_ROUND_MAY_START),  # the shoe's deal_started moves it
-    "deal": _stays(frozenset(Phase) - _IN_ROUND),
-    "deal_done": {Phase.DEALING: Phase.DECISIONS},
-    "reveal": _to(Phase.SETTLEMENT, (Phase.DEALING, Phase.DECISIONS)),
-    # a payout is recorded at an open table (a table with no shoe and no dealer's word on its
-    # phases may never reach "decisions"); 555.12(b)'s steps are what the table enforces
-    "round_settled": _to(Phase.COMPLETE, _OPEN),
-    **{name: _stays(_OPEN) for name in (
-        "progressive_hand", "validate_payout", "pay_progressive", "pay_bonus",
-        "chips_collected", "card_exposed", "card_face_up", "ten_found", "too_few_cards",
-        "first_card", "cover_card", "drawn_in_error", "card_face_up_in_shoe", "coup")},
-    **{name: _stays(_IN_ROUND) for name in (
-        "misdeal", "up_card", "more_cards", "insurance_placed", "insurance_collected",
-        "insurance_paid", "match_the_dealer_settled")},
-    DealStarted: _to(Phase.DEALING, Phase),
-    DealCompleted: _to(Phase.DECISIONS, Phase),
-}  # fmt: skip
+#: what a device's event does to the table's phase, h11's way, keyed by its type: {a phase:
+#: the phase it leads to}. A device's event is never refused (the device says what happened):
+#: in a phase not in its row it leaves the phase as it is. A person's command has its row in
+#: rules/commands.py ``TRANSITIONS`` (the one table of every move), keyed by the declared
+#: command, and brings it here with it (``Said.moves``).
+EVENT_TRANSITIONS: Mapping[type[DeviceEvent], Mapping[Phase, Phase]] = {
+    DealStarted: leads_to(Phase.DEALING, Phase),
+    DealCompleted: leads_to(Phase.DECISIONS, Phase),
+}
 
-
-def refusal(command: str, phase: Phase) -> str | None:
-    """Why ``command`` is not taken while the table is in ``phase`` (None: it is)."""
-    row = TRANSITIONS.get(command)
-    if row is None or phase in row:
-        return None
-    valid = ", ".join(p.value for p in Phase if p in row)
-    return (f"{command!r} is refused while the table is {phase.value} (it is taken when the "
-            f"table is {valid})")  # fmt: skip
+#: the control device's buttons: the phase each leads to, whatever the phase (the device says
+#: it was pressed), as a person's ``no_more_bets`` and ``bets_open`` do in theirs
+BUTTONS: Mapping[Button, Phase] = {
+    Button.NO_MORE_BETS: Phase.NO_MORE_BETS,
+    Button.BETS_OPEN: Phase.BETTING,
+}
 
 
 def step(
@@ -407,8 +382,8 @@ def step(
     match event:
         case DeviceReport(event=reported):
             new = _reported(turn, reported)
-        case Said():
-            new = _lead(event.kind, state.phase, event.handler(turn))
+        case Said(moves=moves):
+            new = _lead(moves, state.phase, event.handler(turn))
         case RulingsOpened(rulings=given):
             new = dataclasses.replace(state, rulings=open_rulings(state.rulings, given, event.at))
         case Halt(device_class=device):
@@ -423,9 +398,9 @@ def step(
     return _halts_end(facts, new, event, seen), seen
 
 
-def _lead(trigger: str | type[DeviceEvent], phase: Phase, state: TableState) -> TableState:
-    """``state`` in the phase ``trigger`` leads to from ``phase`` (TRANSITIONS)."""
-    target = TRANSITIONS.get(trigger, {}).get(phase)
+def _lead(row: Mapping[Phase, Phase] | None, phase: Phase, state: TableState) -> TableState:
+    """``state`` in the phase its transition ``row`` leads to from ``phase`` (None: no row)."""
+    target = (row or {}).get(phase)
     if target is None or target is state.phase:
         return state
     return dataclasses.replace(state, phase=target)
@@ -460,18 +435,18 @@ def _reported(turn: Turn, event: DeviceEvent) -> TableState:
     handler = _ON.get(type(event))
     if handler is None:
         return turn.state
-    return _lead(type(event), turn.state.phase, handler(turn, event))
+    return _lead(EVENT_TRANSITIONS.get(type(event)), turn.state.phase, handler(turn, event))
 
 
 @_on(ButtonPressed)
 def _button(turn: Turn, event: ButtonPressed) -> TableState:
     """The control device's buttons: what a person's ``no_more_bets`` and ``bets_open`` do,
     whatever the phase (the device says it was pressed)."""
-    row = TRANSITIONS.get(event.button)
-    if row is None:
+    phase = BUTTONS.get(event.button)
+    if phase is None:  # a button the table does not know leaves it as it is
         return turn.state
-    state = open_betting(turn.state) if event.button == "bets_open" else turn.state
-    return dataclasses.replace(state, phase=next(iter(row.values())))
+    state = open_betting(turn.state) if event.button == Button.BETS_OPEN else turn.state
+    return dataclasses.replace(state, phase=phase)
 
 
 @_on(DealStarted)
@@ -485,7 +460,7 @@ def _deal_started(turn: Turn, event: DealStarted) -> TableState:
 
 @_on(DealCompleted)
 def _deal_completed(turn: Turn, event: DealCompleted) -> TableState:
-    return dataclasses.replace(turn.state, shoe_dealt=event.cards)  # the phase: TRANSITIONS
+    return dataclasses.replace(turn.state, shoe_dealt=event.cards)  # the phase: EVENT_TRANSITIONS
 
 
 @_on(StubRemoved)

@@ -13,11 +13,12 @@ import aiomqtt
 import pytest
 
 from tableside.cli import main
+from tableside.drivers.events import DeviceEvent
 from tableside.rules import TableFacts
-from tableside.rules.commands import COMMANDS, Refused, admit
+from tableside.rules.commands import COMMANDS, TRANSITIONS, Command, NoArgs, Refused, admit
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Game
-from tableside.rules.table import TRANSITIONS, DealingMethod, Phase, TableState, step
+from tableside.rules.table import EVENT_TRANSITIONS, DealingMethod, Phase, TableState, step
 
 from .conftest import Mosquitto
 from .hil import SimulatedTable, simulated_table, simulator
@@ -222,7 +223,7 @@ def test_every_table_command_changes_what_it_says(name: str) -> None:
     table or gives the rows something to judge: a command that does nothing fails here. One
     with no row is tried in every phase."""
     command = COMMANDS[name]
-    row = TRANSITIONS.get(name) or {p: p for p in Phase}
+    row = TRANSITIONS.get(command) or {p: p for p in Phase}
     moves = any(p is not t for p, t in row.items())
     facts, prepared = _prepared(name)
     for phase, target in row.items():
@@ -233,6 +234,24 @@ def test_every_table_command_changes_what_it_says(name: str) -> None:
         if moves and target is phase:
             continue  # a repeat of a move already made
         assert after != before or seen, f"{name} in {phase.value}: nothing changed"
+
+
+def test_transitions_are_keyed_by_what_makes_the_move() -> None:
+    """Issue 29, point 4: a command's row is keyed by the declared command itself, as h11 keys
+    on event classes (no name to misspell, nothing to reconcile with the registry), and goes
+    to the table with it; a device's event's row by the event's type."""
+    for key, row in TRANSITIONS.items():
+        if isinstance(key, Command):
+            assert COMMANDS[key.name] is key and key.phases == frozenset(row)
+        else:
+            assert issubclass(key, DeviceEvent) and EVENT_TRANSITIONS[key] is row
+    no_more_bets = COMMANDS["no_more_bets"]
+    assert no_more_bets.said(NoArgs(), _T0).moves is TRANSITIONS[no_more_bets]
+    assert COMMANDS["shuffled"].said(NoArgs(), _T0).moves is None  # taken in any phase
+    assert no_more_bets.refusal(Phase.DEALING) == (
+        "'no_more_bets' is refused while the table is dealing (it is taken when the table is "
+        "open, betting, complete)"
+    )
 
 
 def test_a_device_command_is_not_the_tables() -> None:
