@@ -173,7 +173,7 @@ def read_discipline(file: Path | None) -> Discipline:
 CLOCK_ALERT = Rule(
     id="integrity.clock-untrusted",
     games=frozenset(Game),
-    trigger="table.clock",
+    on="table.clock",
     when=(),
     actions=(Action.ALERT,),
     citation="13 Miss. Code R. 8-4.5(a)",

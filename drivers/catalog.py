@@ -32,7 +32,7 @@ from tableside.drivers.progressive import events as progressive
 from tableside.drivers.shoe import events as shoe
 from tableside.drivers.shuffler import events as shuffler
 
-__all__ = ["ANY_DEVICE", "EVENTS", "event_schema", "event_type", "read_event"]
+__all__ = ["ANY_DEVICE", "EVENTS", "event_name", "event_schema", "event_type", "read_event"]
 
 #: events every driver may report (drivers/base.py): the link's, not the device class's own
 ANY_DEVICE: tuple[type[DeviceEvent], ...] = (
@@ -63,6 +63,28 @@ _BY_NAME: dict[str, type[DeviceEvent]] = {
     for device_class, own in EVENTS.items()
     for cls in (*ANY_DEVICE, *own)
 }
+
+
+def _names() -> dict[type, str]:
+    owners: dict[type[DeviceEvent], list[str]] = {}
+    for device_class, own in EVENTS.items():
+        for cls in own:
+            owners.setdefault(cls, []).append(device_class)
+    names: dict[type, str] = {}
+    for cls, by in owners.items():
+        if len(by) == 1:
+            names[cls] = f"{by[0]}.{cls.kind}"
+    return names
+
+
+#: an event type of one device class's own → its name (what a rule row is triggered by)
+_NAME_OF: Mapping[type, str] = _names()
+
+
+def event_name(cls: type) -> str | None:
+    """``<device class>.<kind>``, the name of ``cls``'s events, when one device class alone
+    reports them (None: a link's event every device reports, or none a built-in driver does)."""
+    return _NAME_OF.get(cls)
 
 
 def event_type(name: str) -> type[DeviceEvent] | None:

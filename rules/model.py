@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tableside.drivers.catalog import event_name
 from tableside.drivers.events import DeviceEvent
 from tableside.drivers.shoe.plan import Target
 from tableside.rules.seen import TableSeen
@@ -258,13 +259,47 @@ class When:
         raise ValueError(f"unknown operator {self.op!r}")
 
 
+def kind_of(of: type) -> str | None:
+    """The observation kind (``Observation.kind``) ``of`` is seen as, when it is seen as one
+    only: ``table.<kind>`` for a table shape of one kind (rules/seen.py), ``<device class>.
+    <kind>`` for a device's event one device class reports (drivers/catalog.py); None for a
+    shape several kinds share (``Gated``) or a link's event every device reports."""
+    if issubclass(of, TableSeen):
+        return f"table.{of.kinds[0]}" if len(of.kinds) == 1 else None
+    return event_name(of)
+
+
+def _trigger(when: tuple[When, ...], on: str, what: str) -> str:
+    """What triggers a row (or a halt's end), said once: the one kind the type its conditions
+    read is seen as (``When(ShuffleCompleted, …)``: ``shuffler.shuffle_complete``), or ``on``
+    where that type says none (no condition; a shape several kinds share). TypeError for a
+    row that says it twice, or not at all."""
+    kinds = {kind_of(w.of) for w in when}
+    said = kinds.pop() if len(kinds) == 1 else None
+    if on and said is not None:
+        raise TypeError(f"{what}: its conditions say what triggers it ({said}): name it once, "
+                        f"by them, not again as {on!r}")  # fmt: skip
+    if not on and said is None:
+        read = ", ".join(sorted({w.of.__name__ for w in when})) or "nothing"
+        raise TypeError(f"{what}: its conditions (on {read}) say no one kind that triggers it: "
+                        "name it (on=…)")  # fmt: skip
+    return on or str(said)
+
+
 @dataclass(frozen=True, slots=True)
 class Until:
     """The end a halting clause names for itself (551.16(m): "until the card reader device is
-    repaired or replaced"): an observation of ``trigger`` for which every ``when`` holds."""
+    repaired or replaced"): an observation of ``trigger`` for which every ``when`` holds.
+    ``trigger`` is the kind the conditions' type is seen as, or ``on`` where it says none
+    (``Until(on="table.reader_inspected")``, no condition)."""
 
-    trigger: str
     when: tuple[When, ...] = ()
+    #: what triggers it, only where its conditions' type says none
+    on: str = ""
+    trigger: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger", _trigger(self.when, self.on, "an Until"))
 
     def met(self, facts: TableFacts, observation: Observation) -> bool:
         return observation.kind == self.trigger and all(
@@ -278,7 +313,6 @@ class Rule:
 
     id: str
     games: frozenset[Game]
-    trigger: str  # Observation.kind
     when: tuple[When, ...]
     actions: tuple[Action, ...]
     citation: str  # "58 Pa. Code § 555.5(b)"
@@ -296,8 +330,15 @@ class Rule:
     #: the clause this one replaced (``"58 Pa. Code § 559.11(d)"`` beside 643a.9(d), the text
     #: in force), named for a reader of older records; empty: none
     replaces: str = ""
+    #: what triggers it, only where its conditions' type says none (no condition, or a shape
+    #: several kinds share: ``on="table.more_cards"`` beside ``When(Gated, …)``)
+    on: str = ""
+    #: what triggers it (``Observation.kind``): the one kind the type its conditions read is
+    #: seen as (``When(ShuffleCompleted, …)``: ``shuffler.shuffle_complete``), or ``on``
+    trigger: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger", _trigger(self.when, self.on, self.id))
         if not self.affects:
             touches = any(a in _HAND_ACTIONS for a in self.actions)
             object.__setattr__(self, "affects", "all" if touches else "none")
@@ -308,18 +349,20 @@ class Rule:
         clause: str,
         game: Game,
         name: str,
-        trigger: str,
         when: tuple[When, ...],
         actions: tuple[Action, ...],
         words: str,
         summary: str,
         affects: str = "",
+        *,
+        on: str = "",
     ) -> Rule:
-        """One game's row for a clause (``"555.14(d)"``): its id is ``<clause>.<name>``."""
+        """One game's row for a clause (``"555.14(d)"``): its id is ``<clause>.<name>``; what
+        triggers it ``on``, where its conditions do not say it."""
         return cls(
             id=f"{clause}.{name}",
             games=frozenset({game}),
-            trigger=trigger,
+            on=on,
             when=when,
             actions=actions,
             citation=f"58 Pa. Code § {clause}",

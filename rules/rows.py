@@ -56,7 +56,6 @@ def _count_rule(game: Game, section: str) -> Rule:
     return Rule(
         id=f"{section}.shuffler-count",
         games=frozenset({game}),
-        trigger="shuffler.shuffle_complete",
         when=_WRONG_COUNT,
         actions=(Action.REMOVE_DECK,),
         citation=f"58 Pa. Code § {section}",
@@ -70,7 +69,6 @@ def _jam_rule(game: Game, section: str) -> Rule:
     return Rule(
         id=f"{section}.shuffler-fault",
         games=frozenset({game}),
-        trigger="shuffler.fault",
         when=_SHUFFLE_FAILED,
         actions=(Action.RESHUFFLE,),
         citation=f"58 Pa. Code § {section}",
@@ -86,7 +84,6 @@ SHUFFLER_RULES: tuple[Rule, ...] = (
     Rule(
         id="551.3(a).shuffler-count",
         games=frozenset({_S21}),
-        trigger="shuffler.shuffle_complete",
         when=(
             *_WRONG_COUNT,
             When(ShuffleCompleted, lambda e: e.card_count, "not in", FactRef.TENS_LEFT_IN_COUNTS),
@@ -103,7 +100,6 @@ SHUFFLER_RULES: tuple[Rule, ...] = (
     Rule(
         id="551.3(a).tens-left-in",
         games=frozenset({_S21}),
-        trigger="shuffler.shuffle_complete",
         when=(
             When(ShuffleCompleted, lambda e: e.counted, "==", True),
             When(ShuffleCompleted, lambda e: e.card_count, "in", FactRef.TENS_LEFT_IN_COUNTS),
@@ -186,13 +182,12 @@ def _row(
     section: str,
     game: Game,
     name: str,
-    trigger: str,
     when: tuple[When, ...],
     actions: tuple[Action, ...],
     summary: str,
     affects: str = "",
 ) -> Rule:
-    return Rule.of(section, game, name, trigger, when, actions, _WORDS[section], summary, affects)
+    return Rule.of(section, game, name, when, actions, _WORDS[section], summary, affects)
 
 
 _SHOE_SECTIONS = ((_CS, "555.14(f)", "555.14(b)"), (_FCP, "557.13(f)", "557.13(a)"),
@@ -206,7 +201,6 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             stopped,
             game,
             "shoe-fault",
-            "shoe.fault",
             (When(ShoeFault, lambda e: e.fault, "in", ("jam", "stopped", "short_deal")),),
             _VOID,
             "The shoe jammed, stopped or could not deal every card: the round is void, wagers "
@@ -216,7 +210,6 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             face_up,
             game,
             "face-up-one",
-            "shoe.card_face_up",
             (When(CardFaceUp, lambda e: e.total, "==", 1),),
             (Action.DISCARD_CARD,),
             "A card was found face up: it is not used; discard it.",
@@ -225,7 +218,6 @@ _SHOE_BY_GAME: tuple[Rule, ...] = tuple(
             face_up,
             game,
             "face-up-more",
-            "shoe.card_face_up",
             (When(CardFaceUp, lambda e: e.total, "not in", (0, 1)),),
             _VOID,
             "More than one card was found face up in the deal: all hands void, reshuffle.",
@@ -237,27 +229,27 @@ SHOE_RULES: tuple[Rule, ...] = (
     *_SHOE_BY_GAME,
     # 555.14(d): a player's wrong count voids that hand; the dealer with four of five gets one
     # more card; any other misdeal to the dealer voids the round.
-    _row("555.14(d)", _CS, "player-misdeal", "shoe.stack_dispensed",
+    _row("555.14(d)", _CS, "player-misdeal",
          (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "in", SEATS)),
          (Action.VOID_HAND,),
          "A player's stack has the wrong number of cards: that player's hand is void.",
          affects="target"),
-    _row("555.14(d)", _CS, "dealer-four-cards", "shoe.stack_dispensed",
+    _row("555.14(d)", _CS, "dealer-four-cards",
          (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", Target.DEALER),
           When(StackDispensed, lambda e: e.count, "==", 4)),
          (Action.DEAL_ADDITIONAL_CARD,),
          "The dealer's stack has four cards: deal the dealer one more card.", affects="dealer"),
-    _row("555.14(d)", _CS, "dealer-misdeal", "shoe.stack_dispensed",
+    _row("555.14(d)", _CS, "dealer-misdeal",
          (*_MISCOUNT, When(StackDispensed, lambda e: e.target, "==", Target.DEALER),
           When(StackDispensed, lambda e: e.count, "!=", 4)), _VOID,
          "The dealer's stack has the wrong number of cards: all hands void, reshuffle."),
-    _row("557.13(c)", _FCP, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
+    _row("557.13(c)", _FCP, "misdeal", _MISCOUNT, _VOID,
          "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
-    _row("559.15(c)", _LIR, "misdeal", "shoe.stack_dispensed", _MISCOUNT, _VOID,
+    _row("559.15(c)", _LIR, "misdeal", _MISCOUNT, _VOID,
          "A stack has the wrong number of cards: all hands void, wagers back, reshuffle."),
     # -- card reader device ------------------------------------------------------------------
     dataclasses.replace(
-        _row("551.16(m)", _S21, "reader-malfunction", "card_reader.fault",
+        _row("551.16(m)", _S21, "reader-malfunction",
              (When(ReaderFault, lambda e: e.fault, "==", "malfunction"),),
              (Action.HALT_DEALING, Action.ALERT),
              "The card reader malfunctioned: no more dealing at this table, the round in play "
@@ -267,7 +259,7 @@ SHOE_RULES: tuple[Rule, ...] = (
     # the same fact by the reader's other words: its status says it malfunctions (it came up
     # so, or says so there only), or its self-test failed (rules/table.py reader_malfunction)
     dataclasses.replace(
-        _row("551.16(m)", _S21, "reader-not-working", "table.reader_malfunction",
+        _row("551.16(m)", _S21, "reader-not-working",
              (When(ReaderMalfunction, lambda e: e.how, "in", ("status", "self_test")),),
              (Action.HALT_DEALING, Action.ALERT),
              "The card reader says it is not in working order (its status, or a failed "
@@ -285,7 +277,7 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
     dataclasses.replace(
         rule,
         id=f"{rule.id}-reported",
-        trigger="table.misdeal",
+        on="",  # triggered by what its conditions read: table.misdeal
         when=tuple(_HAND_MISCOUNT if w in _MISCOUNT else w.on(Misdeal) for w in rule.when),
     )
     for rule in SHOE_RULES
@@ -298,16 +290,17 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
 _FIELD_OF = {CardFaceUp: "total", FaceUpFound: "found"}
 
 
-def _face_up_twin(rule: Rule, trigger: str, of: type[CardFaceUp] | type[FaceUpFound]) -> Rule:
+def _face_up_twin(rule: Rule, of: type[CardFaceUp] | type[FaceUpFound]) -> Rule:
+    """``rule`` judged on ``of``: triggered by what ``of`` is seen as."""
     when = tuple(When(of, operator.attrgetter(_FIELD_OF[of]), w.op, w.value) for w in rule.when)
     suffix = "reported" if of is FaceUpFound else "shoe"
-    return dataclasses.replace(rule, id=f"{rule.id}-{suffix}", trigger=trigger, when=when)
+    return dataclasses.replace(rule, id=f"{rule.id}-{suffix}", on="", when=when)
 
 
 FACE_UP_BOTH_WAYS: tuple[Rule, ...] = (
-    *(_face_up_twin(r, "table.card_face_up", FaceUpFound)
+    *(_face_up_twin(r, FaceUpFound)
       for r in SHOE_RULES if r.trigger == "shoe.card_face_up"),
-    *(_face_up_twin(r, "shoe.card_face_up", CardFaceUp)
+    *(_face_up_twin(r, CardFaceUp)
       for r in TABLE_RULES if r.trigger == "table.card_face_up"),
 )  # fmt: skip
 
@@ -325,9 +318,8 @@ def _dealt_while_halted(rule: Rule) -> Rule:
     if rule.trigger == "table.round":
         when.append(When(DealtWhileHalted, lambda e: e.round_start, "==", False))
     return dataclasses.replace(
-        rule, id=f"{rule.id}-dealt-while-halted", trigger="table.dealt_while_halted",
-        when=tuple(when), actions=(Action.ALERT,), affects="none",
-        needs_counting_shuffler=False, until=(),
+        rule, id=f"{rule.id}-dealt-while-halted", on="", when=tuple(when),
+        actions=(Action.ALERT,), affects="none", needs_counting_shuffler=False, until=(),
         summary=f"Cards were dealt while this clause's ruling halts dealing ({rule.summary})",
     )  # fmt: skip
 

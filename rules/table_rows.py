@@ -443,77 +443,81 @@ _VOID = (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS)
 #: 551.16(m) "until the card reader device is repaired or replaced": it passes its self-test
 #: (repaired), or a reader is installed in its place (replaced)
 READER_REPAIRED = (
-    Until("card_reader.self_test", (When(SelfTestResult, lambda e: e.passed, "==", True),)),
+    Until((When(SelfTestResult, lambda e: e.passed, "==", True),)),
     Until(
-        "table.device_installed",
         (When(DeviceInstalled, lambda e: e.device_class, "==", "card_reader"),),
     ),
 )
 #: 551.2(e): the floorperson's inspection of the card reader for the gaming day
-READER_INSPECTED = (Until("table.reader_inspected"),)
+READER_INSPECTED = (Until(on="table.reader_inspected"),)
 
 
 def _row(
-    citation: str, game: Game, name: str, trigger: str, when: tuple[When, ...],
-    actions: tuple[Action, ...], summary: str,
+    citation: str, game: Game, name: str, when: tuple[When, ...], actions: tuple[Action, ...],
+    summary: str, *, on: str = "",
 ) -> Rule:  # fmt: skip
+    """A row; what triggers it ``on`` only where its conditions' type does not say it
+    (rules/model.py ``Rule.trigger``)."""
     replaced = REPLACED.get(citation, "")
     if replaced:
         summary += f" (§ {citation}, in force; it replaced § {replaced})"
-    rule = Rule.of(citation, game, name, trigger, when, actions, _WORDS[citation], summary)
+    rule = Rule.of(citation, game, name, when, actions, _WORDS[citation], summary,
+                   on=on)  # fmt: skip
     return dataclasses.replace(rule, replaces=replaced and f"58 Pa. Code § {replaced}")
 
 
 def _game_rows(game: Game) -> list[Rule]:
     ch = _CHAPTER[game]
     rows = [
-        _row(f"{ch}.5(a)", game, "shuffle-each-round", "table.round",
+        _row(f"{ch}.5(a)", game, "shuffle-each-round",
              (When(RoundStarts, lambda e: e.shuffled, "==", False),), (Action.ALERT,),
              "A round is being dealt without a shuffle since the last round."),
-        _row(f"{ch}.3(b)(4)", game, "decks-alternate", "table.round",
+        _row(f"{ch}.3(b)(4)", game, "decks-alternate",
              (When(RoundStarts, lambda e: e.same_deck, "==", True),), (Action.ALERT,),
              "The same deck is dealt two rounds running: the two decks must alternate."),
-        _row(f"{ch}.3(b)(3)", game, "deck-shuffled-while-in-play", "table.deck_in_both", (),
+        _row(f"{ch}.3(b)(3)", game, "deck-shuffled-while-in-play", (),
              (Action.ALERT,),
-             "The shuffler delivered the deck that is in play this round: both decks in play."),
-        _row(f"{ch}.3(c)(1)", game, "deck-age-hand", "table.round",
+             "The shuffler delivered the deck that is in play this round: both decks in play.",
+             on="table.deck_in_both"),
+        _row(f"{ch}.3(c)(1)", game, "deck-age-hand",
              (When(RoundStarts, lambda e: e.by_hand, "==", True),
               When(RoundStarts, lambda e: e.deck_age_h, ">=", 4)),
              (Action.REPLACE_CARDS,),
              "Cards dealt by hand have been in play 4 hours or more: change the decks."),
-        _row(f"{ch}.3(c)(2)", game, "deck-age-shoe", "table.round",
+        _row(f"{ch}.3(c)(2)", game, "deck-age-shoe",
              (When(RoundStarts, lambda e: e.from_shoe, "==", True),
               When(RoundStarts, lambda e: e.deck_age_h, ">=", 8)),
              (Action.REPLACE_CARDS,),
              "Cards dealt from a shoe have been in play 8 hours or more: change the decks."),
-        _row(_HAND_DEALING[game], game, "hand-needs-shuffler", "table.round",
+        _row(_HAND_DEALING[game], game, "hand-needs-shuffler",
              (When(RoundStarts, lambda e: e.by_hand, "==", True),
               When(RoundStarts, lambda e: e.shuffler_on_table, "==", False)),
              (Action.ALERT,),
              "Cards are dealt by hand without an automated shuffler: one must be used."),
-        _row(_SHOE_DEALING[game], game, "shoe-plan", "table.deal_plan", (), (Action.ALERT,),
+        _row(_SHOE_DEALING[game], game, "shoe-plan", (), (Action.ALERT,),
              "The shoe's plan for the round is not the game's dealing procedure (stack sizes, "
-             "the dealer's or community stack): it is set for another game or misconfigured."),
-        _row(_OTHER_METHOD[game], game, "device-first", "table.other_method", (),
+             "the dealer's or community stack): it is set for another game or misconfigured.",
+             on="table.deal_plan"),
+        _row(_OTHER_METHOD[game], game, "device-first", (),
              (Action.REMOVE_DEVICE,),
              "Another shuffling or dealing method while the device is on the table: remove "
-             "the device first."),
+             "the device first.", on="table.other_method"),
     ]  # fmt: skip
     for method, (section, due, outcome) in zip(_METHODS, _STUB_SECTIONS[game], strict=True):
         in_round = When(RoundStarts, lambda e: e.dealing, "==", method)
         in_count = in_round.on(StubCount)
         rows += [
-            _row(f"{section}({due})", game, "stub-count-due", "table.round",
+            _row(f"{section}({due})", game, "stub-count-due",
                  (in_round, When(RoundStarts, lambda e: e.counting_shuffler, "==", False),
                   When(RoundStarts, lambda e: e.stub_count_overdue, "==", True)),
                  (Action.COUNT_STUB,),
                  "Five rounds without a stub count and no counting shuffler: count the stub."),
-            _row(f"{section}({outcome})", game, "stub-misdealt", "table.stub_count",
+            _row(f"{section}({outcome})", game, "stub-misdealt",
                  (in_count, When(StubCount, lambda e: e.full, "==", False),
                   When(StubCount, lambda e: e.misdealt, "==", True)), _VOID,
                  "The stub count is wrong and the cards were misdealt: all hands void, "
                  "wagers returned."),
-            _row(f"{section}({outcome})", game, "stub-wrong", "table.stub_count",
+            _row(f"{section}({outcome})", game, "stub-wrong",
                  (in_count, When(StubCount, lambda e: e.full, "==", False),
                   When(StubCount, lambda e: e.misdealt, "==", False)),
                  (*_VOID, Action.REMOVE_DECK),
@@ -545,11 +549,11 @@ def _chip_rows() -> list[Rule]:
     for (game, method), clause in CHIP_COUNT.items():
         what = _CHIP_WHAT[game]
         rows += [
-            _row(clause, game, "chips-match-wagers", "table.chips_collected",
+            _row(clause, game, "chips-match-wagers",
                  (When(ChipsCollected, lambda e: e.dealing, "==", method), *_CHIPS_DIFFER),
                  (Action.ALERT,),
                  f"The {what} chips collected differ from the wagers the system accepted."),
-            _row(clause, game, "wagers-unaccounted", "table.events_lost",
+            _row(clause, game, "wagers-unaccounted",
                  (When(WagersUnaccounted, lambda e: e.dealing, "==", method),),
                  (Action.ALERT,),
                  "A seat's acceptor took events that cannot be read (more than its buffer "
@@ -566,43 +570,44 @@ TABLE_RULES: tuple[Rule, ...] = (
     *_chip_rows(),
     # -- the progressive / bonus wager system's acceptors (their events, not the table's) -----
     *(
-        _row(clause, game, "lockout-failed", "acceptors.lockout_failed", (), (Action.ALERT,),
+        _row(clause, game, "lockout-failed", (), (Action.ALERT,),
              "A seat's acceptor did not confirm the lock-out: a floorperson stops wagers at "
-             "that seat by hand; none it takes after \"no more bets\" is recognised.")
+             "that seat by hand; none it takes after \"no more bets\" is recognised.",
+             on="acceptors.lockout_failed")
         for game, clause in ((_CS, "555.2(f)(2)"), (_LIR, "559.2(f)(2)"))
     ),
-    _row("555.14(a)", _CS, "hole-card-exposed", "table.card_exposed",
+    _row("555.14(a)", _CS, "hole-card-exposed",
          (When(CardExposed, lambda e: e.card, "==", "hole"),
           When(CardExposed, lambda e: e.phase, "in", (Phase.OPEN, Phase.BETTING))), _RESHUFFLE_VOID,
          "A hole card was exposed before \"no more bets\": all hands void, reshuffle."),
-    _row("557.13(d)", _FCP, "dealer-card-exposed", "table.card_exposed",
+    _row("557.13(d)", _FCP, "dealer-card-exposed",
          (When(CardExposed, lambda e: e.card, "==", "dealer"),
           When(CardExposed, lambda e: e.phase, "in",
                (Phase.NO_MORE_BETS, Phase.DEALING, Phase.DECISIONS))),
           _RESHUFFLE_VOID,
          "A dealer's card was exposed before the dealer revealed: all hands void, reshuffle."),
     *(
-        _row(clause, game, "drawn-in-error", "table.drawn_in_error",
+        _row(clause, game, "drawn-in-error",
              (When(DrawnInError, lambda e: e.disclosed, "==", False),), (Action.NEXT_CARD,),
              "A card drawn in error, its face not exposed: use it as the next card.")
         for game, clause in ((_CS, "555.14(c)"), (_FCP, "557.13(b)"), (_LIR, "559.15(b)"))
     ),
-    _row("551.16(k)", _S21, "device-first", "table.other_method",
+    _row("551.16(k)", _S21, "device-first",
          (When(OtherMethod, lambda e: e.device_class, "==", "shuffler"),), (Action.REMOVE_DEVICE,),
          "Another shuffling method while the shuffler is on the table: remove it first."),
     # -- Spanish 21: the card reader and the shoe --------------------------------------------
-    _row("551.8(e)", _S21, "reader-before-more-cards", "table.more_cards",
+    _row("551.8(e)", _S21, "reader-before-more-cards",
          (When(Gated, lambda e: e.gate, "==", True),
           When(Gated, lambda e: e.hole_card_checked, "==", False)), (Action.ALERT,),
          "More cards are dealt before the hole card went through the reader (up card A, K, Q "
-         "or J)."),
-    _row("551.16(l)(1)", _S21, "reader-wrong-up-card-reveals", "table.hole_card_checked",
+         "or J).", on="table.more_cards"),
+    _row("551.16(l)(1)", _S21, "reader-wrong-up-card-reveals",
          (When(HoleCardChecked, lambda e: e.gate, "==", False),
           When(HoleCardChecked, lambda e: e.reveals, "==", True)),
          (Action.ALERT, Action.VOID_ALL_HANDS, Action.RETURN_WAGERS),
          "The hole card went into a reader that lets players learn it, on an up card that "
          "needs no check: all hands dead, wagers returned."),
-    _row("551.16(l)(2)", _S21, "reader-wrong-up-card", "table.hole_card_checked",
+    _row("551.16(l)(2)", _S21, "reader-wrong-up-card",
          (When(HoleCardChecked, lambda e: e.gate, "==", False),
           When(HoleCardChecked, lambda e: e.reveals, "==", False)), (Action.ALERT,),
          "The hole card went into the reader on an up card that needs no check; this reader "
@@ -610,75 +615,78 @@ TABLE_RULES: tuple[Rule, ...] = (
     # 551.10 whole: an ace up (a), before the reader and at most half the wager (b), paid at
     # 2 to 1 when the reader said Blackjack (a, c), collected right after it said none and
     # before any additional card (d)
-    _row("551.10(a)", _S21, "insurance-without-an-ace", "table.insurance_placed",
+    _row("551.10(a)", _S21, "insurance-without-an-ace",
          (When(InsurancePlaced, lambda e: e.up_card, "!=", "A"),), (Action.ALERT,),
          "An Insurance Wager was placed, but the dealer's first card is not an ace (or none "
          "was given): insurance is the players' right on an ace only."),
-    _row("551.10(b)", _S21, "insurance-before-reader", "table.insurance_placed",
+    _row("551.10(b)", _S21, "insurance-before-reader",
          (When(InsurancePlaced, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
          "An Insurance Wager was placed after the hole card went into the reader."),
-    _row("551.10(b)", _S21, "insurance-over-half", "table.insurance_placed",
+    _row("551.10(b)", _S21, "insurance-over-half",
          (When(InsurancePlaced, lambda e: e.over_half, "==", True),), (Action.ALERT,),
          "An Insurance Wager of more than half the player's initial wager (rounded up to the "
          "next chip)."),
-    _row("551.10(a)", _S21, "insurance-paid-without-blackjack", "table.insurance_paid",
+    _row("551.10(a)", _S21, "insurance-paid-without-blackjack",
          (When(InsurancePaid, lambda e: e.blackjack, "!=", True),), (Action.ALERT,),
          "Insurance Wagers were paid, but the reader did not say Blackjack (it said none, or "
          "has not been used): insurance wins only on a king, queen or jack under the ace."),
-    _row("551.10(c)", _S21, "insurance-odds", "table.insurance_paid",
+    _row("551.10(c)", _S21, "insurance-odds",
          (When(InsurancePaid, lambda e: e.two_to_one, "==", False),), (Action.ALERT,),
          "Winning Insurance Wagers were paid at other odds than 2 to 1."),
-    _row("551.10(d)", _S21, "insurance-collected-after-reader", "table.insurance_collected",
+    _row("551.10(d)", _S21, "insurance-collected-after-reader",
          (When(Gated, lambda e: e.hole_card_checked, "==", False),), (Action.ALERT,),
-         "Losing Insurance Wagers were collected before the reader said \"no Blackjack\"."),
-    _row("551.10(d)", _S21, "insurance-collected-on-blackjack", "table.insurance_collected",
+         "Losing Insurance Wagers were collected before the reader said \"no Blackjack\".",
+         on="table.insurance_collected"),
+    _row("551.10(d)", _S21, "insurance-collected-on-blackjack",
          (When(Gated, lambda e: e.blackjack, "==", True),), (Action.ALERT,),
          "Insurance Wagers were collected though the reader said Blackjack: they won (paid 2 "
-         "to 1, 551.10(c)); only losing ones are collected, after it says none."),
-    _row("551.10(d)", _S21, "insurance-collected-after-more-cards", "table.insurance_collected",
+         "to 1, 551.10(c)); only losing ones are collected, after it says none.",
+         on="table.insurance_collected"),
+    _row("551.10(d)", _S21, "insurance-collected-after-more-cards",
          (When(Gated, lambda e: e.more_cards_dealt, "==", True),), (Action.ALERT,),
          "Losing Insurance Wagers were collected after additional cards were dealt: they are "
-         "collected before any."),
-    _row("551.7(d)", _S21, "match-the-dealer-before-reader", "table.match_the_dealer_settled",
+         "collected before any.", on="table.insurance_collected"),
+    _row("551.7(d)", _S21, "match-the-dealer-before-reader",
          (When(Gated, lambda e: e.hole_card_checked, "==", True),), (Action.ALERT,),
-         "Match-The-Dealer wagers were settled after the card reader was used."),
+         "Match-The-Dealer wagers were settled after the card reader was used.",
+         on="table.match_the_dealer_settled"),
     _row("551.7(d)", _S21, "match-the-dealer-after-more-cards",
-         "table.match_the_dealer_settled",
          (When(Gated, lambda e: e.more_cards_dealt, "==", True),), (Action.ALERT,),
          "Match-The-Dealer wagers were settled after additional cards were dealt: they are "
-         "settled before any."),
+         "settled before any.", on="table.match_the_dealer_settled"),
     _row("551.7(d)", _S21, "match-the-dealer-before-the-up-card",
-         "table.match_the_dealer_settled",
          (When(Gated, lambda e: e.up_card, "==", None),), (Action.ALERT,),
          "Match-The-Dealer wagers were settled before the dealer's up card was given: they "
-         "are settled against it, once the first two cards are dealt."),
-    _row("551.16(a)", _S21, "face-up-one", "table.card_face_up",
+         "are settled against it, once the first two cards are dealt.",
+         on="table.match_the_dealer_settled"),
+    _row("551.16(a)", _S21, "face-up-one",
          (When(FaceUpFound, lambda e: e.found, "==", 1),),
          (Action.DISCARD_CARD,), "A card was found face up in the shoe: discard it."),
-    _row("551.16(a)", _S21, "face-up-more", "table.card_face_up",
+    _row("551.16(a)", _S21, "face-up-more",
          (When(FaceUpFound, lambda e: e.found, ">=", 2),),
          (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.RESHUFFLE),
          "More than one card was found face up in the shoe: the round is void, reshuffle."),
-    _row("551.16(b)", _S21, "ten-one", "table.ten_found",
+    _row("551.16(b)", _S21, "ten-one",
          (When(TenFound, lambda e: e.found, "==", 1),),
          (Action.DISCARD_CARD, Action.ALERT),
          "A 10 was found in the shoe: a floorperson removes it and tears it in half."),
-    _row("551.16(b)", _S21, "ten-more", "table.ten_found",
+    _row("551.16(b)", _S21, "ten-more",
          (When(TenFound, lambda e: e.found, ">=", 2),),
          (Action.VOID_ALL_HANDS, Action.RETURN_WAGERS, Action.REMOVE_DECK),
          "More than one 10 was found in the shoe: the round is void, the decks leave play."),
-    _row("551.16(g)", _S21, "too-few-cards", "table.too_few_cards", (),
+    _row("551.16(g)", _S21, "too-few-cards", (),
          (Action.RESHUFFLE, Action.BURN_CARD),
-         "Too few cards to finish the round: shuffle the discards, burn one, finish the round."),
+         "Too few cards to finish the round: shuffle the discards, burn one, finish the round.",
+         on="table.too_few_cards"),
     dataclasses.replace(
-        _row("551.2(e)", _S21, "reader-inspection", "table.round",
+        _row("551.2(e)", _S21, "reader-inspection",
              (When(RoundStarts, lambda e: e.reader_inspected_today, "==", False),),
              (Action.HALT_DEALING, Action.ALERT),
              "No floorperson inspection of the card reader is recorded for this gaming day."),
         until=READER_INSPECTED,
     ),
     dataclasses.replace(
-        _row("551.16(m)", _S21, "halted-reader", "table.dealt_while_halted",
+        _row("551.16(m)", _S21, "halted-reader",
              (When(DealtWhileHalted, lambda e: e.halted_by, "==", "card_reader"),),
              (Action.HALT_DEALING, Action.ALERT),
              "Cards are dealt (a round, or more cards in the round in play) while dealing is "

@@ -333,12 +333,15 @@ def test_every_row_reads_fields_of_what_its_trigger_names() -> None:
     assert row_problems() == []
     stack = next(r for r in RULES if r.trigger == "shoe.stack_dispensed")
     assert isinstance(stack, Rule)
-    other = dataclasses.replace(stack, when=(When(CardFaceUp, lambda e: e.total, "==", 2),))
+    # conditions on two types say no one trigger: named, it is checked against them
+    other = dataclasses.replace(stack, on="shoe.stack_dispensed", when=(
+        When(StackDispensed, lambda e: e.count, "==", 2),
+        When(CardFaceUp, lambda e: e.total, "==", 2)))  # fmt: skip
     table = dataclasses.replace(
         stack, when=(When(StackDispensed, lambda e: e.count, "!=", FieldRef(RoundStarts,
                                                                           lambda r: r.shuffled)),)
     )  # fmt: skip
-    elsewhere = dataclasses.replace(stack, trigger="shoe.stack_dropped")
+    elsewhere = dataclasses.replace(stack, when=(), on="shoe.stack_dropped")
     assert row_problems([other, table, elsewhere]) == [
         f"{stack.id}: reads CardFaceUp, not StackDispensed (shoe.stack_dispensed)",
         f"{stack.id}: reads RoundStarts, not StackDispensed (shoe.stack_dispensed)",
@@ -346,3 +349,35 @@ def test_every_row_reads_fields_of_what_its_trigger_names() -> None:
     ]
     with pytest.raises(TypeError, match="one field of StackDispensed"):
         When(StackDispensed, lambda e: e.cuont, "==", 1)  # type: ignore[attr-defined]
+
+
+def test_a_row_says_what_triggers_it_once() -> None:
+    """Issue 29, point 4: a row's trigger is the kind the type its conditions read is seen as
+    (``When(ShuffleCompleted, …)`` is ``shuffler.shuffle_complete``); a row names it (``on``)
+    only where that type says none, and one that says it twice, or not at all, is refused as
+    it is made. Rebuilt on other conditions, a row follows them."""
+    import dataclasses
+
+    from tableside.drivers.shoe.events import CardFaceUp
+    from tableside.drivers.shuffler.events import ShuffleCompleted
+    from tableside.rules.model import Until, When, kind_of
+    from tableside.rules.seen import Gated, OtherMethod
+
+    counted = When(ShuffleCompleted, lambda e: e.counted, "==", True)
+    count = next(r for r in RULES if When(ShuffleCompleted, lambda e: e.counted, "==", True)
+                 in r.when)  # fmt: skip
+    assert count.trigger == "shuffler.shuffle_complete" and count.on == ""
+    assert kind_of(ShuffleCompleted) == "shuffler.shuffle_complete"
+    assert kind_of(OtherMethod) == "table.other_method" and kind_of(Gated) is None
+    with pytest.raises(TypeError, match=r"name it once, by them, not again as 'shuffler\.x'"):
+        dataclasses.replace(count, on="shuffler.x")
+    with pytest.raises(TypeError, match=r"on Gated\) say no one kind that triggers it"):
+        dataclasses.replace(count, when=(When(Gated, lambda e: e.gate, "==", True),))
+    with pytest.raises(TypeError, match=r"on nothing\) say no one kind"):
+        dataclasses.replace(count, when=())
+    moved = dataclasses.replace(count, when=(When(CardFaceUp, lambda e: e.total, "==", 2),))
+    assert moved.trigger == "shoe.card_face_up"
+    assert Until((counted,)).trigger == "shuffler.shuffle_complete"
+    assert Until(on="table.reader_inspected").trigger == "table.reader_inspected"
+    more = next(r for r in RULES if r.on == "table.more_cards")  # Gated: three kinds share it
+    assert more.trigger == "table.more_cards" and {w.of for w in more.when} == {Gated}
