@@ -11,8 +11,14 @@ from tableside.drivers.shoe.events import CardFaceUp, ShoeFault, StackDispensed
 from tableside.drivers.shoe.plan import SEATS, Target
 from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.baccarat_rows import BACCARAT_RULES
-from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When
-from tableside.rules.seen import DealtWhileHalted, FaceUpFound, Misdeal, ReaderMalfunction
+from tableside.rules.model import Action, FactRef, FieldRef, Game, Rule, When, kind_of
+from tableside.rules.seen import (
+    DealtWhileHalted,
+    FaceUpFound,
+    Misdeal,
+    ReaderMalfunction,
+    RoundStarts,
+)
 from tableside.rules.table_rows import READER_REPAIRED, TABLE_RULES
 
 __all__ = [
@@ -281,7 +287,7 @@ REPORTED_MISDEALS: tuple[Rule, ...] = tuple(
         when=tuple(_HAND_MISCOUNT if w in _MISCOUNT else w.on(Misdeal) for w in rule.when),
     )
     for rule in SHOE_RULES
-    if rule.trigger == "shoe.stack_dispensed"
+    if rule.trigger == kind_of(StackDispensed)
 )
 
 #: a card found face up, however it is reported: a shoe's count (card_face_up, with its
@@ -299,9 +305,9 @@ def _face_up_twin(rule: Rule, of: type[CardFaceUp] | type[FaceUpFound]) -> Rule:
 
 FACE_UP_BOTH_WAYS: tuple[Rule, ...] = (
     *(_face_up_twin(r, FaceUpFound)
-      for r in SHOE_RULES if r.trigger == "shoe.card_face_up"),
+      for r in SHOE_RULES if r.trigger == kind_of(CardFaceUp)),
     *(_face_up_twin(r, CardFaceUp)
-      for r in TABLE_RULES if r.trigger == "table.card_face_up"),
+      for r in TABLE_RULES if r.trigger == kind_of(FaceUpFound)),
 )  # fmt: skip
 
 _GIVEN: tuple[Rule, ...] = (*SHUFFLER_RULES, *SHOE_RULES, *REPORTED_MISDEALS, *FACE_UP_BOTH_WAYS,
@@ -315,7 +321,7 @@ def _dealt_while_halted(rule: Rule) -> Rule:
     override, or a device that deals by itself): the same clause, said again. A row that
     judges every round already judges a round dealt under its own halt."""
     when = [When(DealtWhileHalted, lambda e: e.halting, "has", rule.id)]
-    if rule.trigger == "table.round":
+    if rule.trigger == kind_of(RoundStarts):
         when.append(When(DealtWhileHalted, lambda e: e.round_start, "==", False))
     return dataclasses.replace(
         rule, id=f"{rule.id}-dealt-while-halted", on="", when=tuple(when),
@@ -331,7 +337,7 @@ DEALT_WHILE_HALTED: tuple[Rule, ...] = tuple(
     _dealt_while_halted(rule)
     for rule in _GIVEN
     if _HALTS & set(rule.actions)
-    and rule.trigger != "table.dealt_while_halted"
+    and rule.trigger != kind_of(DealtWhileHalted)
     # a device's halt (it ends with the device's repair): its halted-reader row judges it
     and not any(u.trigger.split(".")[0] != "table" for u in rule.until)
 )
