@@ -6,11 +6,16 @@ Type 0x20 Identity and 0x25 Heartbeat (device → host); 0x41 QueryStatus and 0x
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Self, TypeVar
+from typing import ClassVar, Self
 
 from tableside.drivers.cards import is_card_code
+from tableside.drivers.layout import (
+    WireEnum,
+    decode_enum,
+    decode_optional_enum,
+    optional_code,
+)
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
 __all__ = [
@@ -29,60 +34,6 @@ __all__ = [
 
 #: message types from here up go host → device, below device → host, in every tableside protocol
 HOST_TO_DEVICE = 0x40
-
-
-class WireEnum(enum.StrEnum):
-    """A protocol's codes and the word the table publishes for each, declared once:
-    ``JAM = "jam", 1``. A member is its word (a str: the rules, the payloads and their schemas
-    read it so); ``code`` is its byte on the link (``int(m)``, and wherever a byte is written);
-    ``cls.of(code)`` finds the member a byte names."""
-
-    code: int
-
-    if TYPE_CHECKING:  # what a caller sees: ``cls(word)`` looks a member up by its word
-
-        def __new__(cls, word: str) -> Self: ...
-
-    else:  # what makes each member from its declaration's (word, code)
-
-        def __new__(cls, word, code):
-            member = str.__new__(cls, word)
-            member._value_ = word
-            member.code = code
-            return member
-
-    def __index__(self) -> int:
-        return self.code
-
-    def __int__(self) -> int:
-        return self.code
-
-    @classmethod
-    def of(cls, code: int) -> Self:
-        """The member whose byte is ``code``; ValueError for a byte that names none."""
-        for member in cls:
-            if member.code == code:
-                return member
-        raise ValueError(f"{code} is no {cls.__name__}")
-
-
-_E = TypeVar("_E", bound=WireEnum)
-
-
-def decode_enum(cls: type[_E], value: int, what: str) -> _E:
-    try:
-        return cls.of(value)
-    except ValueError as exc:
-        raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
-
-
-def decode_optional_enum(cls: type[_E], value: int, what: str) -> _E | None:
-    """A byte where 0 means "none" and anything else is a member of ``cls``."""
-    return None if value == 0 else decode_enum(cls, value, what)
-
-
-def optional_code(value: WireEnum | None) -> int:
-    return 0 if value is None else int(value)
 
 
 def check_cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
