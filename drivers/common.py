@@ -7,10 +7,14 @@ Type 0x20 Identity and 0x25 Heartbeat (device → host); 0x41 QueryStatus and 0x
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Self
 
 from tableside.drivers.cards import is_card_code
 from tableside.drivers.layout import (
+    U32,
+    Field,
+    Raw,
+    Struct,
     WireEnum,
     decode_enum,
     decode_optional_enum,
@@ -20,6 +24,9 @@ from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWrite
 
 __all__ = [
     "HOST_TO_DEVICE",
+    "CardCode",
+    "CardOrZero",
+    "Cards",
     "Empty",
     "Heartbeat",
     "Identity",
@@ -43,8 +50,43 @@ def check_cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
     return values
 
 
+class _CardList(Field):
+    """A byte list of card codes (at most 255)."""
+
+    __slots__ = ()
+
+    def write(self, w: PayloadWriter, value: tuple[int, ...], what: str) -> None:
+        w.byte_list(value)
+
+    def read(self, r: PayloadReader, what: str) -> tuple[int, ...]:
+        return check_cards(r.byte_list(), what)
+
+
+class _CardByte(Field):
+    """One card code; ``zero``: 0 is allowed, for a card the device could not read."""
+
+    __slots__ = ("zero",)
+
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero
+
+    def write(self, w: PayloadWriter, value: int, what: str) -> None:
+        w.u8(value)
+
+    def read(self, r: PayloadReader, what: str) -> int:
+        value = r.u8()
+        if value or not self.zero:
+            check_cards((value,), what)
+        return value
+
+
+Cards = Annotated[tuple[int, ...], _CardList()]
+CardCode = Annotated[int, _CardByte()]
+CardOrZero = Annotated[int, _CardByte(zero=True)]
+
+
 @dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(Struct):
     """Device → host, at connect and on QueryIdentity.
 
     ``vendor`` str, ``model`` str, ``serial`` str, ``firmware_version`` str,
@@ -56,40 +98,15 @@ class Identity:
     model: str
     serial: str
     firmware_version: str
-    firmware_sha256: bytes
-
-    def to_payload(self) -> bytes:
-        if len(self.firmware_sha256) != 32:
-            raise ValueError("firmware_sha256 must be 32 bytes")
-        w = PayloadWriter()
-        for s in (self.vendor, self.model, self.serial, self.firmware_version):
-            w.string(s)
-        return w.raw(self.firmware_sha256).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Identity")
-        msg = cls(r.string(), r.string(), r.string(), r.string(), r.raw(32))
-        r.end()
-        return msg
+    firmware_sha256: Annotated[bytes, Raw(32)]
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(Struct):
     """Device → host, every heartbeat interval (1 s by default). ``uptime_ms`` u32."""
 
     TYPE: ClassVar[int] = 0x25
-    uptime_ms: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.uptime_ms).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Heartbeat")
-        msg = cls(r.u32())
-        r.end()
-        return msg
+    uptime_ms: U32
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,14 +4,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated, ClassVar
+
 import pytest
 
 from tableside.drivers import common as c
 from tableside.drivers.card_reader import protocol as r
+from tableside.drivers.layout import U8, U16, Bit, Struct, layout
 from tableside.drivers.messages import Message
 from tableside.drivers.progressive import protocol as g
 from tableside.drivers.shoe import protocol as s
 from tableside.drivers.shuffler import protocol as f
+from tableside.drivers.wire import MalformedPayload
 
 T = s.Target
 
@@ -104,3 +109,36 @@ def test_every_message_class_has_a_vector() -> None:
     pinned = {type(m) for m, _ in VECTORS}
     for protocol in (s.PROTOCOL, f.PROTOCOL, r.PROTOCOL, g.PROTOCOL):
         assert set(protocol.classes) <= pinned, protocol.name
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags(Struct):
+    a: Annotated[bool, Bit(0)]
+    b: Annotated[bool, Bit(2)]
+    c: Annotated[bool, Bit(0)]  # a bit not above the last one opens a byte of its own
+    n: U16 = 0
+
+
+def test_bits_share_a_byte_until_one_repeats() -> None:
+    message = _Flags(True, True, True, 0x0102)
+    assert message.to_payload() == bytes([0x05, 0x01, 0x01, 0x02])
+    assert _Flags.from_payload(bytes([0x05, 0x01, 0x01, 0x02])) == message
+    with pytest.raises(MalformedPayload, match="_Flags: reserved flag bits set in 0x02"):
+        _Flags.from_payload(bytes([0x02, 0x00, 0x00, 0x00]))
+
+
+def test_a_field_that_names_no_wire_type_is_refused_where_it_is_declared() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Wide(Struct):
+        count: int  # how many bytes?
+
+    @dataclass(frozen=True, slots=True)
+    class Misordered(Struct):
+        WIRE_ORDER: ClassVar[tuple[str, ...]] = ("b",)
+        a: U8
+        b: U8
+
+    with pytest.raises(TypeError, match=r"Wide.count: .* \(an int needs U8, U16 or U32\)"):
+        layout(Wide)
+    with pytest.raises(TypeError, match="WIRE_ORDER"):
+        layout(Misordered)
