@@ -17,8 +17,6 @@ from tableside.drivers.layout import (
     Struct,
     WireEnum,
     decode_enum,
-    decode_optional_enum,
-    optional_code,
 )
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
@@ -35,8 +33,6 @@ __all__ = [
     "WireEnum",
     "check_cards",
     "decode_enum",
-    "decode_optional_enum",
-    "optional_code",
 ]
 
 #: message types from here up go host → device, below device → host, in every tableside protocol

@@ -40,9 +40,7 @@ __all__ = [
     "Uint",
     "WireEnum",
     "decode_enum",
-    "decode_optional_enum",
     "layout",
-    "optional_code",
 ]
 
 
@@ -89,15 +87,6 @@ def decode_enum(cls: type[_E], value: int, what: str) -> _E:
         return cls.of(value)
     except ValueError as exc:
         raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
-
-
-def decode_optional_enum(cls: type[_E], value: int, what: str) -> _E | None:
-    """A byte where 0 means "none" and anything else is a member of ``cls``."""
-    return None if value == 0 else decode_enum(cls, value, what)
-
-
-def optional_code(value: WireEnum | None) -> int:
-    return 0 if value is None else int(value)
 
 
 class Field:
