@@ -1,6 +1,7 @@
 """Baccarat's coup: the cards of a coup to the Player's and Banker's Hands in dealing order,
 how many cards the drawing rules call for, the burn, and a coup judged against 543.11 and its
-Table 1. Pure functions; the table's state machine (rules/table.py) calls them."""
+Table 1. Pure functions; the table's state machine (rules/table.py) keeps the coup being drawn
+and calls them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,28 @@ from tableside.drivers.cards import RANKS
 from tableside.rules.hands import baccarat_point, baccarat_value, banker_draws, player_draws
 from tableside.rules.seen import Coup
 
-__all__ = ["burn", "coup"]
+__all__ = ["burn", "cards_due", "coup", "hands", "stayed_short", "to_judge"]
 
 
-def _due(ranks: tuple[int, ...]) -> int | None:
+def to_judge(ranks: tuple[int, ...], judged: int) -> Coup | None:
+    """The coup a shoe that reads cards has drawn so far (``ranks``, ``judged`` of them judged
+    already), to judge now: once it is complete by the drawing rules, and again with each card
+    too many; None while it is short or nothing changed."""
+    if len(ranks) < 4:
+        return None
+    due = cards_due(ranks)
+    if due is not None and len(ranks) >= due and len(ranks) > judged:
+        return coup(**hands(ranks))
+    return None
+
+
+def stayed_short(ranks: tuple[int, ...], judged: int) -> Coup | None:
+    """The coup to judge as the next one starts: one of four cards or more that never was
+    judged (it stayed short of what the drawing rules call for); else None."""
+    return coup(**hands(ranks)) if judged == 0 and len(ranks) >= 4 else None
+
+
+def cards_due(ranks: tuple[int, ...]) -> int | None:
     """How many cards this coup should have by the drawing rules (None: not known yet)."""
     p, b = baccarat_point(ranks[0:3:2]), baccarat_point(ranks[1:4:2])
     if not player_draws(p, b):
@@ -23,7 +42,7 @@ def _due(ranks: tuple[int, ...]) -> int | None:
     return 6 if banker_draws(p, b, baccarat_value(ranks[4])) else 5
 
 
-def _split(ranks: tuple[int, ...]) -> dict[str, list[str]]:
+def hands(ranks: tuple[int, ...]) -> dict[str, list[str]]:
     """The coup's cards to the hands, in dealing order: P B P B, then the Player's third when
     it was due (or when nobody's was: 543.14(b)'s case), then the Banker's."""
     names: list[str] = [RANKS[r - 1] for r in ranks]

@@ -47,7 +47,7 @@ from tableside.drivers.shoe.events import (
 )
 from tableside.drivers.shoe.plan import Target
 from tableside.drivers.shuffler.events import ShuffleCompleted
-from tableside.rules.baccarat import _due, _split, burn, coup
+from tableside.rules.baccarat import burn, stayed_short, to_judge
 from tableside.rules.hands import FiveCard, five_card
 from tableside.rules.model import Observation, TableFacts
 from tableside.rules.patterns import plan_misfit, stack_size
@@ -823,17 +823,15 @@ def _card_drawn(turn: Turn, state: TableState, drawn: CardDrawn) -> TableState:
     drawing rules as soon as it is complete, has a card too many, or (when the next coup
     starts) stayed short."""
     if drawn.round != state.coup_round:
-        if state.coup_judged == 0 and len(state.coup) >= 4:  # it stayed short
-            turn.observe("coup", coup(**_split(state.coup)), round=state.round)
+        short = stayed_short(state.coup, state.coup_judged)
+        if short is not None:
+            turn.observe("coup", short, round=state.round)
         state = coup_begins(turn, state)
         state = dataclasses.replace(state, coup_round=drawn.round, coup=(), coup_judged=0,
                                     phase=Phase.DEALING)  # fmt: skip
     new = dataclasses.replace(state, coup=(*state.coup, drawn.card.number))
-    if len(new.coup) < 4:
+    judged = to_judge(new.coup, new.coup_judged)
+    if judged is None:
         return new
-    due = _due(new.coup)
-    # complete: judged once; a card after that is one too many: judged again, with it
-    if due is not None and len(new.coup) >= due and len(new.coup) > new.coup_judged:
-        turn.observe("coup", coup(**_split(new.coup)))
-        return dataclasses.replace(new, coup_judged=len(new.coup))
-    return new
+    turn.observe("coup", judged)
+    return dataclasses.replace(new, coup_judged=len(new.coup))
