@@ -106,18 +106,22 @@ class Field:
 class Uint(Field):
     """An unsigned big-endian integer of 1, 2 or 4 bytes."""
 
-    __slots__ = ("size",)
+    __slots__ = ("_get", "_put", "size")
 
     def __init__(self, size: int) -> None:
-        if size not in (1, 2, 4):
+        put: dict[int, Callable[[PayloadWriter, int], object]] = {
+            1: PayloadWriter.u8, 2: PayloadWriter.u16, 4: PayloadWriter.u32,
+        }  # fmt: skip
+        get = {1: PayloadReader.u8, 2: PayloadReader.u16, 4: PayloadReader.u32}
+        if size not in put:
             raise ValueError(f"no unsigned integer of {size} bytes on the wire")
-        self.size = size
+        self.size, self._put, self._get = size, put[size], get[size]
 
     def write(self, w: PayloadWriter, value: int, what: str) -> None:
-        (w.u8 if self.size == 1 else w.u16 if self.size == 2 else w.u32)(value)
+        self._put(w, value)
 
     def read(self, r: PayloadReader, what: str) -> int:
-        return r.u8() if self.size == 1 else r.u16() if self.size == 2 else r.u32()
+        return self._get(r)
 
 
 U8 = Annotated[int, Uint(1)]
