@@ -24,6 +24,7 @@ import enum
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, ClassVar, Never, Self, TypeVar
 
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
@@ -35,6 +36,7 @@ __all__ = [
     "Bit",
     "Coded",
     "Field",
+    "Layout",
     "Raw",
     "Struct",
     "Uint",
@@ -207,7 +209,8 @@ class _Part:
     def write(self, w: PayloadWriter, message: object) -> None:
         raise NotImplementedError
 
-    def read(self, r: PayloadReader, into: dict[str, object]) -> None:
+    def read(self, r: PayloadReader, out: list[object]) -> None:
+        """Append its fields' values to ``out``, in wire order."""
         raise NotImplementedError
 
 
@@ -220,8 +223,8 @@ class _One(_Part):
     def write(self, w: PayloadWriter, message: object) -> None:
         self.field.write(w, getattr(message, self.name), self.what)
 
-    def read(self, r: PayloadReader, into: dict[str, object]) -> None:
-        into[self.name] = self.field.read(r, self.what)
+    def read(self, r: PayloadReader, out: list[object]) -> None:
+        out.append(self.field.read(r, self.what))
 
 
 class _Flags(_Part):
@@ -236,27 +239,36 @@ class _Flags(_Part):
     def write(self, w: PayloadWriter, message: object) -> None:
         w.u8(sum(1 << n for name, n in self.bits if getattr(message, name)))
 
-    def read(self, r: PayloadReader, into: dict[str, object]) -> None:
+    def read(self, r: PayloadReader, out: list[object]) -> None:
         flags = r.u8()
         if flags & ~self.declared:
             raise MalformedPayload(f"{self.owner}: reserved flag bits set in 0x{flags:02x}")
-        for name, n in self.bits:
-            into[name] = bool(flags >> n & 1)
+        out.extend(bool(flags >> n & 1) for _, n in self.bits)
 
 
-_LAYOUTS: dict[type, tuple[_Part, ...]] = {}
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A message's payload: its parts in wire order, and the fields they read, in that order
+    (``positional``: the order the message is made with)."""
+
+    parts: tuple[_Part, ...]
+    names: tuple[str, ...]
+    positional: bool
 
 
-def layout(cls: type[Struct]) -> tuple[_Part, ...]:
+_LAYOUTS: dict[type, Layout] = {}
+
+
+def layout(cls: type[Struct]) -> Layout:
     """``cls``'s payload, derived once from its fields' annotations; TypeError for a field
     whose annotation names no wire type."""
-    parts = _LAYOUTS.get(cls)
-    if parts is None:
-        parts = _LAYOUTS[cls] = _derive(cls)
-    return parts
+    found = _LAYOUTS.get(cls)
+    if found is None:
+        found = _LAYOUTS[cls] = _derive(cls)
+    return found
 
 
-def _derive(cls: type[Struct]) -> tuple[_Part, ...]:
+def _derive(cls: type[Struct]) -> Layout:
     hints = typing.get_type_hints(cls, include_extras=True)
     names = [f.name for f in dataclasses.fields(cls)]
     order = cls.WIRE_ORDER or tuple(names)
@@ -275,7 +287,7 @@ def _derive(cls: type[Struct]) -> tuple[_Part, ...]:
             parts.append(_One(name, field, f"{cls.__name__}.{name}"))
     if bits:
         parts.append(_Flags(cls.__name__, tuple(bits)))
-    return tuple(parts)
+    return Layout(tuple(parts), tuple(order), tuple(order) == tuple(names))
 
 
 _PLAIN: dict[object, Field] = {bool: _Bool(), str: _Str()}
@@ -316,19 +328,23 @@ class Struct:
 
     def to_payload(self) -> bytes:
         w = PayloadWriter()
-        for part in layout(type(self)):
+        for part in layout(type(self)).parts:
             part.write(w, self)
         return w.getvalue()
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Self:
+        wire = layout(cls)
         r = PayloadReader(payload, cls.__name__)
-        values: dict[str, object] = {}
-        for part in layout(cls):
+        values: list[object] = []
+        for part in wire.parts:
             part.read(r, values)
         r.end()
         make: Callable[..., Self] = cls
-        message = make(**values)
+        if wire.positional:
+            message = make(*values)
+        else:
+            message = make(**dict(zip(wire.names, values, strict=True)))
         message._check()
         return message
 
