@@ -6,15 +6,25 @@ Type 0x20 Identity and 0x25 Heartbeat (device → host); 0x41 QueryStatus and 0x
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Self, TypeVar
+from typing import Annotated, ClassVar, Self
 
 from tableside.drivers.cards import is_card_code
+from tableside.drivers.layout import (
+    U32,
+    Field,
+    Raw,
+    Struct,
+    WireEnum,
+    decode_enum,
+)
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
 __all__ = [
     "HOST_TO_DEVICE",
+    "CardCode",
+    "CardOrZero",
+    "Cards",
     "Empty",
     "Heartbeat",
     "Identity",
@@ -23,66 +33,10 @@ __all__ = [
     "WireEnum",
     "check_cards",
     "decode_enum",
-    "decode_optional_enum",
-    "optional_code",
 ]
 
 #: message types from here up go host → device, below device → host, in every tableside protocol
 HOST_TO_DEVICE = 0x40
-
-
-class WireEnum(enum.StrEnum):
-    """A protocol's codes and the word the table publishes for each, declared once:
-    ``JAM = "jam", 1``. A member is its word (a str: the rules, the payloads and their schemas
-    read it so); ``code`` is its byte on the link (``int(m)``, and wherever a byte is written);
-    ``cls.of(code)`` finds the member a byte names."""
-
-    code: int
-
-    if TYPE_CHECKING:  # what a caller sees: ``cls(word)`` looks a member up by its word
-
-        def __new__(cls, word: str) -> Self: ...
-
-    else:  # what makes each member from its declaration's (word, code)
-
-        def __new__(cls, word, code):
-            member = str.__new__(cls, word)
-            member._value_ = word
-            member.code = code
-            return member
-
-    def __index__(self) -> int:
-        return self.code
-
-    def __int__(self) -> int:
-        return self.code
-
-    @classmethod
-    def of(cls, code: int) -> Self:
-        """The member whose byte is ``code``; ValueError for a byte that names none."""
-        for member in cls:
-            if member.code == code:
-                return member
-        raise ValueError(f"{code} is no {cls.__name__}")
-
-
-_E = TypeVar("_E", bound=WireEnum)
-
-
-def decode_enum(cls: type[_E], value: int, what: str) -> _E:
-    try:
-        return cls.of(value)
-    except ValueError as exc:
-        raise MalformedPayload(f"{what}: {value} is no {cls.__name__}") from exc
-
-
-def decode_optional_enum(cls: type[_E], value: int, what: str) -> _E | None:
-    """A byte where 0 means "none" and anything else is a member of ``cls``."""
-    return None if value == 0 else decode_enum(cls, value, what)
-
-
-def optional_code(value: WireEnum | None) -> int:
-    return 0 if value is None else int(value)
 
 
 def check_cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
@@ -92,8 +46,43 @@ def check_cards(values: tuple[int, ...], what: str) -> tuple[int, ...]:
     return values
 
 
+class _CardList(Field):
+    """A byte list of card codes (at most 255)."""
+
+    __slots__ = ()
+
+    def write(self, w: PayloadWriter, value: tuple[int, ...], what: str) -> None:
+        w.byte_list(value)
+
+    def read(self, r: PayloadReader, what: str) -> tuple[int, ...]:
+        return check_cards(r.byte_list(), what)
+
+
+class _CardByte(Field):
+    """One card code; ``zero``: 0 is allowed, for a card the device could not read."""
+
+    __slots__ = ("zero",)
+
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero
+
+    def write(self, w: PayloadWriter, value: int, what: str) -> None:
+        w.u8(value)
+
+    def read(self, r: PayloadReader, what: str) -> int:
+        value = r.u8()
+        if value or not self.zero:
+            check_cards((value,), what)
+        return value
+
+
+Cards = Annotated[tuple[int, ...], _CardList()]
+CardCode = Annotated[int, _CardByte()]
+CardOrZero = Annotated[int, _CardByte(zero=True)]
+
+
 @dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(Struct):
     """Device → host, at connect and on QueryIdentity.
 
     ``vendor`` str, ``model`` str, ``serial`` str, ``firmware_version`` str,
@@ -105,40 +94,15 @@ class Identity:
     model: str
     serial: str
     firmware_version: str
-    firmware_sha256: bytes
-
-    def to_payload(self) -> bytes:
-        if len(self.firmware_sha256) != 32:
-            raise ValueError("firmware_sha256 must be 32 bytes")
-        w = PayloadWriter()
-        for s in (self.vendor, self.model, self.serial, self.firmware_version):
-            w.string(s)
-        return w.raw(self.firmware_sha256).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Identity")
-        msg = cls(r.string(), r.string(), r.string(), r.string(), r.raw(32))
-        r.end()
-        return msg
+    firmware_sha256: Annotated[bytes, Raw(32)]
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(Struct):
     """Device → host, every heartbeat interval (1 s by default). ``uptime_ms`` u32."""
 
     TYPE: ClassVar[int] = 0x25
-    uptime_ms: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.uptime_ms).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Heartbeat")
-        msg = cls(r.u32())
-        r.end()
-        return msg
+    uptime_ms: U32
 
 
 @dataclass(frozen=True, slots=True)

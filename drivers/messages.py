@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar, Protocol, Self
 
 from tableside.drivers.framing import ACK, NAK, Frame
+from tableside.drivers.layout import Struct, layout
 from tableside.drivers.wire import MalformedPayload
 from tableside.errors import WireError
 
@@ -34,6 +35,8 @@ class MessageSet:
             if cls.TYPE in (ACK, NAK) or cls.TYPE in self._by_type:
                 raise ValueError(f"{name}: type 0x{cls.TYPE:02x} of {cls.__name__} is taken")
             self._by_type[cls.TYPE] = cls
+            if issubclass(cls, Struct):
+                layout(cls)  # a field that names no wire type fails here, at import
 
     @property
     def classes(self) -> tuple[type[Message], ...]:

@@ -40,6 +40,7 @@ from tableside.drivers.commands import Args, NoArgs, Seat, TargetName
 from tableside.drivers.events import DeviceEvent
 from tableside.errors import Refused
 from tableside.rules import seen
+from tableside.rules.baccarat import burn, coup
 from tableside.rules.hands import FiveCard
 from tableside.rules.model import Action, Game
 from tableside.rules.paytables import MINIMUMS
@@ -54,8 +55,6 @@ from tableside.rules.table import (
     ShufflingMethod,
     TableState,
     Turn,
-    burn,
-    coup,
     coup_begins,
     dealt,
     gate,

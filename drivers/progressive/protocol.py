@@ -10,7 +10,7 @@ docs/protocols/progressive-controller.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar
 
 from tableside.drivers.common import (
     Heartbeat,
@@ -18,8 +18,8 @@ from tableside.drivers.common import (
     QueryIdentity,
     QueryStatus,
     WireEnum,
-    decode_enum,
 )
+from tableside.drivers.layout import U32, Field, Struct
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
@@ -45,10 +45,22 @@ def seats_of(mask: int) -> tuple[int, ...]:
     return tuple(seat for seat in range(1, 8) if mask & (1 << (seat - 1)))
 
 
-def _mask(value: int, what: str) -> int:
-    if value & 0x80:
-        raise MalformedPayload(f"{what}: bit 7 is reserved in 0x{value:02x}")
-    return value
+class _LightMask(Field):
+    """A light mask, one byte: bit 0 is seat 1 … bit 6 is seat 7; bit 7 is reserved."""
+
+    __slots__ = ()
+
+    def write(self, w: PayloadWriter, value: int, what: str) -> None:
+        w.u8(value)
+
+    def read(self, r: PayloadReader, what: str) -> int:
+        value = r.u8()
+        if value & 0x80:
+            raise MalformedPayload(f"{what}: bit 7 is reserved in 0x{value:02x}")
+        return value
+
+
+Lights = Annotated[int, _LightMask()]
 
 
 class Button(WireEnum):
@@ -57,142 +69,64 @@ class Button(WireEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ControllerStatus:
+class ControllerStatus(Struct):
     """``locked`` u8 (0/1), ``lights`` u8 mask, ``door_open`` u8, ``key_reset`` u8,
     ``meter_cents`` u32."""
 
     TYPE: ClassVar[int] = 0x21
     locked: bool
-    lights: int
+    lights: Lights
     door_open: bool
     key_reset: bool
-    meter_cents: int
-
-    def to_payload(self) -> bytes:
-        w = PayloadWriter().u8(int(self.locked)).u8(self.lights).u8(int(self.door_open))
-        return w.u8(int(self.key_reset)).u32(self.meter_cents).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ControllerStatus")
-        locked, lights, door, key = r.u8(), _mask(r.u8(), "ControllerStatus.lights"), r.u8(), r.u8()
-        if max(locked, door, key) > 1:
-            raise MalformedPayload("ControllerStatus: flags must be 0 or 1")
-        msg = cls(bool(locked), lights, bool(door), bool(key), r.u32())
-        r.end()
-        return msg
+    meter_cents: U32
 
 
 @dataclass(frozen=True, slots=True)
-class ButtonPressed:
+class ButtonPressed(Struct):
     """``button`` u8 (Button)."""
 
     TYPE: ClassVar[int] = 0x22
     button: Button
 
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(self.button).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ButtonPressed")
-        msg = cls(decode_enum(Button, r.u8(), "ButtonPressed.button"))
-        r.end()
-        return msg
-
 
 @dataclass(frozen=True, slots=True)
-class LightsState:
+class LightsState(Struct):
     """The lights as they really are (sensed), after every change: ``lights`` u8 mask."""
 
     TYPE: ClassVar[int] = 0x23
-    lights: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(self.lights).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "LightsState")
-        msg = cls(_mask(r.u8(), "LightsState.lights"))
-        r.end()
-        return msg
+    lights: Lights
 
 
 @dataclass(frozen=True, slots=True)
-class KeySwitch:
+class KeySwitch(Struct):
     """The meter reset key switch moved: ``reset`` u8 (1: turned to reset)."""
 
     TYPE: ClassVar[int] = 0x24
     reset: bool
 
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(int(self.reset)).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "KeySwitch")
-        value = r.u8()
-        r.end()
-        if value > 1:
-            raise MalformedPayload(f"KeySwitch: must be 0 or 1, got {value}")
-        return cls(bool(value))
-
 
 @dataclass(frozen=True, slots=True)
-class DoorChanged:
+class DoorChanged(Struct):
     """``open`` u8 (0/1)."""
 
     TYPE: ClassVar[int] = 0x26
     open: bool
 
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(int(self.open)).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "DoorChanged")
-        value = r.u8()
-        r.end()
-        if value > 1:
-            raise MalformedPayload(f"DoorChanged: must be 0 or 1, got {value}")
-        return cls(bool(value))
-
 
 @dataclass(frozen=True, slots=True)
-class SetLights:
+class SetLights(Struct):
     """Host → device: light exactly these seats (``lights`` u8 mask); answered by LightsState."""
 
     TYPE: ClassVar[int] = 0x40
-    lights: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(self.lights).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "SetLights")
-        msg = cls(_mask(r.u8(), "SetLights.lights"))
-        r.end()
-        return msg
+    lights: Lights
 
 
 @dataclass(frozen=True, slots=True)
-class SetMeter:
+class SetMeter(Struct):
     """Host → device: show this progressive meter amount (``cents`` u32)."""
 
     TYPE: ClassVar[int] = 0x43
-    cents: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.cents).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "SetMeter")
-        msg = cls(r.u32())
-        r.end()
-        return msg
+    cents: U32
 
 
 PROTOCOL = MessageSet(

@@ -7,19 +7,19 @@ messages (Identity, Heartbeat, QueryStatus, QueryIdentity): tableside.drivers.co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar
 
 from tableside.drivers.common import (
+    CardCode,
+    CardOrZero,
+    Cards,
     Heartbeat,
     Identity,
     QueryIdentity,
     QueryStatus,
     WireEnum,
-    check_cards,
-    decode_enum,
-    decode_optional_enum,
-    optional_code,
 )
+from tableside.drivers.layout import U8, U16, U32, Field, Struct
 from tableside.drivers.messages import MessageSet
 from tableside.drivers.shoe.plan import Plan, Stack, Target
 from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
@@ -71,84 +71,66 @@ class ShoeFaultCode(WireEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ShoeStatus:
+class ShoeStatus(Struct):
     """``state`` u8, ``fault`` u8 (0 none), ``cards_loaded`` u16, ``cards_remaining`` u16."""
 
     TYPE: ClassVar[int] = 0x21
     state: ShoeState
     fault: ShoeFaultCode | None
-    cards_loaded: int
-    cards_remaining: int
-
-    def to_payload(self) -> bytes:
-        w = PayloadWriter().u8(self.state).u8(optional_code(self.fault))
-        return w.u16(self.cards_loaded).u16(self.cards_remaining).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ShoeStatus")
-        state = decode_enum(ShoeState, r.u8(), "ShoeStatus.state")
-        fault = decode_optional_enum(ShoeFaultCode, r.u8(), "ShoeStatus.fault")
-        msg = cls(state, fault, r.u16(), r.u16())
-        r.end()
-        return msg
+    cards_loaded: U16
+    cards_remaining: U16
 
 
 @dataclass(frozen=True, slots=True)
-class CardsLoaded:
+class CardsLoaded(Struct):
     """Cards were put in the shoe (from the shuffler). ``count`` u16 (0xFFFF: not counted)."""
 
     TYPE: ClassVar[int] = 0x22
-    count: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u16(self.count).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "CardsLoaded")
-        msg = cls(r.u16())
-        r.end()
-        return msg
+    count: U16
 
 
-def _write_plan(w: PayloadWriter, stacks: Plan) -> PayloadWriter:
-    if len(stacks) > 32:
-        raise ValueError(f"{len(stacks)} stacks exceed 32")
-    w.u8(len(stacks))
-    for stack in stacks:
-        w.u8(stack.target.code).u8(stack.size)
-    return w
+class _TargetByte(Field):
+    """A stack target (drivers/shoe/plan.py), its byte."""
+
+    __slots__ = ()
+
+    def write(self, w: PayloadWriter, value: Target, what: str) -> None:
+        w.u8(value.code)
+
+    def read(self, r: PayloadReader, what: str) -> Target:
+        return _target(r.u8(), what)
 
 
-def _read_plan(r: PayloadReader, what: str) -> Plan:
-    n = r.u8()
-    if n > 32:
-        raise MalformedPayload(f"{what}: {n} stacks exceed 32")
-    return tuple(Stack(_target(r.u8(), what), r.u8()) for _ in range(n))
+class _PlanList(Field):
+    """A deal plan, the variable part written by hand: ``u8 n`` (at most 32), n x (``target``
+    u8, ``size`` u8)."""
+
+    __slots__ = ()
+
+    def write(self, w: PayloadWriter, value: Plan, what: str) -> None:
+        if len(value) > 32:
+            raise ValueError(f"{len(value)} stacks exceed 32")
+        w.u8(len(value))
+        for stack in value:
+            w.u8(stack.target.code).u8(stack.size)
+
+    def read(self, r: PayloadReader, what: str) -> Plan:
+        n = r.u8()
+        if n > 32:
+            raise MalformedPayload(f"{what}: {n} stacks exceed 32")
+        return tuple(Stack(_target(r.u8(), what), r.u8()) for _ in range(n))
+
+
+StackTarget = Annotated[Target, _TargetByte()]
+DealPlan = Annotated[Plan, _PlanList()]
 
 
 @dataclass(frozen=True, slots=True)
-class _RoundPlan:
+class _RoundPlan(Struct):
     """``round`` u32, then the plan: ``u8 n``, n x (``target, size``)."""
 
-    TYPE: ClassVar[int] = 0
-    round: int
-    stacks: Plan
-
-    def to_payload(self) -> bytes:
-        return _write_plan(PayloadWriter().u32(self.round), self.stacks).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, cls.__name__)
-        msg = cls(r.u32(), _read_plan(r, cls.__name__))
-        r.end()
-        msg._check()
-        return msg
-
-    def _check(self) -> None:
-        """What a message of this type must also satisfy (raise MalformedPayload)."""
+    round: U32
+    stacks: DealPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,161 +141,81 @@ class DealStarted(_RoundPlan):
 
 
 @dataclass(frozen=True, slots=True)
-class StackDispensed:
+class StackDispensed(Struct):
     """One stack left the shoe: ``round`` u32, ``index`` u8 (in the plan), ``target`` u8,
     ``count`` u8 (cards in it), ``cards`` (their identities when the shoe reads cards)."""
 
     TYPE: ClassVar[int] = 0x24
-    round: int
-    index: int
-    target: Target
-    count: int
-    cards: tuple[int, ...] = ()
-
-    def to_payload(self) -> bytes:
-        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.target.code).u8(self.count)
-        return w.byte_list(self.cards).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "StackDispensed")
-        rnd, index = r.u32(), r.u8()
-        target = _target(r.u8(), "StackDispensed.target")
-        count = r.u8()
-        cards = check_cards(r.byte_list(), "StackDispensed.cards")
-        r.end()
-        return cls(rnd, index, target, count, cards)
+    round: U32
+    index: U8
+    target: StackTarget
+    count: U8
+    cards: Cards = ()
 
 
 @dataclass(frozen=True, slots=True)
-class FaceUpCard:
+class FaceUpCard(Struct):
     """A card was found face up: ``round`` u32, ``index`` u8 (stack), ``total`` u8 (face-up
     cards so far this round), ``card`` u8 (0 when the shoe cannot read it)."""
 
     TYPE: ClassVar[int] = 0x26
-    round: int
-    index: int
-    total: int
-    card: int = 0
-
-    def to_payload(self) -> bytes:
-        w = PayloadWriter().u32(self.round).u8(self.index).u8(self.total)
-        return w.u8(self.card).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "FaceUpCard")
-        msg = cls(r.u32(), r.u8(), r.u8(), r.u8())
-        r.end()
-        if msg.card:
-            check_cards((msg.card,), "FaceUpCard.card")
-        return msg
+    round: U32
+    index: U8
+    total: U8
+    card: CardOrZero = 0
 
 
 @dataclass(frozen=True, slots=True)
-class CardDrawn:
+class CardDrawn(Struct):
     """Baccarat: the dealer drew a card from a shoe that reads cards: ``round`` u32 (the coup),
     ``index`` u8 (0 the first card of the coup), ``card`` u8. The host assigns cards to the
     Player's and Banker's Hands in dealing order and checks the drawing rules."""
 
     TYPE: ClassVar[int] = 0x2A
-    round: int
-    index: int
-    card: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.round).u8(self.index).u8(self.card).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "CardDrawn")
-        msg = cls(r.u32(), r.u8(), r.u8())
-        r.end()
-        check_cards((msg.card,), "CardDrawn.card")
-        return msg
+    round: U32
+    index: U8
+    card: CardCode
 
 
 @dataclass(frozen=True, slots=True)
-class FirstCardBurned:
+class FirstCardBurned(Struct):
     """Baccarat: a new shoe's burn (543.5(g), 545.5(f)), before its first coup: ``card`` u8
     (the first card, shown), ``burned`` u8 (how many more cards went to the discard bucket
     unseen; the first card's value, a 10 or court card counting ten)."""
 
     TYPE: ClassVar[int] = 0x2B
-    card: int
-    burned: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u8(self.card).u8(self.burned).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "FirstCardBurned")
-        msg = cls(r.u8(), r.u8())
-        r.end()
-        check_cards((msg.card,), "FirstCardBurned.card")
-        return msg
+    card: CardCode
+    burned: U8
 
 
 @dataclass(frozen=True, slots=True)
-class ShoeFault:
+class ShoeFault(Struct):
     """``round`` u32 (0 between rounds), ``code`` u8, ``index`` u8 (stack), ``detail`` str."""
 
     TYPE: ClassVar[int] = 0x27
-    round: int
+    round: U32
     code: ShoeFaultCode
-    index: int
+    index: U8
     detail: str = ""
-
-    def to_payload(self) -> bytes:
-        w = PayloadWriter().u32(self.round).u8(self.code).u8(self.index)
-        return w.string(self.detail).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ShoeFault")
-        msg = cls(r.u32(), decode_enum(ShoeFaultCode, r.u8(), "ShoeFault.code"), r.u8(), r.string())
-        r.end()
-        return msg
 
 
 @dataclass(frozen=True, slots=True)
-class StubRemoved:
+class StubRemoved(Struct):
     """The dealer took the stub out: ``round`` u32, ``count`` u16 (0xFFFF: not counted)."""
 
     TYPE: ClassVar[int] = 0x28
-    round: int
-    count: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.round).u16(self.count).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "StubRemoved")
-        msg = cls(r.u32(), r.u16())
-        r.end()
-        return msg
+    round: U32
+    count: U16
 
 
 @dataclass(frozen=True, slots=True)
-class DealComplete:
+class DealComplete(Struct):
     """``round`` u32, ``stacks`` u8 dispensed, ``cards`` u16 dispensed."""
 
     TYPE: ClassVar[int] = 0x29
-    round: int
-    stacks: int
-    cards: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.round).u8(self.stacks).u16(self.cards).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "DealComplete")
-        msg = cls(r.u32(), r.u8(), r.u16())
-        r.end()
-        return msg
+    round: U32
+    stacks: U8
+    cards: U16
 
 
 @dataclass(frozen=True, slots=True)

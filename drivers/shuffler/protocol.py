@@ -7,22 +7,19 @@ Type bytes: 0x20 to 0x3F device → host, 0x40 to 0x5F host → device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar
 
 from tableside.drivers.common import (
+    Cards,
     Empty,
     Heartbeat,
     Identity,
     QueryIdentity,
     QueryStatus,
     WireEnum,
-    check_cards,
-    decode_enum,
-    decode_optional_enum,
-    optional_code,
 )
+from tableside.drivers.layout import U16, U32, Bit, Struct
 from tableside.drivers.messages import MessageSet
-from tableside.drivers.wire import MalformedPayload, PayloadReader, PayloadWriter
 
 __all__ = [
     "PROTOCOL",
@@ -67,7 +64,7 @@ class Deck(WireEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Status:
+class Status(Struct):
     """Device → host, on change and on QueryStatus.
 
     ``state`` u8 (ShufflerState), ``fault`` u8 (FaultCode, 0 = none), ``shuffles`` u32
@@ -77,47 +74,19 @@ class Status:
     TYPE: ClassVar[int] = 0x21
     state: ShufflerState
     fault: FaultCode | None
-    shuffles: int
-
-    def to_payload(self) -> bytes:
-        return (
-            PayloadWriter()
-            .u8(self.state)
-            .u8(optional_code(self.fault))
-            .u32(self.shuffles)
-            .getvalue()
-        )
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Status")
-        state = decode_enum(ShufflerState, r.u8(), "Status.state")
-        fault = decode_optional_enum(FaultCode, r.u8(), "Status.fault")
-        msg = cls(state, fault, r.u32())
-        r.end()
-        return msg
+    shuffles: U32
 
 
 @dataclass(frozen=True, slots=True)
-class ShuffleStarted:
+class ShuffleStarted(Struct):
     """Device → host. ``shuffle_id`` u32, increasing per shuffle."""
 
     TYPE: ClassVar[int] = 0x22
-    shuffle_id: int
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.shuffle_id).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ShuffleStarted")
-        msg = cls(r.u32())
-        r.end()
-        return msg
+    shuffle_id: U32
 
 
 @dataclass(frozen=True, slots=True)
-class ShuffleComplete:
+class ShuffleComplete(Struct):
     """Device → host, when a shuffle cycle finished.
 
     ``shuffle_id`` u32, ``card_count`` u16 (cards counted; meaningful when ``counted``),
@@ -127,47 +96,18 @@ class ShuffleComplete:
     """
 
     TYPE: ClassVar[int] = 0x23
-    shuffle_id: int
-    card_count: int
-    counted: bool = True
-    identifies_cards: bool = False
+    shuffle_id: U32
+    card_count: U16
+    counted: Annotated[bool, Bit(0)] = True
+    identifies_cards: Annotated[bool, Bit(1)] = False
     deck: Deck = Deck.SINGLE
     back_colour: str = ""
-    missing: tuple[int, ...] = ()
-    extra: tuple[int, ...] = ()
-
-    def to_payload(self) -> bytes:
-        flags = int(self.counted) | (int(self.identifies_cards) << 1)
-        return (
-            PayloadWriter()
-            .u32(self.shuffle_id)
-            .u16(self.card_count)
-            .u8(flags)
-            .u8(self.deck)
-            .string(self.back_colour)
-            .byte_list(self.missing)
-            .byte_list(self.extra)
-            .getvalue()
-        )
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ShuffleComplete")
-        shuffle_id, count, flags = r.u32(), r.u16(), r.u8()
-        if flags & ~0x03:
-            raise MalformedPayload(f"ShuffleComplete: reserved flag bits set in 0x{flags:02x}")
-        deck = decode_enum(Deck, r.u8(), "ShuffleComplete.deck")
-        colour = r.string()
-        missing = check_cards(r.byte_list(), "ShuffleComplete.missing")
-        extra = check_cards(r.byte_list(), "ShuffleComplete.extra")
-        r.end()
-        return cls(
-            shuffle_id, count, bool(flags & 1), bool(flags & 2), deck, colour, missing, extra
-        )
+    missing: Cards = ()
+    extra: Cards = ()
 
 
 @dataclass(frozen=True, slots=True)
-class ShuffleOrder:
+class ShuffleOrder(Struct):
     """Device → host, after ShuffleComplete, only when card recognition is enabled.
 
     ``shuffle_id`` u32, ``deck`` u8 (Deck), ``output`` order (the order the shuffle made, top
@@ -177,51 +117,22 @@ class ShuffleOrder:
     """
 
     TYPE: ClassVar[int] = 0x26
-    shuffle_id: int
-    output: tuple[int, ...]
-    input: tuple[int, ...] = ()
+    WIRE_ORDER: ClassVar[tuple[str, ...]] = ("shuffle_id", "deck", "output", "input")
+    shuffle_id: U32
+    output: Cards
+    input: Cards = ()
     deck: Deck = Deck.SINGLE
-
-    def to_payload(self) -> bytes:
-        return (
-            PayloadWriter()
-            .u32(self.shuffle_id)
-            .u8(self.deck)
-            .byte_list(self.output)
-            .byte_list(self.input)
-            .getvalue()
-        )
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "ShuffleOrder")
-        shuffle_id = r.u32()
-        deck = decode_enum(Deck, r.u8(), "ShuffleOrder.deck")
-        output = check_cards(r.byte_list(), "ShuffleOrder.output")
-        fed = check_cards(r.byte_list(), "ShuffleOrder.input")
-        r.end()
-        return cls(shuffle_id, output, fed, deck)
 
 
 @dataclass(frozen=True, slots=True)
-class Fault:
+class Fault(Struct):
     """Device → host. ``shuffle_id`` u32 (0 when not shuffling), ``code`` u8 (FaultCode),
     ``detail`` str."""
 
     TYPE: ClassVar[int] = 0x24
-    shuffle_id: int
+    shuffle_id: U32
     code: FaultCode
     detail: str = ""
-
-    def to_payload(self) -> bytes:
-        return PayloadWriter().u32(self.shuffle_id).u8(self.code).string(self.detail).getvalue()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Self:
-        r = PayloadReader(payload, "Fault")
-        msg = cls(r.u32(), decode_enum(FaultCode, r.u8(), "Fault.code"), r.string())
-        r.end()
-        return msg
 
 
 @dataclass(frozen=True, slots=True)

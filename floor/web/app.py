@@ -5,9 +5,10 @@ script fills from JSON and keeps live over server-sent events (``/events``): one
 browser, a snapshot first, then each table's tile as it changes, within the loop turn the table's
 message arrives in. No polling loop, no external resources, no build step.
 
-Who may do what: every page needs a login (floor/web/users.py). A session is a random token in
-an HttpOnly, SameSite=Strict cookie (Secure under TLS); each state-changing request carries the
-session's CSRF token in ``X-CSRF-Token`` and is refused without it. The page offers only the
+Who may do what: every page needs a login (floor/web/users.py). A session (floor/web/sessions.py)
+is a random token in an HttpOnly, SameSite=Strict cookie (Secure under TLS); each
+state-changing request carries the session's CSRF token in ``X-CSRF-Token`` and is refused
+without it. The page offers only the
 actions the user's role may take (``COMMANDS[...].roles``, the tables' own registry), and the
 server checks again. An action is a table command, sent to the broker with that role's broker
 login (``role_logins``), so the broker's ACL and the table still decide; the table journals it,
@@ -26,7 +27,6 @@ import html
 import json
 import math
 import re
-import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,6 +41,7 @@ from tableside.floor.metrics import FloorMetrics
 from tableside.floor.store import Message, Store, TableState
 from tableside.floor.verify import export_line
 from tableside.floor.web.commander import Commander
+from tableside.floor.web.sessions import COOKIE, Session, Sessions
 from tableside.floor.web.throttle import LoginThrottle, address_of
 from tableside.floor.web.users import SURVEILLANCE, User, Users
 from tableside.floor.web.view import FloorView
@@ -54,7 +55,9 @@ __all__ = [
     "ACKNOWLEDGE",
     "RESOLVE",
     "WebApp",
+    "json_object",
     "make_app",
+    "page",
 ]
 
 log = structlog.get_logger("tableside.floor.web")
@@ -62,26 +65,13 @@ log = structlog.get_logger("tableside.floor.web")
 #: the table commands behind the page's two buttons (rules/commands.py)
 ACKNOWLEDGE = "acknowledge_ruling"
 RESOLVE = "resolve_ruling"
-#: a session ends after this long without a request
-SESSION_IDLE_S = 8 * 3600
 #: a browser that falls this many updates behind is cut off (it reconnects to a snapshot)
 SSE_QUEUE = 256
-COOKIE = "tableside_session"
 #: how often the users file is looked at while no request comes (each request looks too)
 USERS_POLL_S = 0.5
 
 #: one browser's server-sent-event stream: its updates, then None to end it
 Stream = asyncio.Queue[tuple[str, dict[str, object]] | None]
-
-
-@dataclass(slots=True)
-class Session:
-    user: User
-    csrf: str
-    last_seen: float
-    #: the ``/events`` streams this session opened, ended with it
-    streams: set[Stream] = field(default_factory=set)
-    live: bool = True
 
 
 @dataclass
@@ -93,16 +83,16 @@ class WebApp:
     store: Store | None = None
     secure_cookies: bool = False
     clock: Callable[[], float] = time.time
-    sessions: dict[str, Session] = field(default_factory=dict)
+    sessions: Sessions = field(default_factory=Sessions)
     metrics: FloorMetrics = field(default_factory=FloorMetrics)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     #: the clock the login throttle counts by
     monotonic: Callable[[], float] = time.monotonic
     #: told when a supervisor enrolled or revoked a key (the floor reloads the keys it trusts)
     keys_changed: Callable[[], Awaitable[None]] | None = None
-    #: the users file's version the sessions were last checked against
-    _users_version: int = -1
     _listeners: set[Stream] = field(default_factory=set)
+    #: the ``/events`` streams each session opened (by its token), ended with it
+    _streams: dict[str, set[Stream]] = field(default_factory=dict)
 
     # -- feeding the view -----------------------------------------------------------------
 
@@ -173,14 +163,8 @@ class WebApp:
 
     def _session(self, request: web.Request) -> Session | None:
         self._check_users()
-        token = request.cookies.get(COOKIE)
-        session = self.sessions.get(token) if token else None
-        now = self.clock()
-        if token and session is not None and now - session.last_seen > SESSION_IDLE_S:
-            self._end(token, "idle")
-            return None
-        if session is not None:
-            session.last_seen = now
+        session = self.sessions.get(request.cookies.get(COOKIE), self.clock())
+        self._hang_up_ended()
         return session
 
     def _need_session(self, request: web.Request) -> Session:
@@ -192,8 +176,7 @@ class WebApp:
         return session
 
     def _need_csrf(self, request: web.Request, session: Session) -> None:
-        sent = request.headers.get("X-CSRF-Token", "").encode("utf-8", "surrogateescape")
-        if not secrets.compare_digest(sent, session.csrf.encode()):
+        if not session.csrf_matches(request.headers.get("X-CSRF-Token", "")):
             raise web.HTTPForbidden(text="missing or wrong CSRF token")
 
     def _check_users(self) -> None:
@@ -202,24 +185,18 @@ class WebApp:
         a new password) ends, with its streams."""
         if self.users.refresh() and self.users.problem:
             log.error("floor_web_users_unreadable", problem=self.users.problem)
-        if self.users.version == self._users_version:
-            return
-        self._users_version = self.users.version
-        for token, session in list(self.sessions.items()):
-            if self.users.get(session.user.name) != session.user:
-                self._end(token, "user-changed")
+        self.sessions.check_users(self.users)
+        self._hang_up_ended()
 
-    def _end(self, token: str, why: str) -> None:
-        """The session is over, and so is every stream it opened."""
-        session = self.sessions.pop(token, None)
-        if session is None:
-            return
-        session.live = False
-        for stream in session.streams:
-            _hang_up(stream)
-        self.metrics.sessions_ended.labels(why).inc()
-        log.info("floor_web_session_ended", user=session.user.name, why=why,
-                 streams=len(session.streams))  # fmt: skip
+    def _hang_up_ended(self) -> None:
+        """Each session that ended is over, and so is every stream it opened."""
+        for session, why in self.sessions.take_ended():
+            streams = self._streams.pop(session.token, set())
+            for stream in streams:
+                _hang_up(stream)
+            self.metrics.sessions_ended.labels(why).inc()
+            log.info("floor_web_session_ended", user=session.user.name, why=why,
+                     streams=len(streams))  # fmt: skip
 
     async def hang_up_all(self, _: web.Application) -> None:
         """The server is stopping: every ``/events`` stream ends now (a stream's handler waits
@@ -229,9 +206,10 @@ class WebApp:
 
     def _follows(self, session: Session, stream: Stream) -> None:
         """``stream`` ends with ``session`` (at once, if it already ended)."""
-        session.streams.add(stream)
         if not session.live:
             _hang_up(stream)
+        else:
+            self._streams.setdefault(session.token, set()).add(stream)
 
     async def watch_users(self, app: web.Application) -> AsyncIterator[None]:
         """While the app serves (``cleanup_ctx``): the users file looked at every
@@ -251,7 +229,7 @@ class WebApp:
     # -- pages ----------------------------------------------------------------------------
 
     async def login_page(self, request: web.Request) -> web.Response:
-        return _page("login.html", error="")
+        return page("login.html", error="")
 
     async def login(self, request: web.Request) -> web.Response:
         _same_origin(request)
@@ -269,19 +247,23 @@ class WebApp:
             log.warning("floor_web_login_refused", user=name[:64], address=address,
                         retry_s=math.ceil(wait))  # fmt: skip
             minutes = math.ceil(wait / 60)
-            refused = _page("login.html", status=429, error="Too many wrong passwords: try "
+            refused = page("login.html", status=429, error="Too many wrong passwords: try "
                             f"again in {minutes} minute{'s' if minutes > 1 else ''}.")  # fmt: skip
             refused.headers["Retry-After"] = str(math.ceil(wait))
             return refused
         user = await self._check_password(name, password, address)
         if user is None:
             await asyncio.sleep(self.throttle.policy.delay_s)
-            return _page("login.html", error="Wrong user name or password.", status=401)
-        token = secrets.token_urlsafe(32)
-        self.sessions[token] = Session(user, secrets.token_urlsafe(32), self.clock())
+            return page("login.html", error="Wrong user name or password.", status=401)
+        session = self.sessions.open(user, self.clock())
         response = web.HTTPSeeOther("/")
         response.set_cookie(
-            COOKIE, token, httponly=True, samesite="Strict", secure=self.secure_cookies, path="/"
+            COOKIE,
+            session.token,
+            httponly=True,
+            samesite="Strict",
+            secure=self.secure_cookies,
+            path="/",
         )
         raise response
 
@@ -307,14 +289,15 @@ class WebApp:
     async def logout(self, request: web.Request) -> web.Response:
         session = self._need_session(request)
         self._need_csrf(request, session)
-        self._end(request.cookies.get(COOKIE, ""), "logout")
+        self.sessions.end(session.token, "logout")
+        self._hang_up_ended()
         response = web.HTTPSeeOther("/login")
         response.del_cookie(COOKIE, path="/")
         raise response
 
     async def shell(self, request: web.Request) -> web.Response:
         session = self._need_session(request)
-        return _page(
+        return page(
             "floor.html",
             user=session.user.name,
             role=session.user.role,
@@ -367,7 +350,7 @@ class WebApp:
             pass  # the browser went away
         finally:
             self._listeners.discard(queue)
-            session.streams.discard(queue)
+            self._streams.get(session.token, set()).discard(queue)
         return response
 
     async def export(self, request: web.Request) -> web.StreamResponse:
@@ -410,7 +393,7 @@ class WebApp:
         ruling = self.view.rulings.get(ruling_id)
         if ruling is None or ruling.table != table:
             raise web.HTTPNotFound(text=f"no ruling {ruling_id!r} at table {table!r}")
-        body = await _json_object(request)
+        body = await json_object(request)
         args: dict[str, object] = {"ruling": ruling.seq, "by": session.user.name}
         if command == RESOLVE:
             action, note = body.get("action"), body.get("note", "")
@@ -447,7 +430,7 @@ def completeness(state: TableState) -> dict[str, object]:
     }
 
 
-async def _json_object(request: web.Request) -> dict[str, object]:
+async def json_object(request: web.Request) -> dict[str, object]:
     """The request's body as a JSON object, or 400 saying what it is instead (``null``, a list,
     nesting too deep to parse, not JSON at all: never a 500)."""
     try:
@@ -516,7 +499,7 @@ def _static(name: str) -> str:
     return (resources.files("tableside.floor.web") / "static" / name).read_text(encoding="utf-8")
 
 
-def _page(name: str, status: int = 200, **values: str) -> web.Response:
+def page(name: str, status: int = 200, **values: str) -> web.Response:
     text = _static(name)
     for key, value in values.items():
         text = text.replace("{{" + key + "}}", html.escape(value))

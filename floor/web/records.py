@@ -28,14 +28,8 @@ from aiohttp import web
 
 from tableside.floor.changes import COLUMNS, changes, topics
 from tableside.floor.store import Enrolment, Store
-from tableside.floor.web.app import (
-    Session,
-    WebApp,
-    _json_object,
-    _page,
-    attachment,
-    completeness,
-)
+from tableside.floor.web.app import WebApp, attachment, completeness, json_object, page
+from tableside.floor.web.sessions import Session
 from tableside.floor.web.users import SUPERVISOR
 from tableside.rules.rulings import MAX_NOTE_CHARS
 from tableside.wire import proof
@@ -69,7 +63,7 @@ class Records:
 
     def _shell(self, request: web.Request, name: str) -> web.Response:
         session = self.app._need_session(request)
-        return _page(name, user=session.user.name, role=session.user.role, csrf=session.csrf,
+        return page(name, user=session.user.name, role=session.user.role, csrf=session.csrf,
                      table=request.match_info["table"])  # fmt: skip
 
     async def key_state(self, request: web.Request) -> web.Response:
@@ -145,7 +139,7 @@ class Records:
         self.app._need_csrf(request, session)
         if session.user.role != SUPERVISOR:
             raise web.HTTPForbidden(text=f"a {session.user.role} may not {verb} a table's key")
-        return session, request.match_info["table"], await _json_object(request)
+        return session, request.match_info["table"], await json_object(request)
 
     async def _changed(self, table: str) -> None:
         """The floor trusts the key as enrolled now; the tile says so at once."""
