@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
 import structlog
 from pydantic import BaseModel
@@ -85,7 +85,7 @@ READER_USB = (0x1209, 0x7AB1, "DEMO0001")
 @dataclass
 class _Device:
     name: str
-    config: dict[str, Any]
+    config: dict[str, object]
     serve: Callable[..., Coroutine[object, object, None]] | None  # served on a pty; None: on USB
 
 
@@ -215,7 +215,7 @@ def _config(
         table=TableConfig(id=f"demo-{game.value.replace('_', '-')}", game=game, decks=decks,
                           state_dir=state_dir),
         broker=BrokerConfig(url=broker_url, mqtt_version=mqtt_version),
-        devices={d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
+        devices={d.name: DeviceConfig.model_validate({"url": urls.get(d.name, ""), **d.config})
                  for d in devices},
     )  # fmt: skip
 
