@@ -288,10 +288,12 @@ class ProgressiveControllerSimulator(FramedSimulator):
             return NakReason.UNKNOWN_TYPE
         return None
 
-    async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
+    async def on_request(self, link: FramedLink, kind: str, request: object) -> None:
         if kind != "lights":
             await super().on_request(link, kind, request)
             return
+        if not isinstance(request, int):
+            raise TypeError(f"lights: SetLights' lamps (a bit a seat), not {request!r}")
         keep = sum(1 << (s - 1) for s in self.stuck)
         self.lights = (request & ~keep) | (self.lights & keep)
         await link.send(p.LightsState(self.lights))

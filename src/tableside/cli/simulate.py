@@ -8,10 +8,13 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tableside import __version__
 from tableside.cli.common import AddParser, run_async
+
+if TYPE_CHECKING:  # the simulators load with a command that runs one, not with the parser
+    from tableside.simulators.listen import Connection
 
 __all__ = ["add_parsers"]
 
@@ -139,7 +142,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from tableside.simulators.scenario import load_scenario
 
     scenario: dict[str, Any] = {}
-    serves: list[tuple[str, Any]] = []  # (label, serve) per endpoint
+    serves: list[tuple[str, Connection]] = []  # (label, serve) per endpoint
     done_event: asyncio.Event
     try:
         if args.scenario:
