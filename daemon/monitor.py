@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
+from tableside.wire.events import ShuffleStatistics
 from tableside.wire.payloads import (
     CheckpointPayload,
     CommandResult,
@@ -93,7 +94,7 @@ def format_message(topic: str, message: BaseModel, prefix: str = "tableside") ->
             return _ruling_state(head, message)
         case DeviceStatePayload():
             return _device_state(head, message, flags)
-        case DeviceEventPayload(event="shuffle_statistics"):
+        case DeviceEventPayload(event=ShuffleStatistics.kind):
             return _statistics(head, message)
         case DeviceEventPayload():
             detail = " ".join(f"{k}={v}" for k, v in message.data.items()
