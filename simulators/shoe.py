@@ -20,7 +20,7 @@ from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import protocol as p
 from tableside.drivers.shoe.plan import Plan, Stack, Target
-from tableside.simulators.base import LINE_FAULTS, FramedSimulator
+from tableside.simulators.base import LINE_FAULTS, StatefulSimulator
 from tableside.simulators.faults import FaultSpec
 
 __all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec", "plan_spec"]
@@ -77,7 +77,7 @@ def plan_spec(plan: Plan) -> str:
 
 
 @dataclass
-class ShoeSimulator(FramedSimulator):
+class ShoeSimulator(StatefulSimulator[p.ShoeState, p.ShoeFaultCode]):
     """Device-side dealing shoe."""
 
     FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
@@ -99,7 +99,7 @@ class ShoeSimulator(FramedSimulator):
         super().__post_init__()
         self.rounds_dealt = 0
         self._state = p.ShoeState.IDLE
-        self._fault: p.ShoeFaultCode | None = None
+        self._fault = None
         self._remaining = self.deck_size
         self._deck: list[int] = []
 
