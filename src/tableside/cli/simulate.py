@@ -139,17 +139,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from tableside.simulators.listen import serve_pty, serve_socket
     from tableside.simulators.progressive import progressive_table
     from tableside.simulators.registry import build_simulator
-    from tableside.simulators.scenario import load_scenario
+    from tableside.simulators.scenario import Scenario, load_scenario
 
-    scenario: dict[str, Any] = {}
+    scenario = Scenario()
     serves: list[tuple[str, Connection]] = []  # (label, serve) per endpoint
     done_event: asyncio.Event
     try:
         if args.scenario:
             scenario = load_scenario(args.scenario)
-        settings = {k: v for k, v in scenario.items() if k not in ("faults", "identity")}
-        settings.update(_settings_from_flags(args))
-        faults = [*scenario.get("faults", []), *args.fault]
+        # checked against the simulator's fields when it is built (registry.check_settings)
+        settings: dict[str, Any] = {**scenario.settings, **_settings_from_flags(args)}
+        faults = [*scenario.faults, *args.fault]
         if args.device_class == "progressive":
             seats = _seat_addresses(args.seats)
             controller, bus = progressive_table(seats, faults, **settings)
@@ -159,7 +159,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             done_event = controller.done
         else:
             sim = build_simulator(
-                args.device_class, settings, faults, scenario.get("identity"),
+                args.device_class, settings, faults, scenario.identity,
                 silent_disconnect=args.pty,
             )  # fmt: skip
             serves = [("", sim.serve)]
