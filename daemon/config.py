@@ -565,8 +565,8 @@ def _apply_overrides(
     """Put the overrides in. Where the file has no table to put one in (``broker = "…"``), the
     override is left out: the validation names that line."""
     problems = []
-    if broker and isinstance(table := data.setdefault("broker", {}), dict):
-        table["url"] = broker
+    if broker and isinstance(section := data.setdefault("broker", {}), dict):
+        section["url"] = broker
     table_devices = data.get("devices", {})
     for name, url in devices.items():
         if not isinstance(table_devices, dict) or name not in table_devices:
