@@ -130,7 +130,7 @@ def _data_model(cls: type[DeviceEvent]) -> type[BaseModel]:
 
 def _made_model(cls: type[DeviceEvent]) -> type[BaseModel]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    # Any: create_model's ** keywords also take its own options (__config__, __doc__, …)
+    # untyped values: create_model's ** keywords also take its own options (__config__, …)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name == "device":
