@@ -26,7 +26,7 @@ import math
 import os
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVarTuple
 
 import structlog
 
@@ -62,6 +62,9 @@ from tableside.wire.topics import Topics
 __all__ = ["FREEZE_WITHIN_S", "KeyUnreadable", "TableDaemon", "table_facts", "table_runtime"]
 
 log = structlog.get_logger("tableside.daemon")
+
+#: what a systemd notification takes (``Notifier.ready``'s status; nothing, for a ping)
+_Args = TypeVarTuple("_Args")
 
 #: start-up's objects are frozen once ``online`` is sent, or this long after start at most
 FREEZE_WITHIN_S = 2.0
@@ -387,7 +390,7 @@ class TableDaemon:
             if self.journal.head[0] not in (self.checkpointed, -1):
                 self.checkpoint()
 
-    def _notify(self, send: Any, *args: object) -> None:
+    def _notify(self, send: Callable[[*_Args], None], *args: *_Args) -> None:
         try:
             send(*args)
         except NotifyError as exc:  # said, never swallowed; the daemon goes on

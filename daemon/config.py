@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -560,19 +560,19 @@ def _find_line(text: str, loc: Sequence[str | int]) -> int | None:
 
 
 def _apply_overrides(
-    data: dict[str, Any], broker: str | None, devices: Mapping[str, str]
+    data: dict[str, object], broker: str | None, devices: Mapping[str, str]
 ) -> list[Problem]:
     """Put the overrides in. Where the file has no table to put one in (``broker = "…"``), the
     override is left out: the validation names that line."""
     problems = []
-    if broker and isinstance(data.setdefault("broker", {}), dict):
-        data["broker"]["url"] = broker
+    if broker and isinstance(section := data.setdefault("broker", {}), dict):
+        section["url"] = broker
     table_devices = data.get("devices", {})
     for name, url in devices.items():
         if not isinstance(table_devices, dict) or name not in table_devices:
             problems.append(Problem("override", f"devices.{name}", "no such device in the config"))
-        elif isinstance(table_devices[name], dict):
-            table_devices[name]["url"] = url
+        elif isinstance(device := table_devices[name], dict):
+            device["url"] = url
     return problems
 
 

@@ -16,9 +16,10 @@ import tempfile
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
 import structlog
+from pydantic import BaseModel
 
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.broker import (
@@ -32,6 +33,8 @@ from tableside.daemon.broker import (
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.monitor import Monitor
 from tableside.drivers import usb as usb_transport
+from tableside.drivers.catalog import read_event
+from tableside.drivers.shuffler.events import ShuffleCompleted, ShufflerFault
 from tableside.rules.model import Game
 from tableside.rules.patterns import dispense_pattern
 from tableside.simulators.card_reader import CardReaderSimulator
@@ -40,7 +43,8 @@ from tableside.simulators.progressive import progressive_table
 from tableside.simulators.registry import build_simulator
 from tableside.simulators.shuffler import ShufflerSimulator
 from tableside.simulators.usb import SimulatedUsbBackend, SimulatedUsbDevice
-from tableside.wire.topics import TopicKind, Topics, parse_topic
+from tableside.wire.payloads import DeviceEventPayload
+from tableside.wire.topics import Topic, Topics
 
 __all__ = ["DEFAULT_FAULTS", "DEVICES_BY_GAME", "Beside", "DemoTable", "run_demo"]
 
@@ -81,7 +85,7 @@ READER_USB = (0x1209, 0x7AB1, "DEMO0001")
 @dataclass
 class _Device:
     name: str
-    config: dict[str, Any]
+    config: dict[str, object]
     serve: Callable[..., Coroutine[object, object, None]] | None  # served on a pty; None: on USB
 
 
@@ -211,7 +215,7 @@ def _config(
         table=TableConfig(id=f"demo-{game.value.replace('_', '-')}", game=game, decks=decks,
                           state_dir=state_dir),
         broker=BrokerConfig(url=broker_url, mqtt_version=mqtt_version),
-        devices={d.name: DeviceConfig(**{"url": urls.get(d.name, ""), **d.config})
+        devices={d.name: DeviceConfig.model_validate({"url": urls.get(d.name, ""), **d.config})
                  for d in devices},
     )  # fmt: skip
 
@@ -225,25 +229,34 @@ def _where(config: Config, urls: dict[str, str]) -> str:
 
 
 def _last_outcome(
-    config: Config, shuffler: ShufflerSimulator, rounds: int | None
-) -> tuple[asyncio.Event, Callable[[str, dict[str, object]], None]]:
+    shuffler: ShufflerSimulator, rounds: int | None
+) -> tuple[asyncio.Event, Callable[[Topic, BaseModel], None]]:
     """Set once the monitor has seen the last shuffle's outcome (at once when the last shuffle
     is cut off and has none), and the monitor's callback that sets it."""
     last = asyncio.Event()
     if rounds is not None and "disconnect" in shuffler.faults_at(rounds):
         last.set()
 
-    def seen(topic: str, msg: dict[str, Any]) -> None:
-        where = parse_topic(config.broker.topic_prefix, topic)
-        if (
-            where is not None
-            and (where.kind, where.name) == (TopicKind.DEVICE_EVENT, "shuffler")
-            and msg.get("event") in ("shuffle_complete", "fault")
-            and msg["data"].get("shuffle_id") == rounds
-        ):
+    def seen(where: Topic, message: BaseModel) -> None:
+        if not (isinstance(message, DeviceEventPayload) and where.name == "shuffler"):
+            return
+        outcome = _OUTCOMES.get(message.event)
+        if outcome is None:
+            return
+        try:
+            event = read_event(outcome, message.device, message.data)
+        except ValueError:  # not the event's data: no outcome
+            return
+        if isinstance(event, ShuffleCompleted | ShufflerFault) and event.shuffle_id == rounds:
             last.set()
 
     return last, seen
+
+
+#: a shuffle's outcome: the event that ends it
+_OUTCOMES: dict[str, type[ShuffleCompleted | ShufflerFault]] = {
+    cls.kind: cls for cls in (ShuffleCompleted, ShufflerFault)
+}
 
 
 async def run_demo(
@@ -270,7 +283,7 @@ async def run_demo(
             print(f"-- table {table_id} ({game.value}): {_where(config, urls)}; shuffler "
                   f"faults: {', '.join(faults) or 'none'}; "
                   + (f"{rounds} shuffles" if rounds else "until Ctrl-C"), file=out)  # fmt: skip
-            last_outcome, seen = _last_outcome(config, shuffler, rounds)
+            last_outcome, seen = _last_outcome(shuffler, rounds)
             # a persistent session (an earlier demo's ended at the start, then a new one kept
             # across the monitor's reconnects and the broker's restarts): a broker outage does
             # not cost the monitor what the table published meanwhile

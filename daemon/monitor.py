@@ -21,14 +21,27 @@ import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 from pydantic import BaseModel, ValidationError
 
 from tableside.drivers.backoff import Backoff
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint, MqttError
-from tableside.wire.payloads import Envelope, StatusPayload, model_of
+from tableside.wire.events import ShuffleStatistics
+from tableside.wire.payloads import (
+    CheckpointPayload,
+    CommandResult,
+    DeviceEventPayload,
+    DeviceStatePayload,
+    Envelope,
+    ReplayPayload,
+    RulingPayload,
+    RulingStatePayload,
+    StatusPayload,
+    TablePayload,
+    model_of,
+)
 from tableside.wire.topics import Topic, TopicKind, Topics, parse_topic
 
 __all__ = [
@@ -58,86 +71,96 @@ def _level(test: dict[str, object]) -> float:
     return level if isinstance(level, int | float) and not isinstance(level, bool) else 0
 
 
-def format_message(topic: str, msg: dict[str, Any], prefix: str = "tableside") -> str:
-    """One readable line for one tableside payload."""
-    seq = f"#{msg.get('seq', '?'):>6}"
-    head = f"{_clock(str(msg.get('ts', '')))} {seq}"
-    flags = " (republished)" if msg.get("republished") else ""
-    where = parse_topic(prefix, topic)
-    kind = where.kind if where is not None else None
-    if kind is TopicKind.STATUS:
-        will = " (last will)" if msg.get("will") else ""
-        return f"{head} TABLE {msg.get('table')} is {msg.get('status')}{will}{flags}"
-    if kind is TopicKind.TABLE:
-        parts = [
-            f"round {msg.get('round')}",
-            f"rounds since stub count {msg.get('rounds_since_stub_count')}",
-        ]
-        if msg.get("deck_age_h") is not None:
-            parts.append(f"deck age {msg['deck_age_h']:.2f} h")
-        if msg.get("meter_cents") is not None:
-            parts.append(f"meter ${msg['meter_cents'] / 100:,.2f}")
-        return (f"{head} TABLE   {msg.get('phase')}: {', '.join(parts)} "
-                f"(after {msg.get('cause')}){flags}")  # fmt: skip
-    if kind is TopicKind.RULING:
-        actions = ", ".join(msg.get("actions", []))
-        event = msg.get("event", {})
-        return (
-            f"{head} RULING  {msg.get('clause')} → {actions}"
-            + (
-                f" [{', '.join(msg.get('affected', []))}]"
-                if msg.get("affected") not in (None, ["all"])
-                else ""
-            )
-            + "\n"
-            f"{'':>20}{msg.get('summary')} (from {event.get('device')} "
-            f"{event.get('event')} #{event.get('seq')})"
-        )
-    if kind is TopicKind.RULING_STATE:
-        state = str(msg.get("state"))
-        by = f" by {msg['by']}" if msg.get("by") else ""
-        done = f": {msg['action']}" if msg.get("action") else ""
-        note = f" — {msg['note']}" if msg.get("note") else ""
-        halt = "; dealing halted" if msg.get("halts") else ""
-        return (f"{head} RULING  #{msg.get('ruling')} {state.upper()}{by}{done}{note} "
-                f"({msg.get('clause')}, {msg.get('open_s')} s after it{halt})")  # fmt: skip
-    if kind is TopicKind.DEVICE_STATE:
-        ident = msg.get("identity") or {}
-        who = (
-            f" {ident.get('model')} s/n {ident.get('serial')} fw {ident.get('firmware_version')}"
-            if ident
-            else ""
-        )
-        extra = " ".join(
-            f"{k}={msg[k]}" for k in ("device_state", "fault") if msg.get(k) is not None
-        )
-        line = f"{head} {msg.get('device')!s:<10} state {msg.get('connection')}{who} {extra}{flags}"
-        return line.rstrip()
-    if kind is TopicKind.DEVICE_EVENT and msg.get("event") == "shuffle_statistics":
-        data = msg.get("data", {})
-        # the device's own data, which the payload model takes as any object
-        tests = data.get("tests")
-        rows = [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
-        top = max(rows, key=_level, default={})
-        highest = f"highest level {_level(top)} ({top.get('test', '-')})"
-        return (f"{head} {msg.get('device')!s:<10} shuffle_statistics: {data.get('shuffles')} "
-                f"tested ({data.get('with_input')} with the order fed), {data.get('alerts')} "
-                f"alerts; {highest}")  # fmt: skip
-    if kind is TopicKind.DEVICE_EVENT:
-        data = msg.get("data", {})
-        detail = " ".join(f"{k}={v}" for k, v in data.items() if v not in ("", [], None))
-        return f"{head} {msg.get('device')!s:<10} {msg.get('event')}: {detail}"
-    if kind is TopicKind.CHECKPOINT:
-        return (f"{head} TABLE   checkpoint: signed up to #{msg.get('upto_seq')} "
-                f"(head {str(msg.get('head'))[:16]}…)")  # fmt: skip
-    if kind is TopicKind.REPLAY:
-        return (f"#{msg.get('seq', '?'):>6} REPLAY  {msg.get('topic')} "
+def format_message(topic: str, message: BaseModel, prefix: str = "tableside") -> str:
+    """One readable line for one tableside payload, read as its topic's model
+    (``read_message``)."""
+    if isinstance(message, ReplayPayload):
+        return (f"#{message.seq:>6} REPLAY  {message.topic} "
                 f"(sent again from the journal for the auditor)")  # fmt: skip
-    if kind is TopicKind.COMMAND_RESULT:
-        outcome = "ok" if msg.get("ok") else f"refused: {msg.get('error')}"
-        who = f"{msg.get('device') or '?':<10} {msg.get('role')}"
-        return f"{head} {who} command {msg.get('command')} {outcome}"
-    return f"{head} {topic} {json.dumps(msg)}"
+    if not isinstance(message, Envelope):  # a request: not the table's own
+        return f"{topic} {message.model_dump_json()}"
+    head = f"{_clock(message.ts)} #{message.seq:>6}"
+    flags = " (republished)" if message.republished else ""
+    match message:
+        case StatusPayload():
+            will = " (last will)" if message.will else ""
+            return f"{head} TABLE {message.table} is {message.status}{will}{flags}"
+        case TablePayload():
+            what = f"{message.phase}: {_table(message)} (after {message.cause})"
+            return f"{head} TABLE   {what}{flags}"
+        case RulingPayload():
+            return _ruling(head, message)
+        case RulingStatePayload():
+            return _ruling_state(head, message)
+        case DeviceStatePayload():
+            return _device_state(head, message, flags)
+        case DeviceEventPayload(event=ShuffleStatistics.kind):
+            return _statistics(head, message)
+        case DeviceEventPayload():
+            detail = " ".join(f"{k}={v}" for k, v in message.data.items()
+                              if v not in ("", [], None))  # fmt: skip
+            return f"{head} {message.device!s:<10} {message.event}: {detail}"
+        case CheckpointPayload():
+            return (f"{head} TABLE   checkpoint: signed up to #{message.upto_seq} "
+                    f"(head {message.head[:16]}…)")  # fmt: skip
+        case CommandResult() if _kind(prefix, topic) is TopicKind.COMMAND_RESULT:
+            outcome = "ok" if message.ok else f"refused: {message.error}"
+            who = f"{message.device or '?':<10} {message.role}"
+            return f"{head} {who} command {message.command} {outcome}"
+    return f"{head} {topic} {json.dumps(message.model_dump(mode='json'))}"
+
+
+def _kind(prefix: str, topic: str) -> TopicKind | None:
+    where = parse_topic(prefix, topic)
+    return where.kind if where is not None else None
+
+
+def _table(message: TablePayload) -> str:
+    parts = [f"round {message.round}",
+             f"rounds since stub count {message.rounds_since_stub_count}"]  # fmt: skip
+    if message.deck_age_h is not None:
+        parts.append(f"deck age {message.deck_age_h:.2f} h")
+    if message.meter_cents is not None:
+        parts.append(f"meter ${message.meter_cents / 100:,.2f}")
+    return ", ".join(parts)
+
+
+def _ruling(head: str, message: RulingPayload) -> str:
+    actions = ", ".join(message.actions)
+    affected = f" [{', '.join(message.affected)}]" if message.affected != ["all"] else ""
+    source = f"{message.event.device} {message.event.event} #{message.event.seq}"
+    return (f"{head} RULING  {message.clause} → {actions}{affected}\n"
+            f"{'':>20}{message.summary} (from {source})")  # fmt: skip
+
+
+def _ruling_state(head: str, message: RulingStatePayload) -> str:
+    by = f" by {message.by}" if message.by else ""
+    done = f": {message.action}" if message.action else ""
+    note = f" — {message.note}" if message.note else ""
+    halt = "; dealing halted" if message.halts else ""
+    return (f"{head} RULING  #{message.ruling} {message.state.upper()}{by}{done}{note} "
+            f"({message.clause}, {message.open_s} s after it{halt})")  # fmt: skip
+
+
+def _device_state(head: str, message: DeviceStatePayload, flags: str) -> str:
+    ident = message.identity
+    who = f" {ident.model} s/n {ident.serial} fw {ident.firmware_version}" if ident else ""
+    extra = " ".join(f"{name}={value}" for name, value in
+                     (("device_state", message.device_state), ("fault", message.fault))
+                     if value is not None)  # fmt: skip
+    line = f"{head} {message.device!s:<10} state {message.connection}{who} {extra}{flags}"
+    return line.rstrip()
+
+
+def _statistics(head: str, message: DeviceEventPayload) -> str:
+    data = message.data  # the device's own data, which the payload model takes as any object
+    tests = data.get("tests")
+    rows = [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
+    top = max(rows, key=_level, default={})
+    highest = f"highest level {_level(top)} ({top.get('test', '-')})"
+    return (f"{head} {message.device!s:<10} shuffle_statistics: {data.get('shuffles')} "
+            f"tested ({data.get('with_input')} with the order fed), {data.get('alerts')} "
+            f"alerts; {highest}")  # fmt: skip
 
 
 #: kinds whose messages repeat a record rather than being one: the records an auditor's replay
@@ -178,7 +201,8 @@ class Monitor:
     table: str
     prefix: str = "tableside"
     out: TextIO | None = None
-    on_message: Callable[[str, dict[str, object]], None] | None = None
+    #: each message the monitor reads, as its topic and its model (``read_message``)
+    on_message: Callable[[Topic, BaseModel], None] | None = None
     #: credentials, TLS and MQTT version (BrokerConfig.endpoint()) when the broker wants them;
     #: None: MQTT v5 at ``url``, no login
     endpoint: Endpoint | None = None
@@ -287,7 +311,6 @@ class Monitor:
         note = self._count(seq) if seq is not None else None
         if note:
             self._print(note)
-        msg = message.model_dump(mode="json")
-        self._print(format_message(topic, msg, self.prefix))
+        self._print(format_message(topic, message, self.prefix))
         if self.on_message is not None:
-            self.on_message(topic, msg)
+            self.on_message(where, message)

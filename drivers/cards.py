@@ -12,7 +12,7 @@ jack, or an ace counting eleven), ``12``, ``13``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BeforeValidator, GetCoreSchemaHandler, WithJsonSchema
 from pydantic_core import PydanticCustomError, core_schema
@@ -152,7 +152,7 @@ class Card(Named):
 
     @classmethod
     def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
+        cls, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         """Read from its name, written as its name, described as a string."""
         named = core_schema.no_info_after_validator_function(cls.named, core_schema.str_schema())

@@ -99,10 +99,12 @@ _CARDS = ("a card identity: sent only by a table whose config allows it ([table]
 def event_schema(name: str, cls: type[DeviceEvent]) -> dict[str, object]:
     """The JSON Schema of the ``data`` of a device-event message (docs/mqtt.md) whose event is
     ``cls``: its fields but ``device`` (the message's own), card identities optional."""
-    schema: dict[str, Any] = _data_model(cls).model_json_schema()
+    schema: dict[str, object] = _data_model(cls).model_json_schema()
+    properties = schema.get("properties")
     for f in dataclasses.fields(cls):  # a card field the event always has: no default shown
-        if f.name in cls.card_fields and f.default is dataclasses.MISSING:
-            schema["properties"][f.name].pop("default", None)
+        if (f.name in cls.card_fields and f.default is dataclasses.MISSING
+                and isinstance(properties, dict)):  # fmt: skip
+            properties[f.name].pop("default", None)
     return {"$comment": f"data of a device event {name!r}", **schema}
 
 
@@ -128,6 +130,7 @@ def _data_model(cls: type[DeviceEvent]) -> type[BaseModel]:
 
 def _made_model(cls: type[DeviceEvent]) -> type[BaseModel]:
     hints = typing.get_type_hints(cls, include_extras=True)
+    # untyped values: create_model's ** keywords also take its own options (__config__, …)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name == "device":

@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import structlog
 
@@ -161,6 +161,10 @@ class LinkStats:
     unacknowledged: int = 0
 
 
+#: what a link's loop waits on: the read under way, and the settling of what it acknowledged
+_Waited = asyncio.Future[bytes] | asyncio.Future[None]
+
+
 class FramedLink:
     """Frames and messages of one protocol over one open (reader, writer) pair."""
 
@@ -218,7 +222,7 @@ class FramedLink:
                     # No more than the decoder holds: a device writing faster than it is read
                     # waits on the line, it does not lose bytes to the decoder's cap.
                     reading = asyncio.ensure_future(self._reader.read(self.decoder.room))
-                waits: set[asyncio.Future[Any]] = {reading}
+                waits: set[_Waited] = {reading}
                 if self._settling is not None:
                     waits.add(self._settling)
                 done, _ = await asyncio.wait(
@@ -249,7 +253,7 @@ class FramedLink:
             self._settling = None
 
     @staticmethod
-    async def _stop(*tasks: asyncio.Future[Any] | None) -> None:
+    async def _stop(*tasks: _Waited | None) -> None:
         """Cancel what the loop left running and wait for it (no task outlives its link)."""
         left = [t for t in tasks if t is not None and not t.done()]
         for task in left:

@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import serial
@@ -350,16 +350,28 @@ class ThreadedTransport(asyncio.Transport):
         return self._out.qsize()
 
 
+class _SerialForUrl(Protocol):
+    """What of pyserial's ``serial_for_url`` port (a ``SerialBase``) the threaded transport
+    uses: pyserial has no type hints."""
+
+    @property
+    def name(self) -> object: ...
+    @property
+    def in_waiting(self) -> int: ...
+    def read(self, size: int) -> bytes: ...
+    def write(self, data: bytes) -> object: ...
+    def close(self) -> None: ...
+
+
 class _PyserialPort:
     """A pyserial URL handler without a file descriptor (rfc2217://)."""
 
-    def __init__(self, port: Any) -> None:
+    def __init__(self, port: _SerialForUrl) -> None:
         self._port = port
         self.name = str(port.name)
 
     def read(self) -> bytes:
-        data: bytes = self._port.read(max(1, self._port.in_waiting))
-        return data
+        return self._port.read(max(1, self._port.in_waiting))
 
     def write(self, data: bytes) -> None:
         self._port.write(data)
@@ -380,7 +392,8 @@ async def open_threaded(port: BlockingPort) -> tuple[asyncio.StreamReader, async
 async def _open_threaded(
     url: str, baudrate: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    def _open() -> object:
-        return serial.serial_for_url(url, baudrate=baudrate, timeout=0.1)
+    def _open() -> _SerialForUrl:
+        port: _SerialForUrl = serial.serial_for_url(url, baudrate=baudrate, timeout=0.1)
+        return port
 
     return await open_threaded(_PyserialPort(await asyncio.to_thread(_open)))

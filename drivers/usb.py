@@ -17,12 +17,13 @@ how the simulated USB bus (tableside.simulators.usb) runs the unchanged driver w
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import errno
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import usb.core
@@ -69,6 +70,24 @@ def parse_usb_url(url: str) -> UsbAddress:
     return UsbAddress(vendor, product, serial)
 
 
+class _Device(Protocol):
+    """What of a pyusb ``usb.core.Device`` the search reads (pyusb has no type hints)."""
+
+    @property
+    def serial_number(self) -> str | None: ...
+
+
+class _Endpoint(Protocol):
+    """What of a pyusb ``usb.core.Endpoint`` the port uses."""
+
+    @property
+    def bEndpointAddress(self) -> int: ...  # the descriptor fields as USB and pyusb spell them
+    @property
+    def wMaxPacketSize(self) -> int: ...
+    def read(self, size: int, timeout: int) -> array.array[int]: ...
+    def write(self, data: bytes, timeout: int) -> int: ...
+
+
 def _errno(exc: usb.core.USBError) -> int | None:
     return exc.errno if isinstance(exc.errno, int) else None
 
@@ -84,7 +103,7 @@ class UsbPort:
         self._transfers = 0  # under way, in the reader and writer threads
         self._idle = threading.Condition()
 
-        def matches(dev: Any) -> bool:
+        def matches(dev: _Device) -> bool:
             if address.serial is None:
                 return True
             try:
@@ -102,8 +121,8 @@ class UsbPort:
         dev.set_configuration()
         interface = dev.get_active_configuration()[(0, 0)]
 
-        def endpoint(direction: int) -> Any:
-            found = usb.util.find_descriptor(
+        def endpoint(direction: int) -> _Endpoint:
+            found: _Endpoint | None = usb.util.find_descriptor(
                 interface,
                 custom_match=lambda e: (
                     usb.util.endpoint_direction(e.bEndpointAddress) == direction
@@ -123,7 +142,7 @@ class UsbPort:
                 usb.util.dispose_resources(dev)
             raise
 
-    def _clear_stall(self, ep: Any) -> None:
+    def _clear_stall(self, ep: _Endpoint) -> None:
         self.stalls += 1
         with self._lock:
             self._dev.clear_halt(ep.bEndpointAddress)

@@ -10,14 +10,16 @@ way, its fields as the table recorded them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pydantic import BaseModel
+
 from tableside.floor.store import Enrolment, Message
+from tableside.wire.payloads import ConfigPayload, DeviceEventPayload, model_of, parse_payload
 from tableside.wire.proof import unmarked
-from tableside.wire.topics import TopicKind, Topics, parse_topic
+from tableside.wire.topics import TopicKind, Topics
 
 __all__ = ["CHANGES", "COLUMNS", "Change", "ChangeKind", "changes", "topics"]
 
@@ -45,6 +47,9 @@ ENROLMENT = "enrolment"
 
 #: what every row carries (the export's columns)
 COLUMNS = ("time", "seq", "kind", "subject", "by", "summary", "detail")
+
+#: the topic kinds a change comes on
+_KINDS = frozenset(k.topic_kind for k in CHANGES)
 
 #: a payload's envelope: not what changed
 _ENVELOPE = {"table", "ts", "seq", "republished", "redelivered", "test_clock"}
@@ -80,37 +85,42 @@ def topics(prefix: str, table: str) -> tuple[list[str], list[str]]:
     return exact, like
 
 
-def changes(
-    prefix: str, records: Iterable[Message], enrolments: Iterable[Enrolment]
-) -> list[Change]:
+def changes(records: Iterable[Message], enrolments: Iterable[Enrolment]) -> list[Change]:
     """The rows, oldest first: each record that is a change, and each enrolment."""
-    rows = list(_records(prefix, records))
+    rows = list(_records(records))
     rows.extend(_enrolment(e) for e in enrolments)
     return sorted(rows, key=lambda c: (c.time, c.seq if c.seq is not None else -1))
 
 
-def _records(prefix: str, records: Iterable[Message]) -> Iterator[Change]:
+def _records(records: Iterable[Message]) -> Iterator[Change]:
     for m in records:
-        where = parse_topic(prefix, m.topic)
-        topic_kind = where.kind.value if where is not None else m.topic.rsplit("/", 1)[-1]
-        try:
-            body = json.loads(unmarked(m.payload))
-        except ValueError:
+        message = _read(m)
+        if message is None:
             continue
-        if not isinstance(body, dict):
-            continue
-        event = body.get("event")
-        kind = next((k for k in CHANGES if k.topic_kind == topic_kind
-                     and k.event in (None, event)), None)  # fmt: skip
+        event = message.event if isinstance(message, DeviceEventPayload) else None
+        kind = next((k for k in CHANGES if k.topic_kind is m.what and k.event in (None, event)),
+                    None)  # fmt: skip
         if kind is None:
             continue
-        detail = {k: v for k, v in body.items() if k not in _ENVELOPE}
-        if kind.event is not None and isinstance(detail.get("data"), dict):
-            detail = {"device": detail.get("device"), **detail["data"]}
-        by = detail.get("started_by") or detail.get("by") or ""
-        subject = str(detail.get("device") or (where.name if where and where.name else kind.name))
+        detail: dict[str, object]
+        if isinstance(message, DeviceEventPayload):  # the event's data, and whose it is
+            subject, detail = message.device, {"device": message.device, **message.data}
+        else:
+            subject, detail = kind.name, message.model_dump(mode="json", exclude=_ENVELOPE)
+        by = (message.started_by or "") if isinstance(message, ConfigPayload) else ""
         when = m.chain_ts if m.chain_ts is not None else m.arrival
-        yield Change(_iso(when), m.seq, kind.name, subject, str(by), _summary(detail), detail)
+        yield Change(_iso(when), m.seq, kind.name, subject, by, _summary(message, detail), detail)
+
+
+def _read(m: Message) -> BaseModel | None:
+    """A stored record of a kind that can be a change, as its topic's model; None for another
+    kind, or a payload that is not its model."""
+    if m.what is None or m.what not in _KINDS:
+        return None
+    try:
+        return parse_payload(model_of(m.what), unmarked(m.payload))
+    except ValueError:
+        return None
 
 
 def _enrolment(e: Enrolment) -> Change:
@@ -120,12 +130,11 @@ def _enrolment(e: Enrolment) -> Change:
     return Change(_iso(e.at), None, ENROLMENT, "key", e.by, summary, detail)
 
 
-def _summary(detail: dict[str, object]) -> str:
+def _summary(message: BaseModel, detail: dict[str, object]) -> str:
     """One line of what the record says: a config record's changed keys; otherwise its plain
     fields, as they are."""
-    changed = detail.get("changed")
-    if isinstance(changed, list):
-        keys = [str(c.get("key")) for c in changed if isinstance(c, dict)]
+    if isinstance(message, ConfigPayload):
+        keys = [c.key for c in message.changed]
         return f"{len(keys)} key(s) changed: {', '.join(keys)}" if keys else "no key changed"
     parts = [f"{k}={v}" for k, v in detail.items()
              if k != "device" and isinstance(v, str | int | float | bool)]  # fmt: skip

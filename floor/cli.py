@@ -13,12 +13,17 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tableside.wire import proof
 
 if TYPE_CHECKING:  # the store loads with a floor command, not with every command's parser
+    from tableside.floor.service import Floor
     from tableside.floor.store import Store, TableState
+    from tableside.floor.web.commander import RoleLogin
+
+#: the CLI's signal-aware runner of a command's coroutine (tableside.cli.common.run_async)
+RunAsync = Callable[[Coroutine[object, object, int]], int]
 
 __all__ = ["DEFAULT_STORE", "DEFAULT_USERS", "add_parser", "command"]
 
@@ -173,7 +178,7 @@ def _user(args: argparse.Namespace) -> int:
     return 0
 
 
-def _role_logins(texts: list[str]) -> dict[str, Any]:
+def _role_logins(texts: list[str]) -> dict[str, RoleLogin]:
     """``ROLE=USER[:PWFILE]`` for each role; every role not named logs in as floor-ROLE."""
     from tableside.floor.web.commander import RoleLogin
     from tableside.rules.commands import Role
@@ -211,7 +216,7 @@ def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
 FLOOR_EXTRA = frozenset({"aiohttp", "psycopg"})
 
 
-def command(args: argparse.Namespace, run_async: Any) -> int:
+def command(args: argparse.Namespace, run_async: RunAsync) -> int:
     """Run ``tableside floor ACTION``; ``run_async`` is the CLI's signal-aware runner. A module
     of the ``floor`` extra that is not installed is one line naming the extra, wherever the
     action imports it (the web view, the PostgreSQL store)."""
@@ -225,7 +230,7 @@ def command(args: argparse.Namespace, run_async: Any) -> int:
         return 2
 
 
-def _command(args: argparse.Namespace, run_async: Any) -> int:
+def _command(args: argparse.Namespace, run_async: RunAsync) -> int:
     if args.floor_command == "user":
         return _user(args)
     if args.floor_command == "run" and (args.tls_cert or args.tls_key) and not args.http:
@@ -281,8 +286,7 @@ def _command(args: argparse.Namespace, run_async: Any) -> int:
 
     coro: Coroutine[object, object, int] = go()
     if args.floor_command == "run":
-        status: int = run_async(coro)
-        return status
+        return run_async(coro)
     return asyncio.run(coro)
 
 
@@ -316,7 +320,7 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_with_web(floor: Any, store: Store, args: argparse.Namespace) -> int:
+async def _run_with_web(floor: Floor, store: Store, args: argparse.Namespace) -> int:
     import contextlib
 
     from tableside.floor.web.app import WebApp, serving

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -59,7 +59,7 @@ class FloorMetrics:
             "tableside_floor_web_sessions_ended",
             "web view sessions ended, by why (logout, user-changed, idle)", ["why"], registry=r,
         )  # fmt: skip
-        self._server: Any = None
+        self._server: WSGIServer | None = None
 
     def serve(self, host: str, port: int) -> None:
         """Serve ``/metrics`` on ``host:port`` (a thread of its own)."""

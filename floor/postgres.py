@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tableside.floor.store import (
     _COLUMNS,
@@ -19,6 +19,10 @@ from tableside.floor.store import (
     _row,
     schema,
 )
+
+if TYPE_CHECKING:  # psycopg is an optional dependency: imported when the store opens
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
 
 __all__ = ["PostgresStore"]
 
@@ -40,7 +44,7 @@ class PostgresStore(Store):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self._conn: Any = None  # psycopg.AsyncConnection (psycopg is an optional dependency)
+        self._conn: AsyncConnection[TupleRow] | None = None
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -70,7 +74,7 @@ class PostgresStore(Store):
             conn, self._conn = self._conn, None
             await conn.close()
 
-    async def _connection(self) -> Any:
+    async def _connection(self) -> AsyncConnection[TupleRow]:
         """The connection; a new one when the last broke (the server restarted)."""
         if self._conn is None:
             raise StoreError(f"{self.url}: not open")

@@ -265,7 +265,17 @@ def _row(m: Message, record: bool) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-def _message(row: Sequence[Any]) -> Message:
+#: a blob as an engine gives it: bytes, or a buffer of them
+_Blob = bytes | memoryview
+#: a stored message as ``_SELECT`` reads it: its id, then ``_COLUMNS`` in the schema's types
+#: (a SMALLINT flag as an int)
+_StoredRow = tuple[
+    int, str, str, Kind, int | None, int | None, _Blob, int, int, int, int, int, float,
+    str | None, _Blob | None, _Blob | None, float | None, Verdict, str, str | None,
+]  # fmt: skip
+
+
+def _message(row: _StoredRow) -> Message:
     (id_, table, topic, kind, seq, _, payload, retain, republished, redelivered, will, replayed,
      arrival, ts, prev, digest, chain_ts, verdict, reason, flagged) = row  # fmt: skip
     return Message(
@@ -290,7 +300,14 @@ def stands_in(m: Message) -> bool:
     return m.what is TopicKind.WITHHELD
 
 
-def _fills(stored: tuple[Any, Any], m: Message) -> bool:
+def _blob(value: object) -> bytes:
+    """A stored blob (a chain hash, a payload) as bytes: both engines give bytes, or a buffer."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise StoreError(f"a stored chain hash or payload is {type(value).__name__}, not bytes")
+
+
+def _fills(stored: tuple[object, object], m: Message) -> bool:
     """Whether ``m`` may be the record a stored stand-in stands for: its chain hash is the one
     stored and holds for what it carried (it is no stand-in itself), and its content is not the
     stored one (``Store._fill_in`` reads the stored one to be sure it is a stand-in)."""
@@ -300,18 +317,18 @@ def _fills(stored: tuple[Any, Any], m: Message) -> bool:
         m.hash is not None
         and not stands_in(m)
         and m.verdict in ("ok", "malformed")
-        and unmarked(bytes(stored[1])) != unmarked(m.payload)
+        and unmarked(_blob(stored[1])) != unmarked(m.payload)
     )
 
 
-def _same(stored: tuple[Any, Any], m: Message) -> bool:
+def _same(stored: tuple[object, object], m: Message) -> bool:
     """Whether a record already stored (its chain hash, its payload) is this one again."""
     from tableside.wire.proof import unmarked
 
     digest, payload = stored
     if digest is not None and m.hash is not None:
-        return bytes(digest) == m.hash
-    return unmarked(bytes(payload)) == unmarked(m.payload)
+        return _blob(digest) == m.hash
+    return unmarked(_blob(payload)) == unmarked(m.payload)
 
 
 def _backwards(m: Message) -> Message:
@@ -344,8 +361,8 @@ def _gave_way(m: Message) -> str:
             "(the table's own), and is kept as a claim the chain does not vouch for")  # fmt: skip
 
 
-def _conflict(m: Message, stored: tuple[Any, object]) -> Message:
-    theirs = bytes(stored[0]).hex()[:16] if stored[0] is not None else "no chain entry"
+def _conflict(m: Message, stored: tuple[object, object]) -> Message:
+    theirs = _blob(stored[0]).hex()[:16] if stored[0] is not None else "no chain entry"
     ours = m.hash.hex()[:16] if m.hash is not None else "no chain entry"
     return replace(
         m, kind="conflict", verdict="conflict",

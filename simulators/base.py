@@ -11,11 +11,11 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import structlog
 
-from tableside.drivers.common import Heartbeat, Identity, QueryIdentity, QueryStatus
+from tableside.drivers.common import Heartbeat, Identity, QueryIdentity, QueryStatus, WireEnum
 from tableside.drivers.errors import LinkError
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import (
@@ -30,7 +30,13 @@ from tableside.drivers.messages import Message, MessageSet
 from tableside.errors import WireError
 from tableside.simulators.faults import FaultPlan, FaultSpec
 
-__all__ = ["LINE_FAULTS", "FramedSimulator", "SimIdentity", "SimulatedDisconnect"]
+__all__ = [
+    "LINE_FAULTS",
+    "FramedSimulator",
+    "SimIdentity",
+    "SimulatedDisconnect",
+    "StatefulSimulator",
+]
 
 log = structlog.get_logger("tableside.sim")
 
@@ -157,11 +163,6 @@ class FramedSimulator(abc.ABC):
 
     # -- shared machinery ------------------------------------------------------------------
 
-    async def set_state(self, link: FramedLink, state: Any, fault: Any = None) -> None:
-        """Change the device's state (and fault) and say so with its Status message."""
-        self._state, self._fault = state, fault
-        await link.send(self.status())
-
     def who(self) -> SimIdentity:
         assert self.identity is not None  # set in __post_init__
         return self.identity
@@ -271,3 +272,20 @@ class FramedSimulator(abc.ABC):
         damaged = bytearray(self.protocol.encode(Heartbeat(0), 0).to_bytes())
         damaged[-1] ^= 0xFF
         link.write_raw(garbage + bytes(damaged))
+
+
+_State = TypeVar("_State", bound=WireEnum)
+_Fault = TypeVar("_Fault", bound=WireEnum)
+
+
+class StatefulSimulator(FramedSimulator, Generic[_State, _Fault]):
+    """A device whose Status message says its state and its fault, each a code of its protocol
+    (the shuffler, the shoe, the card reader)."""
+
+    _state: _State
+    _fault: _Fault | None
+
+    async def set_state(self, link: FramedLink, state: _State, fault: _Fault | None = None) -> None:
+        """Change the device's state (and fault) and say so with its Status message."""
+        self._state, self._fault = state, fault
+        await link.send(self.status())

@@ -19,7 +19,7 @@ from tableside.drivers.card_reader import protocol as p
 from tableside.drivers.framing import NakReason
 from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
-from tableside.simulators.base import LINE_FAULTS, FramedSimulator
+from tableside.simulators.base import LINE_FAULTS, StatefulSimulator
 
 __all__ = ["FAULTS", "USB_FAULTS", "CardReaderSimulator"]
 
@@ -42,7 +42,7 @@ FAULTS: dict[str, str] = {**_OWN_FAULTS, **LINE_FAULTS}
 
 
 @dataclass
-class CardReaderSimulator(FramedSimulator):
+class CardReaderSimulator(StatefulSimulator[p.ReaderState, p.ReaderFaultCode]):
     """Device-side card reader."""
 
     FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
@@ -61,7 +61,7 @@ class CardReaderSimulator(FramedSimulator):
         super().__post_init__()
         self.checks = 0
         self._state = p.ReaderState.READY
-        self._fault: p.ReaderFaultCode | None = None
+        self._fault = None
         self._fail_next_self_test = False
 
     def status(self) -> p.ReaderStatus:

@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict, Unpack
 
 import structlog
 
@@ -37,15 +37,16 @@ from tableside.drivers.cctalk.protocol import (
     Header,
 )
 from tableside.drivers.framing import NakReason
-from tableside.drivers.link import FramedLink
+from tableside.drivers.link import ArqPolicy, FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.progressive import protocol as p
-from tableside.simulators.base import FramedSimulator
+from tableside.simulators.base import FramedSimulator, SimIdentity
 from tableside.simulators.faults import FaultSpec, parse_fault
 
 __all__ = [
     "FAULTS",
     "CcTalkBusSimulator",
+    "ControllerSettings",
     "ProgressiveControllerSimulator",
     "SimAcceptor",
     "progressive_table",
@@ -288,10 +289,12 @@ class ProgressiveControllerSimulator(FramedSimulator):
             return NakReason.UNKNOWN_TYPE
         return None
 
-    async def on_request(self, link: FramedLink, kind: str, request: Any) -> None:
+    async def on_request(self, link: FramedLink, kind: str, request: object) -> None:
         if kind != "lights":
             await super().on_request(link, kind, request)
             return
+        if not isinstance(request, int):
+            raise TypeError(f"lights: SetLights' lamps (a bit a seat), not {request!r}")
         keep = sum(1 << (s - 1) for s in self.stuck)
         self.lights = (request & ~keep) | (self.lights & keep)
         await link.send(p.LightsState(self.lights))
@@ -348,13 +351,29 @@ class ProgressiveControllerSimulator(FramedSimulator):
         self.rounds_played += 1
 
 
+class ControllerSettings(TypedDict, total=False):
+    """The control device's own settings (``ProgressiveControllerSimulator``'s fields but its
+    bus and faults, which ``progressive_table`` makes; tests/test_progressive.py ties them)."""
+
+    interval: float | None
+    heartbeat: float
+    seed: int
+    identity: SimIdentity | None
+    max_cycles: int | None
+    silent_disconnect: bool
+    policy: ArqPolicy
+    players: tuple[int, ...]
+    betting_time: float
+    late_wager_delay: float
+
+
 def progressive_table(
     seats: Mapping[int, int],
     faults: list[str],
     *,
     baud: int = 9600,
     echo: bool = True,
-    **controller: Any,
+    **controller: Unpack[ControllerSettings],
 ) -> tuple[ProgressiveControllerSimulator, CcTalkBusSimulator]:
     """The control device and the acceptor bus of one table; faults as ``NAME[=ROUND]@SEAT``."""
     bus = CcTalkBusSimulator(seats, baud=baud, echo=echo)

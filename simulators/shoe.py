@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import structlog
 
@@ -20,7 +20,7 @@ from tableside.drivers.link import FramedLink
 from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shoe import protocol as p
 from tableside.drivers.shoe.plan import Plan, Stack, Target
-from tableside.simulators.base import LINE_FAULTS, FramedSimulator
+from tableside.simulators.base import LINE_FAULTS, StatefulSimulator
 from tableside.simulators.faults import FaultSpec
 
 __all__ = ["DEFAULT_PLAN", "FAULTS", "ShoeSimulator", "parse_plan_spec", "plan_spec"]
@@ -77,7 +77,7 @@ def plan_spec(plan: Plan) -> str:
 
 
 @dataclass
-class ShoeSimulator(FramedSimulator):
+class ShoeSimulator(StatefulSimulator[p.ShoeState, p.ShoeFaultCode]):
     """Device-side dealing shoe."""
 
     FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
@@ -99,7 +99,7 @@ class ShoeSimulator(FramedSimulator):
         super().__post_init__()
         self.rounds_dealt = 0
         self._state = p.ShoeState.IDLE
-        self._fault: p.ShoeFaultCode | None = None
+        self._fault = None
         self._remaining = self.deck_size
         self._deck: list[int] = []
 
@@ -114,15 +114,16 @@ class ShoeSimulator(FramedSimulator):
     def status(self) -> p.ShoeStatus:
         return p.ShoeStatus(self._state, self._fault, self.deck_size, self._remaining)
 
-    def default_request(self) -> object:
-        return (self.cycles + 1, self.plan)
+    def default_request(self) -> p.DealRound:
+        """The next round, dealt to the shoe's own plan (a dealer pressing the button)."""
+        return p.DealRound(self.cycles + 1, self.plan)
 
     def on_command(self, message: Message) -> NakReason | None:
         if not isinstance(message, p.DealRound):
             return NakReason.UNKNOWN_TYPE
         if self._state != p.ShoeState.IDLE:
             return NakReason.BUSY
-        self.requests.put_nowait(("cycle", (message.round, message.stacks)))
+        self.requests.put_nowait(("cycle", message))
         return None
 
     async def on_link_up(self, link: FramedLink) -> None:
@@ -142,12 +143,14 @@ class ShoeSimulator(FramedSimulator):
         return tuple(taken) if self.reads_cards else ()
 
     async def cycle(
-        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: Any
+        self, link: FramedLink, n: int, faults: Mapping[str, str | None], request: object
     ) -> None:
         if self.baccarat:
             await self._coup(link, n, faults)
             return
-        round_, stacks = request
+        if not isinstance(request, p.DealRound):
+            raise TypeError(f"a shoe deals a DealRound, not {request!r}")
+        round_, stacks = request.round, request.stacks
         self._load()
         await link.send(p.CardsLoaded(self.deck_size))
         await self.set_state(link, p.ShoeState.DEALING)

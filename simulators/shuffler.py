@@ -26,7 +26,7 @@ from tableside.drivers.messages import Message, MessageSet
 from tableside.drivers.shuffler import protocol as p
 from tableside.shuffle.deck import new_deck
 from tableside.shuffle.models import Model, parse_shuffle
-from tableside.simulators.base import LINE_FAULTS, FramedSimulator, SimIdentity
+from tableside.simulators.base import LINE_FAULTS, SimIdentity, StatefulSimulator
 
 __all__ = ["FAULTS", "ShufflerSimulator", "SimIdentity"]
 
@@ -51,7 +51,7 @@ _FAULT_CODES = {
 
 
 @dataclass
-class ShufflerSimulator(FramedSimulator):
+class ShufflerSimulator(StatefulSimulator[p.ShufflerState, p.FaultCode]):
     """Device-side shuffler."""
 
     FAULTS: ClassVar[Mapping[str, str]] = _OWN_FAULTS
@@ -76,7 +76,7 @@ class ShufflerSimulator(FramedSimulator):
         super().__post_init__()
         self.completed = 0
         self._state = p.ShufflerState.IDLE
-        self._fault: p.FaultCode | None = None
+        self._fault = None
         self.model: Model | None = None
         if self.shuffle is not None:
             if self.cards != 52:

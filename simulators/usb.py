@@ -19,13 +19,13 @@ past the last one raises IndexError (without it pyusb would loop forever).
 
 from __future__ import annotations
 
+import array
 import asyncio
 import errno
 import socket
 import threading
 import time
 from types import SimpleNamespace
-from typing import Any
 
 import structlog
 import usb.backend
@@ -252,7 +252,7 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
 
     def ctrl_transfer(
         self, handle: _Handle, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,
-        data: Any, timeout: int,
+        data: array.array[int], timeout: int,
     ) -> int:  # fmt: skip
         dev = handle.live()
         if bmRequestType != 0x80 or bRequest != 6 or wValue >> 8 != 3:
@@ -269,7 +269,9 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
         data[:n] = type(data)(data.typecode, descriptor[:n])
         return n
 
-    def bulk_write(self, handle: _Handle, ep: int, intf: int, data: Any, timeout: int) -> int:
+    def bulk_write(
+        self, handle: _Handle, ep: int, intf: int, data: array.array[int], timeout: int
+    ) -> int:
         dev = handle.live()
         with dev._lock:
             if dev.pending_write_timeouts:
@@ -282,7 +284,9 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]  # pyusb 
             raise _enodev() from exc
         return len(data)
 
-    def bulk_read(self, handle: _Handle, ep: int, intf: int, buff: Any, timeout: int) -> int:
+    def bulk_read(
+        self, handle: _Handle, ep: int, intf: int, buff: array.array[int], timeout: int
+    ) -> int:
         dev = handle.live()
         with dev._lock:
             if dev.pending_stalls:

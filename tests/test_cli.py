@@ -214,6 +214,9 @@ def test_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     bad.write_text('interval = 1\nfautls = ["jam@1"]\n')
     assert main(["simulate", "shuffler", "--pty", "--scenario", str(bad)]) == 2
     assert "unknown keys ['fautls'] for the shuffler simulator" in capsys.readouterr().err
+    bad.write_text("interval = 1\n[identity]\nserial = 5\n")  # a serial is text
+    assert main(["simulate", "shuffler", "--pty", "--scenario", str(bad)]) == 2
+    assert "[identity]: each of ['serial'] is a string" in capsys.readouterr().err
 
 
 def test_shipped_scenarios_are_valid() -> None:
@@ -223,10 +226,9 @@ def test_shipped_scenarios_are_valid() -> None:
     scenarios = sorted((ROOT / "simulators" / "scenarios").glob("*.toml"))
     assert scenarios
     for path in scenarios:
-        data = load_scenario(path)
+        scenario = load_scenario(path)
         device_class = path.stem.split("-", 1)[0]
-        settings = {k: v for k, v in data.items() if k not in ("faults", "identity")}
-        sim = build_simulator(device_class, settings, data["faults"], data.get("identity"))
+        sim = build_simulator(device_class, scenario.settings, scenario.faults, scenario.identity)
         assert sim.faults
 
 

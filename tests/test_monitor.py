@@ -14,6 +14,7 @@ from tableside.daemon.app import TableDaemon
 from tableside.daemon.monitor import Monitor, default_client_id, format_message
 from tableside.mqtt.client import Client
 from tableside.mqtt.connection import Endpoint
+from tableside.wire.payloads import RulingPayload
 
 from .conftest import Mosquitto, free_port
 from .hil import make_config, simulator, start_simulator, stop, until
@@ -171,19 +172,26 @@ def test_a_response_is_a_copy_and_counts_for_nothing() -> None:
 
 
 def test_ruling_line_names_clause_actions_and_source() -> None:
-    line = format_message(
-        "tableside/t/ruling",
+    ruling = RulingPayload.model_validate(
         {
+            "table": "t",
             "ts": "2026-11-29T14:43:13.123Z",
             "seq": 7,
+            "rule_id": "pa-555.5b",
+            "game": "caribbean_stud",
             "clause": "58 Pa. Code § 555.5(b)",
+            "words": "…",
             "actions": ["remove_deck"],
+            "affected": ["all"],
             "summary": "Remove the deck.",
-            "event": {"device": "shuffler", "event": "shuffle_complete", "seq": 6},
-        },
+            "event": {"device": "shuffler", "event": "shuffle_complete", "seq": 6, "data": {}},
+        }
     )
-    assert "14:43:13.123 #     7 RULING  58 Pa. Code § 555.5(b) → remove_deck" in line
-    assert "(from shuffler shuffle_complete #6)" in line
+    line = format_message("tableside/t/ruling", ruling)
+    assert line == (
+        "14:43:13.123 #     7 RULING  58 Pa. Code § 555.5(b) → remove_deck\n"
+        f"{'':>20}Remove the deck. (from shuffler shuffle_complete #6)"
+    )
 
 
 def test_a_gap_across_the_monitors_own_reconnect_is_its_own() -> None:

@@ -4,6 +4,7 @@ bus end to end: lock-out, late wagers, and every seat fault reaching the daemon 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,11 @@ from tableside.drivers.framing import Frame
 from tableside.drivers.messages import Message
 from tableside.drivers.progressive import protocol as pp
 from tableside.rules.model import Game
-from tableside.simulators.progressive import progressive_table
+from tableside.simulators.progressive import (
+    ControllerSettings,
+    ProgressiveControllerSimulator,
+    progressive_table,
+)
 
 from .conftest import Mosquitto
 from .hil import Predicate, Subscriber, event, start_simulator, stop
@@ -347,3 +352,11 @@ async def test_progressive_meter_and_payout_through_the_daemon(
     again = TableDaemon(config)
     assert again.runtime.state.meter_cents == kept
     again.journal.close()
+
+
+def test_the_controllers_settings_are_its_fields() -> None:
+    """``progressive_table`` takes the controller's own fields, but what it makes (its bus and
+    its faults), each typed: ``ControllerSettings`` declares them."""
+    made = {"bus", "faults", "seat_faults"}
+    fields = {f.name for f in dataclasses.fields(ProgressiveControllerSimulator)}
+    assert set(ControllerSettings.__optional_keys__) == fields - made

@@ -24,7 +24,7 @@ from tableside.rules.rulings import (
     halting,
 )
 from tableside.rules.table import Phase, TableState, step
-from tableside.wire.payloads import TablePayload
+from tableside.wire.payloads import RulingStatePayload, TablePayload
 
 from .events import table_event
 
@@ -265,15 +265,16 @@ def test_a_ruling_record_is_plain_data() -> None:
 def test_the_monitor_prints_a_lifecycle_line() -> None:
     from tableside.daemon.monitor import format_message
 
-    line = format_message("tableside/cs-01/ruling_state", {
-        "ts": "2026-11-29T14:43:13.123Z", "seq": 27, "ruling": 21, "state": "resolved",
-        "clause": "58 Pa. Code § 555.5(b)", "by": "ann", "action": "remove_deck",
-        "note": "deck out", "halts": False, "open_s": 81.4})  # fmt: skip
+    base = {"table": "cs-01", "ts": "2026-11-29T14:43:13.123Z", "ruling": 21,
+            "rule_id": "pa-555.5b", "clause": "58 Pa. Code § 555.5(b)",
+            "actions": ["remove_deck"]}  # fmt: skip
+    line = format_message("tableside/cs-01/ruling_state", RulingStatePayload.model_validate({
+        **base, "seq": 27, "state": "resolved", "by": "ann", "action": "remove_deck",
+        "note": "deck out", "halts": False, "open_s": 81.4}))  # fmt: skip
     assert line.endswith("#    27 RULING  #21 RESOLVED by ann: remove_deck — deck out "
                          "(58 Pa. Code § 555.5(b), 81.4 s after it)")  # fmt: skip
-    escalated = format_message("tableside/cs-01/ruling_state", {
-        "ts": "2026-11-29T14:43:13.123Z", "seq": 22, "ruling": 21, "state": "escalated",
-        "clause": "58 Pa. Code § 555.5(b)", "halts": True, "open_s": 120.0})  # fmt: skip
+    escalated = format_message("tableside/cs-01/ruling_state", RulingStatePayload.model_validate({
+        **base, "seq": 22, "state": "escalated", "halts": True, "open_s": 120.0}))  # fmt: skip
     assert "RULING  #21 ESCALATED (58 Pa. Code § 555.5(b), 120.0 s after it; dealing halted)" in (
         escalated
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from tableside.drivers.base import FramedDriver
+from tableside.drivers.base import DriverSettings, EventSink, FramedDriver
 from tableside.drivers.cards import Card
 from tableside.drivers.commands import DEAL, Args, Deal, names
 from tableside.drivers.events import DeviceEvent
@@ -21,8 +21,8 @@ class ShoeDriver(FramedDriver):
     protocol: ClassVar[MessageSet] = p.PROTOCOL
     commands: ClassVar[frozenset[str]] = FramedDriver.commands | names(DEAL)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, name: str, settings: DriverSettings, sink: EventSink) -> None:
+        super().__init__(name, settings, sink)
         self._plans: dict[int, Plan] = {}
 
     async def command(self, name: str, args: Args) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -77,7 +76,7 @@ class Target(Named, enum.Enum):
 
     @classmethod
     def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
+        cls, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         """Read from its name, written as its name, described as a string."""
         named = core_schema.no_info_after_validator_function(cls.named, core_schema.str_schema())
@@ -117,7 +116,7 @@ class Stack(Named):
 
     @classmethod
     def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
+        cls, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         """Read from its JSON object, written as it, described as an object of names and
         numbers."""

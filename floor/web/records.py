@@ -193,7 +193,7 @@ class Records:
         exact, like = topics(prefix, table)
         records = await store.records_between(table, since, until, topics=exact, like=like)
         enrolments = await store.enrolments(table, since, until)
-        return [c.as_dict() for c in changes(prefix, records, enrolments)]
+        return [c.as_dict() for c in changes(records, enrolments)]
 
 
 def _group(secret: str, table: str, key: str) -> int:

@@ -8,7 +8,10 @@ import asyncio
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the config loads with a command that reads one, not with the parser
+    from tableside.daemon.config import Config
 
 __all__ = ["STOP_DEADLINE_S", "AddParser", "run_async", "table_on_broker"]
 
@@ -66,12 +69,15 @@ def run_async(coro: Coroutine[object, object, int], stop_deadline: float = STOP_
     return asyncio.run(wrapper())
 
 
-def table_on_broker(args: argparse.Namespace, tool: str) -> tuple[str, str, str, Any] | None:
+def table_on_broker(
+    args: argparse.Namespace, tool: str
+) -> tuple[str, str, str, Config | None] | None:
     """(table, broker URL, topic prefix, the config or None) from --table/--broker/--prefix,
     filled in from --config; None, having said why, when they name no table."""
     from tableside.daemon.config import ConfigError, load_config
 
-    table, broker, prefix, config = args.table, args.broker, args.prefix, None
+    table, broker, prefix = args.table, args.broker, args.prefix
+    config: Config | None = None
     if args.config:
         try:
             config = load_config(args.config)

@@ -8,10 +8,13 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tableside import __version__
 from tableside.cli.common import AddParser, run_async
+
+if TYPE_CHECKING:  # the simulators load with a command that runs one, not with the parser
+    from tableside.simulators.listen import Connection
 
 __all__ = ["add_parsers"]
 
@@ -136,17 +139,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from tableside.simulators.listen import serve_pty, serve_socket
     from tableside.simulators.progressive import progressive_table
     from tableside.simulators.registry import build_simulator
-    from tableside.simulators.scenario import load_scenario
+    from tableside.simulators.scenario import Scenario, load_scenario
 
-    scenario: dict[str, Any] = {}
-    serves: list[tuple[str, Any]] = []  # (label, serve) per endpoint
+    scenario = Scenario()
+    serves: list[tuple[str, Connection]] = []  # (label, serve) per endpoint
     done_event: asyncio.Event
     try:
         if args.scenario:
             scenario = load_scenario(args.scenario)
-        settings = {k: v for k, v in scenario.items() if k not in ("faults", "identity")}
-        settings.update(_settings_from_flags(args))
-        faults = [*scenario.get("faults", []), *args.fault]
+        # checked against the simulator's fields when it is built (registry.check_settings)
+        settings: dict[str, Any] = {**scenario.settings, **_settings_from_flags(args)}
+        faults = [*scenario.faults, *args.fault]
         if args.device_class == "progressive":
             seats = _seat_addresses(args.seats)
             controller, bus = progressive_table(seats, faults, **settings)
@@ -156,7 +159,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             done_event = controller.done
         else:
             sim = build_simulator(
-                args.device_class, settings, faults, scenario.get("identity"),
+                args.device_class, settings, faults, scenario.identity,
                 silent_disconnect=args.pty,
             )  # fmt: skip
             serves = [("", sim.serve)]
