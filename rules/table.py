@@ -35,8 +35,7 @@ from tableside.drivers.card_reader.events import HoleCardChecked, ReaderStatus, 
 from tableside.drivers.cards import Card
 from tableside.drivers.cctalk.events import EventsLost, WagerAccepted
 from tableside.drivers.events import DeviceEvent
-from tableside.drivers.progressive.events import ButtonPressed, LightsChanged
-from tableside.drivers.progressive.protocol import Button
+from tableside.drivers.progressive.events import Button, ButtonPressed, LightsChanged
 from tableside.drivers.shoe.events import (
     CardDrawn,
     CardFaceUp,

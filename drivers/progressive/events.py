@@ -9,6 +9,7 @@ from tableside.drivers.events import DeviceEvent, StatusReport
 from tableside.drivers.progressive.protocol import Button
 
 __all__ = [
+    "Button",
     "ButtonPressed",
     "ControllerStatus",
     "DoorChanged",
