@@ -331,7 +331,7 @@ async def _run_with_web(floor: Floor, store: Store, args: argparse.Namespace) ->
     send = MqttSender(args.broker, args.prefix, args.web_logins)
     web_app = WebApp(FloorView(args.prefix), args.web_users, Commander(send), store=store,
                      secure_cookies=tls is not None, metrics=floor.metrics)  # fmt: skip
-    floor.on_stored = web_app.stored
+    floor.on_stored = web_app.live.stored
     web_app.keys_changed = floor.keys_changed
     host, port = args.http
     async with contextlib.AsyncExitStack() as stack:

@@ -89,7 +89,7 @@ def floor_beside(
             web_app = WebApp(FloorView(PREFIX), users, Commander(send), store=store)
             floor = Floor(
                 store, demo.broker_url, prefix=PREFIX, session_expiry=0,
-                client_id=f"tableside-demo-floor-{demo.table}", on_stored=web_app.stored,
+                client_id=f"tableside-demo-floor-{demo.table}", on_stored=web_app.live.stored,
             )  # fmt: skip
             async with _serving_here_or_anywhere(web_app, host, port) as base:
                 print(f"-- floor: every message stored and verified in {db}; live at {base}/ "

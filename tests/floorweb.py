@@ -53,7 +53,8 @@ async def floor_with_web(
         web = WebApp(FloorView(), users, Commander(send), store=store)
         url = await stack.enter_async_context(serving(web, "127.0.0.1", 0))
         floor = await stack.enter_async_context(running(Floor(
-            store, broker, client_id=client_id, repair=FAST, on_stored=web.stored)))  # fmt: skip
+            store, broker, client_id=client_id, repair=FAST,
+            on_stored=web.live.stored)))  # fmt: skip
         yield FloorWeb(floor, store, web, url)
 
 

@@ -449,7 +449,7 @@ async def test_the_page_shows_a_refused_record_and_a_withheld_one(tmp_path: Path
     async with open_store(f"sqlite:///{tmp_path}/floor.db") as store:
         app = WebApp(FloorView(), users, Commander(send), store=store)
         pit = Pit(store, view=app.view)
-        pit.floor.on_stored = app.stored
+        pit.floor.on_stored = app.live.stored
         peer = PeerTable()
         refused = {"seq": 41, "topic": "tableside/cs-01/ruling", "reason": "0x87 (not authorized)"}
         text = "broker refuses seq 41 on tableside/cs-01/ruling: 0x87 (not authorized)"

@@ -324,7 +324,7 @@ async def test_tables_never_enrolled_are_capped_and_expire_from_the_live_view(
 
 
 async def test_one_bad_message_never_costs_another_of_its_batch(tmp_path: Path) -> None:
-    """``WebApp.stored`` takes each message on its own: one the view cannot take (whatever
+    """``Live.stored`` takes each message on its own: one the view cannot take (whatever
     got past the judge) is logged and skipped, and the rest of the batch is shown."""
     from tableside.floor.web.commander import Commander
     from tableside.floor.web.users import Users
@@ -341,5 +341,5 @@ async def test_one_bad_message_never_costs_another_of_its_batch(tmp_path: Path) 
                 "redelivered": False} | _ruling(actions=actions)  # fmt: skip
         payload = json.dumps(body).encode()
         messages.append(judge("tableside", f"tableside/t{i}/ruling", payload, False, None, 0.0, {}))
-    await web.stored(messages)
+    await web.live.stored(messages)
     assert sorted(r.table for r in web.view.open_rulings()) == sorted(f"t{i}" for i in range(1, 11))

@@ -43,7 +43,7 @@ def _judged(topic: str, payload: bytes) -> Message:
 
 
 async def _feed(app: WebApp, topic: str, payload: bytes) -> None:
-    await app.stored([_judged(topic, payload)])
+    await app.live.stored([_judged(topic, payload)])
 
 
 #: a real row of the rules (any row will do: these tests are about the page, not the rules)

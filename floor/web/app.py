@@ -1,9 +1,13 @@
 """The floor in a browser: a live pit view, and rulings people acknowledge and resolve.
 
 An aiohttp application. Pages are plain HTML shells (floor/web/static/) that the page's own
-script fills from JSON and keeps live over server-sent events (``/events``): one stream per
-browser, a snapshot first, then each table's tile as it changes, within the loop turn the table's
-message arrives in. No polling loop, no external resources, no build step.
+script fills from JSON and keeps live over server-sent events (``/events``, floor/web/live.py):
+one stream per browser, a snapshot first, then each table's tile as it changes, within the loop
+turn the table's message arrives in. No polling loop, no external resources, no build step.
+``WebApp`` is the wiring: the sessions, the login and logout, the users file looked at; each
+page module beside it registers its own routes (``make_app``): floor/web/live.py (the view and
+its stream), floor/web/actions.py (the floor page and the ruling actions), floor/web/export.py
+(a table's records as a download), floor/web/records.py (a table's key and changes).
 
 Who may do what: every page needs a login (floor/web/users.py). A session (floor/web/sessions.py)
 is a random token in an HttpOnly, SameSite=Strict cookie (Secure under TLS); each
@@ -24,7 +28,6 @@ import asyncio
 import contextlib
 import functools
 import html
-import json
 import math
 import re
 import ssl
@@ -32,28 +35,24 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import structlog
 from aiohttp import web
 
 from tableside.floor.metrics import FloorMetrics
-from tableside.floor.store import Message, Store, TableState
-from tableside.floor.verify import export_line
+from tableside.floor.store import Store, TableState
 from tableside.floor.web.commander import Commander
 from tableside.floor.web.sessions import COOKIE, Session, Sessions
 from tableside.floor.web.throttle import LoginThrottle, address_of
-from tableside.floor.web.users import SURVEILLANCE, User, Users
+from tableside.floor.web.users import User, Users
 from tableside.floor.web.view import FloorView
-from tableside.rules.commands import COMMANDS
-from tableside.rules.rulings import MAX_NOTE_CHARS
-from tableside.wire.payloads import CommandResult, parse_payload
-from tableside.wire.proof import unmarked
-from tableside.wire.topics import TopicKind
+
+if TYPE_CHECKING:
+    from tableside.floor.web.live import Live
 
 __all__ = [
-    "ACKNOWLEDGE",
-    "RESOLVE",
     "WebApp",
     "json_object",
     "make_app",
@@ -62,16 +61,8 @@ __all__ = [
 
 log = structlog.get_logger("tableside.floor.web")
 
-#: the table commands behind the page's two buttons (rules/commands.py)
-ACKNOWLEDGE = "acknowledge_ruling"
-RESOLVE = "resolve_ruling"
-#: a browser that falls this many updates behind is cut off (it reconnects to a snapshot)
-SSE_QUEUE = 256
 #: how often the users file is looked at while no request comes (each request looks too)
 USERS_POLL_S = 0.5
-
-#: one browser's server-sent-event stream: its updates, then None to end it
-Stream = asyncio.Queue[tuple[str, dict[str, object]] | None]
 
 
 @dataclass
@@ -90,74 +81,14 @@ class WebApp:
     monotonic: Callable[[], float] = time.monotonic
     #: told when a supervisor enrolled or revoked a key (the floor reloads the keys it trusts)
     keys_changed: Callable[[], Awaitable[None]] | None = None
-    _listeners: set[Stream] = field(default_factory=set)
-    #: the ``/events`` streams each session opened (by its token), ended with it
-    _streams: dict[str, set[Stream]] = field(default_factory=dict)
+    #: the live view and its ``/events`` streams (floor/web/live.py); ``live.stored`` is fed
+    #: what the floor's store vouches for
+    live: Live = field(init=False)
 
-    # -- feeding the view -----------------------------------------------------------------
+    def __post_init__(self) -> None:
+        from tableside.floor.web.live import Live
 
-    async def stored(self, shown: list[Message]) -> None:
-        """What the floor's store vouches for after a batch (``Floor.on_stored``: records the
-        chain walk linked, in seq order per table; last wills; retained states that came again
-        as stored): into the view, each table's completeness from the store, then one update
-        per table it changed. The view hears nothing else: not a message the store rejected,
-        held apart or could not link, however it came. One message the view cannot take is
-        logged and skipped; the rest of the batch goes on."""
-        if self.store is not None:
-            self.view.enrolled = set(await self.store.keys())
-            self.view.approved_software = set(await self.store.approved_software())
-        now = self.clock()
-        changed: set[str] = set()
-        for m in shown:
-            try:
-                table = self.view.take(m, now=now)
-            except Exception:  # a defect in the view must not cost the other messages
-                log.exception("floor_view_take_failed", table=m.table, seq=m.seq)
-                continue
-            if table is None:
-                continue
-            changed.add(table)
-            self._answer(m)
-        for table in sorted(changed):
-            if self.store is not None:
-                state = await self.store.state(table)
-                if state is not None:
-                    self.view.set_completeness(table, completeness(state))
-            self.publish_table(table)
-        self._publish_gone()
-
-    def _publish_gone(self) -> None:
-        """Tell every browser which tables left the view (capped or expired)."""
-        gone, self.view.dropped = self.view.dropped, []
-        for table in dict.fromkeys(gone):
-            if table not in self.view.tables:
-                self._send("gone", {"table": table})
-
-    def _answer(self, m: Message) -> None:
-        """A table's answer to a waiting request (the commander's)."""
-        if m.what is not TopicKind.COMMAND_RESULT:
-            return
-        with contextlib.suppress(ValueError):
-            self.commander.result(m.table, parse_payload(CommandResult, unmarked(m.payload)))
-
-    def publish_table(self, table: str) -> None:
-        if table not in self.view.tables:
-            return
-        now = self.clock()
-        # this table's open rulings only: the page keeps the others' (at 1,000 tables the whole
-        # queue in every update would be most of the snapshot, once a message)
-        rulings = [self.view.public(r, now) for r in self.view.open_rulings(table)]
-        self._send("table", {"tile": self.view.tile(table, now), "rulings": rulings})
-
-    def _send(self, event: str, data: dict[str, object]) -> None:
-        for queue in list(self._listeners):
-            try:
-                queue.put_nowait((event, data))
-            except asyncio.QueueFull:
-                self._listeners.discard(queue)
-                with contextlib.suppress(asyncio.QueueFull):
-                    queue.get_nowait()
-                    queue.put_nowait(None)
+        self.live = Live(self)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -191,25 +122,10 @@ class WebApp:
     def _hang_up_ended(self) -> None:
         """Each session that ended is over, and so is every stream it opened."""
         for session, why in self.sessions.take_ended():
-            streams = self._streams.pop(session.token, set())
-            for stream in streams:
-                _hang_up(stream)
+            streams = self.live.hang_up(session.token)
             self.metrics.sessions_ended.labels(why).inc()
             log.info("floor_web_session_ended", user=session.user.name, why=why,
-                     streams=len(streams))  # fmt: skip
-
-    async def hang_up_all(self, _: web.Application) -> None:
-        """The server is stopping: every ``/events`` stream ends now (a stream's handler waits
-        on its queue, and the server waits for its handlers)."""
-        for stream in list(self._listeners):
-            _hang_up(stream)
-
-    def _follows(self, session: Session, stream: Stream) -> None:
-        """``stream`` ends with ``session`` (at once, if it already ended)."""
-        if not session.live:
-            _hang_up(stream)
-        else:
-            self._streams.setdefault(session.token, set()).add(stream)
+                     streams=streams)  # fmt: skip
 
     async def watch_users(self, app: web.Application) -> AsyncIterator[None]:
         """While the app serves (``cleanup_ctx``): the users file looked at every
@@ -295,120 +211,6 @@ class WebApp:
         response.del_cookie(COOKIE, path="/")
         raise response
 
-    async def shell(self, request: web.Request) -> web.Response:
-        session = self._need_session(request)
-        return page(
-            "floor.html",
-            user=session.user.name,
-            role=session.user.role,
-            csrf=session.csrf,
-            may=json.dumps(sorted(_may(session.user.role))),
-        )
-
-    async def me(self, request: web.Request) -> web.Response:
-        session = self._need_session(request)
-        user = session.user
-        return web.json_response(
-            {"user": user.name, "role": user.role, "may": sorted(_may(user.role))}
-        )
-
-    async def floor(self, request: web.Request) -> web.Response:
-        self._need_session(request)
-        snapshot = self.view.floor(self.clock())
-        self._publish_gone()
-        return _json(snapshot)
-
-    async def table(self, request: web.Request) -> web.Response:
-        self._need_session(request)
-        page = self.view.table_page(request.match_info["table"], self.clock())
-        if page is None:
-            raise web.HTTPNotFound(text=f"no table {request.match_info['table']!r} heard from")
-        return _json(page)
-
-    async def events(self, request: web.Request) -> web.StreamResponse:
-        session = self._need_session(request)
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
-        )
-        await response.prepare(request)
-        queue: Stream = asyncio.Queue(SSE_QUEUE)
-        self._listeners.add(queue)
-        self._follows(session, queue)
-        try:
-            await _sse(response, "snapshot", self.view.floor(self.clock()))
-            while True:
-                try:
-                    async with asyncio.timeout(15):
-                        item = await queue.get()
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if item is None:
-                    break
-                await _sse(response, *item)
-        except ConnectionResetError:
-            pass  # the browser went away
-        finally:
-            self._listeners.discard(queue)
-            self._streams.get(session.token, set()).discard(queue)
-        return response
-
-    async def export(self, request: web.Request) -> web.StreamResponse:
-        """The table's stored records, as ``tableside floor export`` writes them."""
-        self._need_session(request)
-        table = request.match_info["table"]
-        if self.store is None:
-            raise web.HTTPNotFound(text="this view has no store to export from")
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "application/x-ndjson",
-                "Content-Disposition": attachment(f"{table}.jsonl"),
-            }
-        )
-        await response.prepare(request)
-        first = 0
-        while True:
-            page = await self.store.records(table, first, limit=5_000)
-            lines = "".join(json.dumps(export_line(r)) + "\n" for r in page)
-            await response.write(lines.encode())
-            if len(page) < 5_000:
-                break
-            first = (page[-1].seq or 0) + 1
-        await response.write_eof()
-        return response
-
-    # -- acting on a ruling ---------------------------------------------------------------
-
-    async def act(self, request: web.Request) -> web.Response:
-        session = self._need_session(request)
-        self._need_csrf(request, session)
-        table, ruling_id = request.match_info["table"], request.match_info["ruling"]
-        verb = request.match_info["verb"]
-        command = {"acknowledge": ACKNOWLEDGE, "resolve": RESOLVE}.get(verb)
-        if command is None:
-            raise web.HTTPNotFound(text=f"no action {verb!r}")
-        role = session.user.role
-        if command not in _may(role):
-            raise web.HTTPForbidden(text=f"a {role} may not {verb} a ruling")
-        ruling = self.view.rulings.get(ruling_id)
-        if ruling is None or ruling.table != table:
-            raise web.HTTPNotFound(text=f"no ruling {ruling_id!r} at table {table!r}")
-        body = await json_object(request)
-        args: dict[str, object] = {"ruling": ruling.seq, "by": session.user.name}
-        if command == RESOLVE:
-            action, note = body.get("action"), body.get("note", "")
-            if not isinstance(note, str):
-                raise web.HTTPBadRequest(text="the note must be text")
-            if action not in ruling.actions:
-                raise web.HTTPBadRequest(text=f"{action!r} is not one of {ruling.actions}")
-            if len(note) > MAX_NOTE_CHARS:
-                raise web.HTTPBadRequest(
-                    text=f"the note is longer than {MAX_NOTE_CHARS} characters"
-                )
-            args |= {"action": action, "note": note}
-        result = await self.commander.ask(table, role, command, args)
-        return web.json_response(result, status=200 if result.get("ok") else 409)
-
 
 def completeness(state: TableState) -> dict[str, object]:
     """What a table's page shows of the store's view of a table's stream (its tile, the
@@ -456,42 +258,11 @@ def attachment(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-def _may(role: str) -> set[str]:
-    """The ruling commands this role may send (none for surveillance)."""
-    if role == SURVEILLANCE:
-        return set()
-    return {
-        name
-        for name in (ACKNOWLEDGE, RESOLVE)
-        if name in COMMANDS and role in {str(r) for r in COMMANDS[name].roles}
-    }
-
-
 def _same_origin(request: web.Request) -> None:
     """A form post from another site is refused (the login form has no session yet)."""
     origin = request.headers.get("Origin")
     if origin is not None and origin.split("://", 1)[-1] != request.host:
         raise web.HTTPForbidden(text="cross-site request refused")
-
-
-def _dumps(data: object) -> str:
-    """JSON a browser's ``JSON.parse`` takes: no NaN or Infinity (ValueError if any got in)."""
-    return json.dumps(data, allow_nan=False)
-
-
-def _json(data: dict[str, object]) -> web.Response:
-    return web.json_response(data, dumps=_dumps)
-
-
-def _hang_up(stream: Stream) -> None:
-    """End a stream: whatever it still holds is dropped for the None that ends it."""
-    while not stream.empty():
-        stream.get_nowait()
-    stream.put_nowait(None)
-
-
-async def _sse(response: web.StreamResponse, event: str, data: dict[str, object]) -> None:
-    await response.write(f"event: {event}\ndata: {_dumps(data)}\n\n".encode())
 
 
 @functools.cache
@@ -528,29 +299,23 @@ async def _asset(request: web.Request) -> web.Response:
 
 
 def make_app(web_app: WebApp) -> web.Application:
-    from tableside.floor.web.records import Records, routes
+    from tableside.floor.web import actions, export, live, records
 
     app = web.Application(client_max_size=64 * 1024)
-    app.add_routes(routes(Records(web_app, web_app.keys_changed)))
+    app.add_routes(records.routes(records.Records(web_app, web_app.keys_changed)))
     app.cleanup_ctx.append(web_app.watch_users)
-    app.on_shutdown.append(web_app.hang_up_all)
+    app.on_shutdown.append(web_app.live.hang_up_all)
     app.add_routes(
         [
             web.get("/login", web_app.login_page),
             web.post("/login", web_app.login),
             web.post("/logout", web_app.logout),
-            web.get("/", web_app.shell),
-            web.get("/rulings", web_app.shell),
-            web.get("/table/{table}", web_app.shell),
-            web.get("/api/me", web_app.me),
-            web.get("/api/floor", web_app.floor),
-            web.get("/api/table/{table}", web_app.table),
-            web.get("/api/table/{table}/export", web_app.export),
-            web.post("/api/table/{table}/rulings/{ruling}/{verb}", web_app.act),
-            web.get("/events", web_app.events),
-            web.get("/static/{name}", _asset),
         ]
     )
+    app.add_routes(actions.routes(actions.Actions(web_app)))
+    app.add_routes(live.routes(web_app.live))
+    app.add_routes(export.routes(export.Export(web_app)))
+    app.add_routes([web.get("/static/{name}", _asset)])
     return app
 
 

@@ -80,7 +80,7 @@ class Commander:
     """Sends a table command as a role (each role its own broker login) and waits for the
     table's answer, whichever way it comes first: the MQTT v5 response the table sends to the
     request's response topic (``response``, from ``MqttSender``), or the ``command_result`` the
-    floor's store vouches for (``result``, from ``WebApp.stored``: a table on MQTT 3.1.1 sends
+    floor's store vouches for (``result``, from ``Live.stored``: a table on MQTT 3.1.1 sends
     no response). Either way an answer counts only from the table asked, for the request id
     this commander made (random: no other client can guess it), role and command alike; a
     response also only on that table's response topic of the asking role's connection, with

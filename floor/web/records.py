@@ -150,7 +150,7 @@ class Records:
         state = await store.state(table)
         if state is not None and table in self.app.view.tables:
             self.app.view.set_completeness(table, completeness(state))
-            self.app.publish_table(table)
+            self.app.live.publish_table(table)
 
     # -- a table's changes ------------------------------------------------------------------
 
