@@ -8,7 +8,7 @@ import collections
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,15 @@ def state(connection: str) -> Predicate:
     return lambda m: m.kind == "state" and m.payload["connection"] == connection
 
 
+def device_state(device: str, connection: str) -> Predicate:
+    """``device``'s retained state, saying ``connection``."""
+    return lambda m: (
+        m.kind == "state"
+        and m.payload["device"] == device
+        and (m.payload["connection"] == connection)
+    )
+
+
 @dataclass
 class SimulatedTable:
     sim: FramedSimulator
@@ -237,6 +246,24 @@ async def stop(*tasks: asyncio.Task[Any]) -> None:
             raise task.exception()  # type: ignore[misc]
 
 
+async def _until_connected(
+    subscriber: Subscriber, devices: Iterable[str], daemon: asyncio.Task[Any]
+) -> None:
+    """Every device's state saying it is connected, or the daemon's end (a test of a daemon
+    that stops at start awaits it)."""
+
+    async def every_device() -> None:
+        for name in devices:
+            await subscriber.wait_for(device_state(name, "connected"))
+
+    waiting = asyncio.create_task(every_device())
+    await asyncio.wait([waiting, daemon], return_when=asyncio.FIRST_COMPLETED)
+    if not waiting.done():
+        await stop(waiting)
+    elif waiting.exception() is not None:
+        raise waiting.exception()  # type: ignore[misc]
+
+
 @contextlib.asynccontextmanager
 async def simulated_table(
     broker_url: str,
@@ -250,7 +277,12 @@ async def simulated_table(
     heartbeat_timeout: float = 1.0,
     counts_cards: bool = True,
     adjust: Callable[[Config], Config] | None = None,
+    connected: bool = True,
 ) -> AsyncIterator[SimulatedTable]:
+    """The daemon on ``sim`` (and ``others``) and a subscriber to everything it publishes,
+    yielded, unless ``connected`` is false (a
+    test of a device that never answers), once every device has answered: a framed device
+    counts as connected only then, and a command to it before that is refused."""
     sims = {sim.protocol.name: sim, **(others or {})}
     subscriber = Subscriber(broker_url, "tableside/#")
     sub_task = asyncio.create_task(subscriber.run(), name="subscriber")
@@ -275,6 +307,8 @@ async def simulated_table(
     daemon = TableDaemon(adjust(config) if adjust else config)
     tasks["daemon"] = asyncio.create_task(daemon.run(), name="daemon")
     try:
+        if connected:
+            await _until_connected(subscriber, sims, tasks["daemon"])
         yield SimulatedTable(sim, daemon, subscriber, device_url, tasks)
     finally:
         await stop(*[t for name, t in tasks.items() if name != "subscriber" and not t.done()])

@@ -364,7 +364,8 @@ async def test_start_up_is_frozen_once_online_and_the_collector_turned_back_on(
     gc.unfreeze()
     gc.disable()
     try:
-        async with simulated_table(mosquitto.url, tmp_path, simulator()) as table:
+        # yielded at once: the freeze (after online) reads the table this binds
+        async with simulated_table(mosquitto.url, tmp_path, simulator(), connected=False) as table:
             await table.subscriber.wait_for(
                 lambda m: m.kind == "status" and m.payload["status"] == "online"
             )
