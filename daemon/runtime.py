@@ -395,8 +395,8 @@ class TableRuntime:
         if now is None:
             now = self.clock.now()
         message = TableBody(
-            game=self.facts.game.value,
-            phase=state.phase.value,
+            game=self.facts.game,
+            phase=state.phase,
             round=state.round,
             rounds_since_stub_count=state.rounds_since_stub_count,
             deck_age_h=state.deck_age_h(now),
@@ -415,7 +415,7 @@ class TableRuntime:
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
         message = RulingBody(
             rule_id=rule.id,
-            game=self.facts.game.value,
+            game=self.facts.game,
             clause=rule.citation,
             words=rule.words,
             summary=rule.summary,

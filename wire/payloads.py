@@ -15,6 +15,7 @@ from pydantic_core import to_json
 from tableside.drivers.events import ConnectionState
 from tableside.rules.model import Action
 from tableside.rules.rulings import MAX_UNRESOLVED, RulingState
+from tableside.rules.vocabulary import Game, Phase
 from tableside.wire.topics import TopicKind
 
 __all__ = [
@@ -259,13 +260,19 @@ class SourceEvent(BaseModel):
     data: dict[str, object]
 
 
+#: a game and a phase (rules/vocabulary.py) as a message carries them: their names, a string in
+#: the schema as it always was
+_Game = Annotated[Game, WithJsonSchema({"title": "Game", "type": "string"})]
+_Phase = Annotated[Phase, WithJsonSchema({"type": "string"})]
+
+
 class TableBody(Body):
     """``<prefix>/<table>/table`` (retained): the table's phase, round and what the rules
     count (rules/table.py); journaled, and taken back from the journal after a restart."""
 
-    game: str
-    phase: str = Field(description="closed, open, betting, no_more_bets, dealing, decisions, "
-                       "settlement, complete")  # fmt: skip
+    game: _Game
+    phase: _Phase = Field(title="Phase", description="closed, open, betting, no_more_bets, "
+                          "dealing, decisions, settlement, complete")  # fmt: skip
     round: int = Field(description="rounds begun since the table was first opened")
     rounds_since_stub_count: int
     deck_age_h: float | None = Field(description="hours the cards in play have been in play")
@@ -284,7 +291,7 @@ class RulingBody(Body):
     """``<prefix>/<table>/ruling``: every ruling, with the clause behind it."""
 
     rule_id: str
-    game: str
+    game: _Game
     clause: str = Field(description="citation, e.g. 58 Pa. Code § 555.5(b)")
     words: str = Field(description="the clause's own words")
     summary: str
