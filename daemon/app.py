@@ -49,7 +49,7 @@ from tableside.daemon.software import SoftwareResult
 from tableside.drivers.base import Driver, DriverSettings, EventSink
 from tableside.drivers.commands import NoArgs
 from tableside.drivers.errors import TablesideDriverError
-from tableside.drivers.events import DeviceEvent
+from tableside.drivers.events import ConnectionState, DeviceEvent
 from tableside.drivers.link import ArqPolicy, FrameBudget
 from tableside.drivers.registry import get_driver
 from tableside.errors import ConfigurationError
@@ -401,7 +401,7 @@ class TableDaemon:
         while True:
             self._notify(self.notifier.watchdog)
             devices = self.runtime.devices.values()
-            connected = sum(rt.connection.value == "connected" for rt in devices)
+            connected = sum(rt.connection is ConnectionState.CONNECTED for rt in devices)
             broker = "up" if self.publisher.connected.is_set() else "down"
             self._notify(
                 self.notifier.status,

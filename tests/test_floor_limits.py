@@ -33,6 +33,7 @@ from tableside.floor.order import live
 from tableside.floor.service import Floor, RepairPolicy
 from tableside.floor.store import Message, Store, TableState, open_store
 from tableside.floor.verify import against_export, export_line
+from tableside.rules.vocabulary import Game, Phase
 from tableside.wire import proof
 from tableside.wire.payloads import WithheldPayload
 from tableside.wire.topics import TopicKind
@@ -49,7 +50,7 @@ LIMIT = 1200
 def table_state(peer: PeerTable) -> Record:
     """A table state larger than the broker's limit (a real one is about 2 KB), journaled."""
     return peer.message(
-        "table", retain=True, game="caribbean_stud", phase="betting", round=3,
+        "table", retain=True, game=Game.CARIBBEAN_STUD, phase=Phase.BETTING, round=3,
         rounds_since_stub_count=3, deck_age_h=0.5, meter_cents=None,
         state={"seats": ["x" * 60] * 30}, cause="start_round",
     )  # fmt: skip
@@ -561,7 +562,7 @@ def test_gaps_export_and_verify_say_what_was_withheld(
 
     def state(seq: int) -> bytes:
         return TablePayload(
-            table="cs-01", ts=TS, seq=seq, game="caribbean_stud", phase="betting", round=1,
+            table="cs-01", ts=TS, seq=seq, game=Game.CARIBBEAN_STUD, phase=Phase.BETTING, round=1,
             rounds_since_stub_count=1, deck_age_h=0.5, state={"seats": ["x" * 60] * 30},
             cause="start_round",
         ).model_dump_json().encode()  # fmt: skip

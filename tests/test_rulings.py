@@ -151,7 +151,7 @@ def test_the_rulings_come_back_from_the_published_table_state() -> None:
     table("acknowledge_ruling", T0 + 1, ruling=5, by="ann")
     table("resolve_ruling", T0 + 2, ruling=5, action="remove_deck", note="a\nb", by="ann")
     table("escalate_rulings", T0 + 500, after_s=120)
-    payload = TablePayload(table="t", ts="x", seq=1, game="caribbean_stud", phase="open",
+    payload = TablePayload(table="t", ts="x", seq=1, game=Game.CARIBBEAN_STUD, phase=Phase.OPEN,
                            round=0, rounds_since_stub_count=0, deck_age_h=None,
                            state=table.state.to_dict(), cause="c")  # fmt: skip
     back = TableState.from_dict(TablePayload.model_validate_json(payload.model_dump_json()).state)
