@@ -302,7 +302,9 @@ class FramedLink:
         """Queue a data frame for the budget; past HELD_FRAMES it is left unacknowledged."""
         bucket = self._bucket
         assert bucket is not None
-        if self._flood is not None and not self._held and bucket.full:
+        # the end of a flood: nothing waiting (held, or read while a settle was under way: a
+        # slow journal is not a device that stopped) and the burst full again
+        if self._flood is not None and not self._held and not self._after_settle and bucket.full:
             self._end_flood()
         if self._held and frame == self._held[-1]:
             self.stats.duplicates += 1  # sent again while it waits: one ACK will do for both
