@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -726,6 +727,59 @@ async def test_checkpoints_run_off_the_commit_path_and_the_wal_starts_over(
     finally:
         journal.close()
     assert verify_file(path)[1] == []
+
+
+async def test_a_slow_sync_hands_the_log_to_the_writer_thread_until_syncs_are_quick_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop syncs the log itself (no hop to the writer thread and back) while its
+    syncs are quick. One slower than ``slow_sync_s`` hands the logging to the writer thread,
+    so a slow storage does not stall the loop again (its heartbeats, keep-alives and the
+    devices' own acknowledgements); once every sync has been quick for ``quick_again_s`` and
+    the thread has logged all it was given, the loop takes it back. Nothing is lost or out of
+    order, and the log holds each record once."""
+    delay = 0.0
+    by: list[str] = []
+    original = RedoLog.append
+
+    def append(log: RedoLog, batch: list[object]) -> None:
+        by.append(threading.current_thread().name)
+        time.sleep(delay)
+        original(log, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RedoLog, "append", append)
+    path = tmp_path / "journal.sqlite"
+    journal = Journal(path, "t1", store_every_s=0.0, slow_sync_s=0.1, quick_again_s=2.0)
+    journal.open()
+    journal.start()
+
+    def on_loop() -> bool:
+        return journal.syncs_on_loop
+
+    try:
+        await fill(journal, 3)
+        assert set(by) == {"MainThread"} and on_loop()
+        delay = 0.15  # the storage turns slow: the loop's next sync is the last it waits on
+        await fill(journal, 1)
+        assert not on_loop()
+        del by[:]
+        for _ in range(3):
+            await fill(journal, 2)
+        assert set(by) == {"journal-writer"}
+        delay = 0.0  # quick again: the loop takes the log back once that has lasted
+        await fill(journal, 2)
+        assert not on_loop()
+        await asyncio.sleep(2.1)
+        assert on_loop()
+        del by[:]
+        await fill(journal, 3)
+        assert set(by) == {"MainThread"}
+    finally:
+        journal.close()
+    assert verify_file(path)[1] == []
+    assert [r["seq"] for r in export_records(path)] == list(range(15))
+    logged = [r.seq for r in log_of(path).read().records]
+    assert logged == list(range(15))
 
 
 async def test_a_record_is_acknowledged_and_sent_only_once_the_log_has_it(

@@ -12,6 +12,7 @@ journal's housekeeping (retention). docs/journal.md, "Why group commit", "One sy
 from __future__ import annotations
 
 import contextlib
+import enum
 import queue
 import sqlite3
 import threading
@@ -32,6 +33,13 @@ log = structlog.get_logger("tableside.journal")
 Transaction = Callable[[sqlite3.Connection, list[Record], dict[str, Record]], None]
 
 
+class Signal(enum.Enum):
+    """On the writer's queue beside the records it is to log."""
+
+    STOP = "once all before is committed"
+    WAKE = "the loop handed over records"
+
+
 class Committer:
     """The writer thread, and the acknowledged mark it writes (``acked``, set on the loop)."""
 
@@ -49,9 +57,32 @@ class Committer:
         acked_every_s: float = 5.0,
         store_every_s: float = 1.0,
         transaction: Transaction | None = None,
+        sync_on_loop: bool = True,
+        slow_sync_s: float = 0.05,
+        quick_again_s: float = 10.0,
     ) -> None:
         self.path = path
-        self.queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
+        #: the event loop logs what it appends itself (``log_here``), with no hop to this
+        #: thread and back, while its syncs are quick; a sync slower than ``slow_sync_s``
+        #: hands the logging to this thread (the loop no longer waits on the storage) until
+        #: every sync has been quick for ``quick_again_s`` (docs/journal.md, "Where the log
+        #: is synced")
+        self.sync_on_loop = sync_on_loop
+        self.slow_sync_s = slow_sync_s
+        self.quick_again_s = quick_again_s
+        self._on_loop = sync_on_loop
+        #: since when every sync was quick (monotonic)
+        self._quick_since = -float("inf")
+        #: records for this thread to log (while the loop does not), or a signal
+        self.queue: queue.SimpleQueue[Record | Signal] = queue.SimpleQueue()
+        #: the newest seq put on ``queue``
+        self._queued = -1
+        #: logged by the loop, not yet taken by this thread, and when the first was
+        self._handed: list[Record] = []
+        self._handed_since = 0.0
+        #: the log's appends (the loop's or this thread's) and its new start never overlap;
+        #: it also guards ``_handed``
+        self._log_lock = threading.Lock()
         #: the writer thread and a prune() called from outside never share a transaction
         self.db_lock = threading.Lock()
         #: the highest seq the broker acknowledged (the loop sets it)
@@ -82,6 +113,8 @@ class Committer:
         #: times the log started anew (by this thread)
         self.log_restarts = 0
         self._logged: tuple[int, bytes] = (-1, b"")
+        #: the newest record SQLite holds (after a checkpoint, in its main file)
+        self._stored_head: tuple[int, bytes] = (-1, b"")
         self._checkpointer = checkpointer
         #: ``write_batch`` unless the journal passes it in wrapped (bench/commit.py times it)
         self._transaction = transaction or self.write_batch
@@ -95,7 +128,7 @@ class Committer:
     def reset(self, acked: int, last_seq: int, last_hash: bytes) -> None:
         """At opening: ``meta.acked`` as the journal holds it, and its last record."""
         self.acked = self._acked_written = acked
-        self._logged = (last_seq, last_hash)
+        self._logged = self._stored_head = (last_seq, last_hash)
         self._stored.reset(last_seq)
 
     def start(self, conn: sqlite3.Connection) -> None:
@@ -104,11 +137,53 @@ class Committer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Once what is queued is committed."""
+        """Once what is queued (or handed over) is committed."""
         if self._thread is not None:
-            self.queue.put(None)
+            self.queue.put(Signal.STOP)
             self._thread.join()
             self._thread = None
+
+    def logs_here(self) -> bool:
+        """(the loop) Whether the loop logs what it appends now: it does while its syncs are
+        quick, and again once this thread has logged all it was given and every sync has been
+        quick for ``quick_again_s``."""
+        if not self._on_loop and self.sync_on_loop and self._logged[0] >= self._queued:
+            self._on_loop = time.monotonic() - self._quick_since >= self.quick_again_s
+            if self._on_loop:
+                log.info("journal_sync_on_loop", path=str(self.path))
+        return self._on_loop
+
+    def give(self, record: Record) -> None:
+        """(the loop) A record for this thread to log."""
+        self._queued = record.seq
+        self.queue.put(record)
+
+    def log_here(self, batch: list[Record]) -> None:
+        """(the loop) One batch into the log with its one sync, handed to this thread for
+        SQLite: durable when this returns. A slow sync hands the logging to this thread."""
+        with self._log_lock:
+            took = self._append(batch)
+            first = not self._handed
+            self._handed.extend(batch)
+        if first:
+            self._handed_since = time.monotonic()
+            if self.store_every_s < 0.5:  # due before the thread would wake by itself
+                self.queue.put(Signal.WAKE)
+        if took > self.slow_sync_s:
+            self._on_loop = False
+            log.warning("journal_sync_slow", path=str(self.path), seconds=round(took, 3),
+                        records=len(batch), then="the writer thread syncs")  # fmt: skip
+
+    def _append(self, batch: list[Record]) -> float:
+        """(holding the log lock) The batch into the log; returns the seconds it took."""
+        started = time.monotonic()
+        self.log.append(batch)
+        self.commits += 1
+        self._logged = (batch[-1].seq, batch[-1].hash)
+        ended = time.monotonic()
+        if ended - started > self.slow_sync_s:
+            self._quick_since = ended
+        return ended - started
 
     def write_batch(
         self, conn: sqlite3.Connection, batch: list[Record], latest: dict[str, Record]
@@ -153,10 +228,14 @@ class Committer:
         last_tick = time.monotonic()
         stopping = False
         while not stopping:
-            batch, stopping = self._take()
+            handed, batch, stopping = self._take()
             try:
+                if handed:  # the loop logged these before anything queued
+                    self._pend(handed, self._handed_since)
                 if batch:
                     self._log(batch)
+                    self._pend(batch)
+                batch += handed
                 if self._pending and (stopping or self._checkpointer.tail_due
                                       or len(self._pending) >= self._batch
                                       or self._store_wait() == 0):  # fmt: skip
@@ -174,16 +253,19 @@ class Committer:
                 self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
                 return
 
-    def _take(self) -> tuple[list[Record], bool]:
-        """What has queued up (waiting up to half a second for the first), and whether the
-        journal is closing (everything queued before that is in the batch)."""
-        items: list[Record | None] = []
+    def _take(self) -> tuple[list[Record], list[Record], bool]:
+        """What the loop logged and handed over, what has queued up for this thread to log
+        (waiting up to half a second, or until a store is due, for the first), and whether the
+        journal is closing (everything queued or handed before that is taken)."""
+        items: list[Record | Signal] = []
         wait = 0.5 if not self._pending else min(0.5, self._store_wait())
         with contextlib.suppress(queue.Empty):
             items.append(self.queue.get(timeout=wait))
         items.extend(_drain(self.queue, self._batch))
-        batch = [item for item in items if item is not None]
-        return batch, len(batch) < len(items)
+        with self._log_lock:
+            handed, self._handed = self._handed, []
+        batch = [item for item in items if not isinstance(item, Signal)]
+        return handed, batch, Signal.STOP in items
 
     def wait_stored(self, seq: int) -> None:
         """(any thread but this one) Until SQLite holds the records up to ``seq`` (durable ones
@@ -197,13 +279,14 @@ class Committer:
         # with others (docs/journal.md, "One sync per batch"). A batch SQLite then refuses (a
         # full disk: the log's blocks were written ahead, SQLite's were not) stops the daemon
         # with the batch safe in the log, for the next opening to put back or refuse loudly.
-        self.log.append(batch)
-        last = batch[-1]
-        self._logged = (last.seq, last.hash)
-        self._progress.tell(last.seq)
-        self.commits += 1
+        with self._log_lock:
+            self._append(batch)
+        self._progress.tell(batch[-1].seq)
+
+    def _pend(self, batch: list[Record], since: float | None = None) -> None:
+        """Logged (``since``: when, if not now), for SQLite's next transaction."""
         if not self._pending:
-            self._pending_since = time.monotonic()
+            self._pending_since = time.monotonic() if since is None else since
         self._pending.extend(batch)
 
     def _store_wait(self) -> float:
@@ -215,21 +298,26 @@ class Committer:
         latest = {r.key: r for r in batch if r.key is not None}
         with self.db_lock:
             self._transaction(conn, batch, latest)
+        self._stored_head = (batch[-1].seq, batch[-1].hash)
         self._stored.tell(batch[-1].seq)
         self.stores += 1
         # about what the WAL grew by: the records, their hashes, ``latest``, page headers
         grew = sum(len(r.payload) + 150 for r in batch) + 4096 * (1 + len(latest))
-        self._checkpointer.committed(grew, queue_empty=self.queue.empty())
+        self._checkpointer.committed(grew, queue_empty=self.queue.empty() and not self._handed)
 
     def _restart_log(self) -> None:
-        """A checkpoint on this thread's connection, after its last commit, put everything into
-        SQLite's main file and synced it: every record the log holds is durable there, so the
-        log may start anew after the last one (once it has grown past ``log_bytes``)."""
-        header = self.log.header
-        if header is None or self.log.size < self.log_bytes:
-            return
-        seq, digest = self._logged
-        self.log.create(Header(header.table, header.generation + 1, seq, digest))
+        """A checkpoint on this thread's connection, after its last commit, put everything that
+        SQLite held into its main file and synced it, so the log may start anew after the last
+        record stored (once it has grown past ``log_bytes``), holding again what the loop
+        logged since and SQLite does not hold yet (the loop waits meanwhile)."""
+        with self._log_lock:
+            header = self.log.header
+            if header is None or self.log.size < self.log_bytes:
+                return
+            seq, digest = self._stored_head
+            self.log.create(Header(header.table, header.generation + 1, seq, digest))
+            if self._handed:
+                self.log.append(self._handed)
         self.log_restarts += 1
         log.info("journal_log_restarted", path=str(self.log.path), after_seq=seq)
 
@@ -263,7 +351,7 @@ class _Stored:
                 self._changed.wait(timeout=0.1)
 
 
-def _drain(q: queue.SimpleQueue[Record | None], limit: int) -> Iterator[Record | None]:
+def _drain(q: queue.SimpleQueue[Record | Signal], limit: int) -> Iterator[Record | Signal]:
     for _ in range(limit):
         try:
             yield q.get_nowait()

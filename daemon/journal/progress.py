@@ -58,6 +58,12 @@ class Progress:
             with self._lock:
                 self._looking = False  # no loop to tell (never after it was told)
 
+    def tell_here(self, seq: int) -> None:
+        """(the loop) Everything up to ``seq`` is durable: the loop logged it itself."""
+        with self._lock:
+            self._told = max(self._told, seq)
+        self._on_progress(None)
+
     def fail(self, exc: JournalError) -> None:
         """(any thread) A thread has stopped: ``failed`` raises ``exc``, the daemon stops."""
         self._call(self._set_failed, exc)

@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import structlog
+
 from tableside.daemon.clock import LabClock, RunClock
 from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
@@ -22,6 +24,8 @@ from tableside.daemon.journal.progress import Progress
 from tableside.daemon.journal.reads import Reads
 from tableside.daemon.journal.redo import RedoLog
 from tableside.daemon.journal.retention import Retention
+
+log = structlog.get_logger("tableside.journal")
 
 
 class Journal:
@@ -41,6 +45,9 @@ class Journal:
         acked_every_s: float = 5.0,
         quiet_checkpoint_s: float = 30.0,
         store_every_s: float = 1.0,
+        sync_on_loop: bool = True,
+        slow_sync_s: float = 0.05,
+        quick_again_s: float = 10.0,
         test_clock: LabClock | None = None,
     ) -> None:
         self.path = path
@@ -57,7 +64,8 @@ class Journal:
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping, log_bytes=log_bytes, acked_every_s=acked_every_s,
-            store_every_s=store_every_s,
+            store_every_s=store_every_s, sync_on_loop=sync_on_loop, slow_sync_s=slow_sync_s,
+            quick_again_s=quick_again_s,
         )  # fmt: skip
         self._reads = Reads(path, cache, self._committer.wait_stored)
         self.recovered_acked = -1
@@ -72,6 +80,10 @@ class Journal:
         self.fresh_from_recovery = False
         #: records appended inside ``atomic``, held back from the writer until it ends
         self._held: list[Record] | None = None
+        #: the records appended since the loop last logged, while it logs them itself (it logs
+        #: them all, with one sync, once this turn of the loop is done: ``_log_appended``)
+        self._appended: list[Record] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -94,7 +106,8 @@ class Journal:
         if self._conn is None:
             self.open()
         assert self._conn is not None
-        self._progress.attach(asyncio.get_running_loop())
+        self._loop = asyncio.get_running_loop()
+        self._progress.attach(self._loop)
         # SQLite would checkpoint inside the commit that crosses 1000 pages, and the device's
         # ACK would wait for it: the checkpoint thread does it instead (docs/journal.md)
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -104,6 +117,7 @@ class Journal:
     def close(self) -> None:
         """Commit and log what is queued, record the acknowledged and sent marks, stop the
         threads."""
+        self._log_appended(tell=False)
         self._committer.stop()
         self._checkpointer.stop()
         if self._conn is not None:
@@ -169,7 +183,31 @@ class Journal:
 
     def _queue(self, record: Record) -> None:
         self._reads.add(record)
-        self._committer.queue.put(record)
+        if not self._appended and not self._committer.logs_here():
+            self._committer.give(record)
+            return
+        self._appended.append(record)
+        if len(self._appended) == 1:
+            assert self._loop is not None
+            self._loop.call_soon(self._log_appended)
+
+    def _log_appended(self, tell: bool = True) -> None:
+        """What this turn of the loop appended, into the log with one sync (no hop to the
+        writer thread and back): durable, so the devices waiting are acknowledged and the
+        publisher sends. A failure (disk full, I/O error) stops the daemon, as the writer
+        thread's does."""
+        batch, self._appended = self._appended, []
+        failed = self._progress.failed
+        if not batch or (failed is not None and failed.done()):
+            return
+        try:
+            self._committer.log_here(batch)
+        except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
+            log.critical("journal_write_failed", path=str(self.path), error=str(exc))
+            self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
+            return
+        if tell:
+            self._progress.tell_here(batch[-1].seq)
 
     @property
     def next_seq(self) -> int:
@@ -262,6 +300,12 @@ class Journal:
     @retain_days.setter
     def retain_days(self, days: float | None) -> None:
         self._retention.retain_days = days
+
+    @property
+    def syncs_on_loop(self) -> bool:
+        """The event loop logs what it appends itself (its syncs are quick), rather than the
+        writer thread (docs/journal.md, "Where the log is synced")."""
+        return self._committer.logs_here()
 
     @property
     def commits(self) -> int:
