@@ -339,10 +339,11 @@ class TableDaemon:
                 self.handling_errors += 1
                 log.exception("clock_read_failed")
 
-    async def _settle(self) -> None:
-        """Everything journaled so far is durable (a driver acknowledges its device's frame
-        only after this: the device may then forget the event, the table will not)."""
-        await self.journal.wait_durable(self.journal.next_seq - 1)
+    def _settle(self) -> asyncio.Future[None]:
+        """Done once everything journaled so far is durable (a driver acknowledges its
+        device's frame only after this: the device may then forget the event, the table will
+        not)."""
+        return self.journal.durable(self.journal.next_seq - 1)
 
     # -- proof: signed checkpoints (docs/floor.md) -------------------------------------------
 

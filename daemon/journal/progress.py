@@ -6,6 +6,8 @@ was told before it looked (docs/journal.md, "How a message goes out")."""
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -34,7 +36,9 @@ class Progress:
         self._told = -1
         self._looking = False
         self._lock = threading.Lock()
-        self._changed = asyncio.Event()
+        #: (seq, order, future) for each ``durable`` not yet done, the lowest seq first
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
 
     def reset(self, seq: int) -> None:
         """At opening: everything up to ``seq`` is durable."""
@@ -68,10 +72,19 @@ class Progress:
         """(any thread) A thread has stopped: ``failed`` raises ``exc``, the daemon stops."""
         self._call(self._set_failed, exc)
 
+    def durable(self, seq: int) -> asyncio.Future[None]:
+        """(the loop) A future done once everything up to ``seq`` is durable: what a device's
+        ACK waits on (a future, not a task: none is made per frame)."""
+        done = asyncio.get_running_loop().create_future()
+        if self.durable_seq >= seq:
+            done.set_result(None)
+        else:
+            heapq.heappush(self._waiting, (seq, next(self._order), done))
+        return done
+
     async def wait_durable(self, seq: int) -> None:
-        while self.durable_seq < seq:
-            self._changed.clear()
-            await self._changed.wait()
+        if self.durable_seq < seq:
+            await self.durable(seq)
 
     def _call(self, callback: Callable[[T], object], arg: T) -> bool:
         loop = self._loop
@@ -89,7 +102,11 @@ class Progress:
             told = self._told
         if told > self.durable_seq:
             self.durable_seq = told
-            self._changed.set()  # the devices' ACKs (woken here) first, then the broker
+            waiting = self._waiting  # the devices' ACKs (woken here) first, then the broker
+            while waiting and waiting[0][0] <= told:
+                done = heapq.heappop(waiting)[2]
+                if not done.done():  # not cancelled (a link that closed meanwhile)
+                    done.set_result(None)
             asyncio.get_running_loop().call_soon(self._tell_durable)
 
     def _tell_durable(self) -> None:

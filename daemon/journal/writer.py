@@ -226,6 +226,11 @@ class Journal:
             self._committer.acked = seq
             self._reads.acked(seq)
 
+    def durable(self, seq: int) -> asyncio.Future[None]:
+        """A future done once the record ``seq`` is durable (``wait_durable``): what a
+        device's ACK waits on, with no task made for it."""
+        return self._progress.durable(seq)
+
     async def wait_durable(self, seq: int) -> None:
         """Until the record ``seq`` is committed and in the log: it survives a crash and a
         power cut, a device's frame may be acknowledged and the record sent (the ACKs waiting
