@@ -412,6 +412,17 @@ class FramedLink:
             assert self._settle is not None
             self._settling = asyncio.ensure_future(self._settle())
             self._settling_acks, self._acks_due = self._acks_due, []
+            # the ACKs go as soon as the settle is done, ahead of anything else it wakes (the
+            # publisher's sends): the device's next frame waits for them
+            self._settling.add_done_callback(self._acknowledge_settled)
+
+    def _acknowledge_settled(self, settling: asyncio.Future[None]) -> None:
+        """The settle under way is done: ACK its frames, unless it failed (the link ends) or
+        was cancelled (the link is closing)."""
+        if settling is self._settling and not settling.cancelled() and not settling.exception():
+            for seq in self._settling_acks:
+                self._send_control(ACK, seq)
+            self._settling_acks = []
 
     def _settled(self) -> None:
         """The settle under way is done: its frames are ACKed, and the data frames that came
@@ -419,11 +430,9 @@ class FramedLink:
         settling = self._settling
         if settling is None or not settling.done():
             return
-        self._settling = None
         settling.result()  # a settle that failed ends the link, as it did
-        for seq in self._settling_acks:
-            self._send_control(ACK, seq)
-        self._settling_acks = []
+        self._acknowledge_settled(settling)  # if its callback has not yet run
+        self._settling = None
         while self._after_settle and self._settling is None:
             self._take(self._after_settle.popleft())
             self._start_settle()
