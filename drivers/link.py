@@ -162,7 +162,6 @@ class LinkStats:
 
 
 #: what a link's loop waits on: the read under way, and the settling of what it acknowledged
-_Waited = asyncio.Future[bytes] | asyncio.Future[None]
 
 
 class FramedLink:
@@ -203,6 +202,8 @@ class FramedLink:
         # unacknowledged when the device took it; its data frames wait until the settle is
         # done (the peer sends one at a time anyway, and sends it again until it has its ACK).
         self._settle = settle
+        #: the read ``run`` awaits, while it does (``_wake`` cuts it short)
+        self._reading: asyncio.Timeout | None = None
         self._acks_due: list[int] = []
         self._settling: asyncio.Future[None] | None = None
         self._settling_acks: list[int] = []
@@ -214,23 +215,21 @@ class FramedLink:
         self._last_byte = time.monotonic()
 
     async def run(self) -> NoReturn:
-        """Read until the link breaks, then raise LinkLost. Never raises on bad bytes."""
-        reading: asyncio.Task[bytes] | None = None
+        """Read until the link breaks, then raise LinkLost. Never raises on bad bytes.
+
+        The read is awaited here, in this task (no task per read): it ends when bytes come, at
+        the next deadline (a partial frame abandoned, a held frame's turn), or when a settle's
+        end leaves this task work (``_wake``: the frames read meanwhile, or its failure)."""
         try:
             while True:
-                if reading is None:
-                    # No more than the decoder holds: a device writing faster than it is read
-                    # waits on the line, it does not lose bytes to the decoder's cap.
-                    reading = asyncio.ensure_future(self._reader.read(self.decoder.room))
-                waits: set[_Waited] = {reading}
-                if self._settling is not None:
-                    waits.add(self._settling)
-                done, _ = await asyncio.wait(
-                    waits, timeout=self._next_wakeup(), return_when=asyncio.FIRST_COMPLETED
-                )
                 data: bytes | None = None
-                if reading in done:
-                    data, reading = reading.result(), None
+                # No more than the decoder holds: a device writing faster than it is read
+                # waits on the line, it does not lose bytes to the decoder's cap. A read cut
+                # short loses nothing: the bytes stay in the reader for the next.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._next_wakeup()) as self._reading:
+                        data = await self._reader.read(self.decoder.room)
+                self._reading = None
                 now = time.monotonic()
                 if data == b"":
                     raise LinkLost(f"{self.name}: end of stream")
@@ -249,11 +248,17 @@ class FramedLink:
             self._fail_pending(LinkLost(f"{self.name}: link closed"))
             if self._flood is not None:  # frames still held stay unacknowledged: sent again
                 self._end_flood()
-            await self._stop(reading, self._settling)
+            self._reading = None
+            await self._stop(self._settling)
             self._settling = None
 
+    def _wake(self) -> None:
+        """Cut the read under way short: this task has work (the settle ended)."""
+        if self._reading is not None and not self._reading.expired():
+            self._reading.reschedule(-1.0)
+
     @staticmethod
-    async def _stop(*tasks: _Waited | None) -> None:
+    async def _stop(*tasks: asyncio.Future[None] | None) -> None:
         """Cancel what the loop left running and wait for it (no task outlives its link)."""
         left = [t for t in tasks if t is not None and not t.done()]
         for task in left:
@@ -266,7 +271,7 @@ class FramedLink:
 
     def _next_wakeup(self) -> float | None:
         """Seconds until a partial frame is abandoned or a held frame may be taken (not while a
-        settle is under way: its end wakes the loop)."""
+        settle is under way: its end wakes the loop, ``_wake``)."""
         waits = []
         if self.decoder.buffered:
             waits.append(self.policy.frame_timeout - (time.monotonic() - self._last_byte))
@@ -417,12 +422,19 @@ class FramedLink:
             self._settling.add_done_callback(self._acknowledge_settled)
 
     def _acknowledge_settled(self, settling: asyncio.Future[None]) -> None:
-        """The settle under way is done: ACK its frames, unless it failed (the link ends) or
-        was cancelled (the link is closing)."""
-        if settling is self._settling and not settling.cancelled() and not settling.exception():
+        """The settle under way is done: ACK its frames, unless it failed (the link ends:
+        ``run`` raises it) or was cancelled (the link is closing). Frames read meanwhile, or
+        held, are ``run``'s to take; with none, the link is ready for the next at once."""
+        if settling is not self._settling or settling.cancelled():
+            return
+        if settling.exception() is None:
             for seq in self._settling_acks:
                 self._send_control(ACK, seq)
             self._settling_acks = []
+            if not (self._after_settle or self._held):
+                self._settling = None
+                return
+        self._wake()
 
     def _settled(self) -> None:
         """The settle under way is done: its frames are ACKed, and the data frames that came
