@@ -17,7 +17,7 @@ from typing import Annotated, Final, Literal, get_args
 from pydantic import BeforeValidator, GetCoreSchemaHandler, WithJsonSchema
 from pydantic_core import PydanticCustomError, core_schema
 
-from tableside.drivers.named import Named
+from tableside.drivers.named import Named, spelling_schema
 
 __all__ = [
     "RANKS",
@@ -155,12 +155,7 @@ class Card(Named):
         cls, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         """Read from its name, written as its name, described as a string."""
-        named = core_schema.no_info_after_validator_function(cls.named, core_schema.str_schema())
-        return core_schema.json_or_python_schema(
-            json_schema=named,
-            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), named]),
-            serialization=core_schema.plain_serializer_function_ser_schema(cls.spelt),
-        )
+        return spelling_schema(cls, cls.named, core_schema.str_schema())
 
 
 #: the 52 cards, each one instance, by byte and by name

@@ -10,7 +10,12 @@ and describe the one spelling the value writes.
 
 from __future__ import annotations
 
-__all__ = ["Named", "spelt"]
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_core import core_schema
+
+__all__ = ["Named", "spelling_schema", "spelt"]
 
 
 class Named:
@@ -31,3 +36,18 @@ def spelt(value: object) -> object:
     if isinstance(value, tuple):
         return [v.spelt() if isinstance(v, Named) else v for v in value]
     return value
+
+
+def spelling_schema(
+    cls: type[Named], read: Callable[[Any], Named], spelling: core_schema.CoreSchema
+) -> core_schema.CoreSchema:
+    """A named type's pydantic schema (its ``__get_pydantic_core_schema__``): read through
+    ``read`` from its spelling (``spelling``), an instance taken as it is, written as
+    ``spelt()``, described as its spelling."""
+    from_spelling = core_schema.no_info_after_validator_function(read, spelling)
+    either = core_schema.union_schema([core_schema.is_instance_schema(cls), from_spelling])
+    return core_schema.json_or_python_schema(
+        json_schema=from_spelling,
+        python_schema=either,
+        serialization=core_schema.plain_serializer_function_ser_schema(cls.spelt),
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-from tableside.drivers.named import Named
+from tableside.drivers.named import Named, spelling_schema
 
 __all__ = ["SEATS", "Plan", "Stack", "Target"]
 
@@ -79,12 +79,7 @@ class Target(Named, enum.Enum):
         cls, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         """Read from its name, written as its name, described as a string."""
-        named = core_schema.no_info_after_validator_function(cls.named, core_schema.str_schema())
-        return core_schema.json_or_python_schema(
-            json_schema=named,
-            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), named]),
-            serialization=core_schema.plain_serializer_function_ser_schema(cls.spelt),
-        )
+        return spelling_schema(cls, cls.named, core_schema.str_schema())
 
 
 _BY_NAME: dict[str, Target] = {t.spelt(): t for t in Target}
@@ -120,17 +115,11 @@ class Stack(Named):
     ) -> core_schema.CoreSchema:
         """Read from its JSON object, written as it, described as an object of names and
         numbers."""
-        read = core_schema.no_info_after_validator_function(
-            cls.read,
-            core_schema.dict_schema(
-                core_schema.str_schema(),
-                core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
-            ),
+        names_and_numbers = core_schema.union_schema(
+            [core_schema.str_schema(), core_schema.int_schema()]
         )
-        return core_schema.json_or_python_schema(
-            json_schema=read,
-            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), read]),
-            serialization=core_schema.plain_serializer_function_ser_schema(cls.spelt),
+        return spelling_schema(
+            cls, cls.read, core_schema.dict_schema(core_schema.str_schema(), names_and_numbers)
         )
 
 
