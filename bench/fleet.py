@@ -77,6 +77,7 @@ from tableside import __version__
 from tableside.daemon.app import TableDaemon
 from tableside.daemon.config import BrokerConfig, Config, DeviceConfig, TableConfig
 from tableside.daemon.logging import configure_logging
+from tableside.daemon.runtime import ruling_message
 from tableside.drivers.backoff import Backoff
 from tableside.drivers.catalog import event_type, read_event
 from tableside.drivers.events import ConnectionState
@@ -259,23 +260,9 @@ class SimulatedTable:
         for ruling in evaluate(self.facts, observation):
             rule = ruling.rule
             self.stats.rulings += 1
-            self._add(
-                self.topics.ruling,
-                RulingPayload(
-                    table=self.table,
-                    ts=utc_ms(),
-                    seq=self._seq(),
-                    rule_id=rule.id,
-                    game=GAME,
-                    clause=rule.citation,
-                    words=rule.words,
-                    summary=rule.summary,
-                    actions=list(rule.actions),
-                    affected=rule.affected(observation),
-                    event=source,
-                    round=self.state.round or None,
-                ),
-            )
+            message = ruling_message(rule, GAME, observation, source, self.state.round)
+            payload = RulingPayload(table=self.table, ts=utc_ms(), seq=self._seq(), **dict(message))
+            self._add(self.topics.ruling, payload)
 
     def _step(self, event: TableEvent) -> None:
         """The table moves (as TableRuntime.step): its state when it changed, and the rulings

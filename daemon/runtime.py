@@ -52,6 +52,7 @@ from tableside.rules.table import (
     TableState,
     step,
 )
+from tableside.rules.vocabulary import Game
 from tableside.wire.events import ShuffleAlert
 from tableside.wire.payloads import (
     ClockBody,
@@ -96,6 +97,24 @@ class DeviceAction:
 
     device: str
     action: str
+
+
+def ruling_message(
+    rule: Rule, game: Game, observation: Observation, source: SourceEvent, round: int
+) -> RulingBody:
+    """A ruling given, as its message says it (a table's, and bench/fleet.py's tables')."""
+    return RulingBody(
+        rule_id=rule.id,
+        game=game,
+        clause=rule.citation,
+        words=rule.words,
+        summary=rule.summary,
+        actions=list(rule.actions),
+        affected=rule.affected(observation),
+        event=source,
+        round=round or None,
+        halts=any(a in HALTING for a in rule.actions),
+    )
 
 
 @dataclass
@@ -413,18 +432,7 @@ class TableRuntime:
         self.rulings += 1
         self.rulings_by_clause[rule.id, rule.citation] += 1
         log.warning("ruling", rule=rule.id, clause=rule.citation, device=source.device)
-        message = RulingBody(
-            rule_id=rule.id,
-            game=self.facts.game,
-            clause=rule.citation,
-            words=rule.words,
-            summary=rule.summary,
-            actions=list(rule.actions),
-            affected=rule.affected(observation),
-            event=source,
-            round=self.state.round or None,
-            halts=any(a in HALTING for a in rule.actions),
-        )
+        message = ruling_message(rule, self.facts.game, observation, source, self.state.round)
         seq = self.outbox.enqueue(self.topics.ruling, message, ts, now=now).seq
         return RulingRecord(seq, rule.id, rule.citation, rule.actions, now)
 
