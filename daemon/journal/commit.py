@@ -1,13 +1,15 @@
-"""The writer thread: whatever has queued up, from every device at once, appended to the redo log
-with one ``fdatasync`` (the one sync per batch: from there the devices may be acknowledged and
-the publisher may send it). SQLite takes the records behind the log, in larger batches: one
+"""The redo log's one ``fdatasync`` per batch (from there the devices may be acknowledged and the
+publisher may send it): the event loop's own at the end of its turn (``log_here``), or, while
+the storage is slow, the writer thread's for whatever the loop queued for it. The writer thread
+puts what the log took in into SQLite behind it, in larger batches: one
 transaction (no fsync) for what the log took in up to ``store_every_s`` (a second), so a table
 making a record at a time pays SQLite's pages and its transaction once for many records, not
 once each. Idle, it writes ``meta.acked`` (at most every ``acked_every_s``) and tells the
 checkpointer (a long enough quiet is a checkpoint); after a checkpoint that put everything into
 SQLite's main file it starts the log anew when it has grown; every ``every_s`` it runs the
 journal's housekeeping (retention). docs/journal.md, "Why group commit", "One sync per batch",
-"What the commit path holds" and "What a record costs the storage"."""
+"Where the log is synced", "What the commit path holds" and "What a record costs the
+storage"."""
 
 from __future__ import annotations
 

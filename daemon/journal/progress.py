@@ -1,7 +1,9 @@
-"""What the journal's writer thread has done, told to the event loop: ``durable_seq`` (a batch
-is committed and in the redo log at its one ``fdatasync``: a device's ACK and the publisher's
-send both wait for it, the ACKs first), and a failure. One wake-up of the loop covers whatever
-was told before it looked (docs/journal.md, "How a message goes out")."""
+"""How far the log is synced, as the event loop sees it: ``durable_seq`` (a batch is in the redo
+log at its one ``fdatasync``: a device's ACK and the publisher's send both wait for it, the ACKs
+first), and a failure. The loop tells it itself when it synced (``tell_here``); the writer
+thread, when it did (while the storage is slow), with one wake-up of the loop for whatever it
+told before the loop looked (docs/journal.md, "How a message goes out", "Where the log is
+synced")."""
 
 from __future__ import annotations
 
