@@ -50,6 +50,7 @@ class Progress:
         """The loop to tell (the one that appends), and a fresh ``failed``."""
         self._loop = loop
         self._looking = False
+        self._waiting.clear()  # a loop before this one's waiters wait no more
         self.failed = loop.create_future()
 
     def tell(self, seq: int) -> None:
