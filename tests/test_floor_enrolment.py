@@ -17,6 +17,7 @@ from playwright.async_api import expect
 from tableside.cli import main
 from tableside.daemon.config import Config
 from tableside.floor.store import Store, open_store
+from tableside.floor.web import records as records_page
 from tableside.wire import proof
 from tests.browser import chromium
 from tests.conftest import Mosquitto
@@ -108,7 +109,7 @@ def _checkpointing(config: Config) -> Config:
 
 
 async def test_a_supervisor_enrols_and_revokes_a_table_from_the_browser_and_its_changes_show(
-    mosquitto: Mosquitto, tmp_path: Path, store: Store
+    mosquitto: Mosquitto, tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real daemon's new table, not enrolled: the supervisor compares the fingerprint with
     what the table prints (``tableside key``: ``daemon.public_key``), types the group asked
@@ -190,6 +191,15 @@ async def test_a_supervisor_enrols_and_revokes_a_table_from_the_browser_and_its_
         assert (await none.json())["changes"] == []
         bad = await page.request.get(f"{floor.url}/api/table/hil-1/changes?from=2026-13-01")
         assert bad.status == 400
+        # a range holding more records than a page reads: refused, saying so, never cut short
+        with monkeypatch.context() as patched:
+            patched.setattr(records_page, "MAX_CHANGE_RECORDS", 2)
+            for path in ("changes", "changes/export"):
+                many = await page.request.get(
+                    f"{floor.url}/api/table/hil-1/{path}?from={today}&to={today}&format=csv"
+                )
+                assert many.status == 400
+                assert "more than 2 records that may be changes" in await many.text()
 
         # other roles: a floorperson is offered neither action and refused both; surveillance
         # reads the changes

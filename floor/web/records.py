@@ -40,6 +40,9 @@ __all__ = ["Records", "routes"]
 
 #: the longest date range one request may ask for (retain_days is 90; a year is plenty)
 MAX_DAYS = 400
+#: the most records one changes page or export reads: a range holding more is refused, with
+#: the way out (a shorter range), never cut short (an audit must not miss a change silently)
+MAX_CHANGE_RECORDS = 100_000
 
 
 @dataclass(slots=True)
@@ -191,7 +194,14 @@ class Records:
         since = datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp()
         until = since + ((last - first).days + 1) * 86400
         exact, like = topics(prefix, table)
-        records = await store.records_between(table, since, until, topics=exact, like=like)
+        records = await store.records_between(
+            table, since, until, topics=exact, like=like, limit=MAX_CHANGE_RECORDS + 1
+        )
+        if len(records) > MAX_CHANGE_RECORDS:
+            raise web.HTTPBadRequest(
+                text=f"{table} holds more than {MAX_CHANGE_RECORDS:,} records that may be "
+                f"changes from {first} to {last}: ask for a shorter range"
+            )
         enrolments = await store.enrolments(table, since, until)
         return [c.as_dict() for c in changes(records, enrolments)]
 
