@@ -59,7 +59,6 @@ class Committer:
         acked_every_s: float = 5.0,
         store_every_s: float = 1.0,
         transaction: Transaction | None = None,
-        sync_on_loop: bool = True,
         slow_sync_s: float = 0.05,
         quick_again_s: float = 10.0,
     ) -> None:
@@ -69,10 +68,9 @@ class Committer:
         #: hands the logging to this thread (the loop no longer waits on the storage) until
         #: every sync has been quick for ``quick_again_s`` (docs/journal.md, "Where the log
         #: is synced")
-        self.sync_on_loop = sync_on_loop
         self.slow_sync_s = slow_sync_s
         self.quick_again_s = quick_again_s
-        self._on_loop = sync_on_loop
+        self._on_loop = True
         #: since when every sync was quick (monotonic)
         self._quick_since = -float("inf")
         #: records for this thread to log (while the loop does not), or a signal
@@ -149,7 +147,7 @@ class Committer:
         """(the loop) Whether the loop logs what it appends now: it does while its syncs are
         quick, and again once this thread has logged all it was given and every sync has been
         quick for ``quick_again_s``."""
-        if not self._on_loop and self.sync_on_loop and self._logged[0] >= self._queued:
+        if not self._on_loop and self._logged[0] >= self._queued:
             self._on_loop = time.monotonic() - self._quick_since >= self.quick_again_s
             if self._on_loop:
                 log.info("journal_sync_on_loop", path=str(self.path))
@@ -166,11 +164,11 @@ class Committer:
         with self._log_lock:
             took = self._append(batch)
             first = not self._handed
+            if first:
+                self._handed_since = time.monotonic()
             self._handed.extend(batch)
-        if first:
-            self._handed_since = time.monotonic()
-            if self.store_every_s < 0.5:  # due before the thread would wake by itself
-                self.queue.put(Signal.WAKE)
+        if first and self.store_every_s < 0.5:  # due before the thread would wake by itself
+            self.queue.put(Signal.WAKE)
         if took > self.slow_sync_s:
             self._on_loop = False
             log.warning("journal_sync_slow", path=str(self.path), seconds=round(took, 3),
@@ -230,14 +228,13 @@ class Committer:
         last_tick = time.monotonic()
         stopping = False
         while not stopping:
-            handed, batch, stopping = self._take()
+            (handed, since), batch, stopping = self._take()
             try:
                 if handed:  # the loop logged these before anything queued
-                    self._pend(handed, self._handed_since)
+                    self._pend(handed, since)
                 if batch:
                     self._log(batch)
                     self._pend(batch)
-                batch += handed
                 if self._pending and (stopping or self._checkpointer.tail_due
                                       or len(self._pending) >= self._batch
                                       or self._store_wait() == 0):  # fmt: skip
@@ -245,18 +242,23 @@ class Committer:
                 # the log may start anew only once SQLite holds all it holds
                 if self._checkpointer.copy_tail(conn, self.db_lock) and not self._pending:
                     self._restart_log()
-                if not batch:
+                if not (batch or handed):
                     self._idle(conn)
                 if time.monotonic() - last_tick > self._every_s:
                     last_tick = time.monotonic()
                     self._housekeeping()
             except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
-                log.critical("journal_write_failed", path=str(self.path), error=str(exc))
-                self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
+                self.fail(exc)
                 return
 
-    def _take(self) -> tuple[list[Record], list[Record], bool]:
-        """What the loop logged and handed over, what has queued up for this thread to log
+    def fail(self, exc: Exception) -> None:
+        """(either side) Writing the journal failed: said loudly, and the daemon stops."""
+        log.critical("journal_write_failed", path=str(self.path), error=str(exc))
+        self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
+
+    def _take(self) -> tuple[tuple[list[Record], float], list[Record], bool]:
+        """What the loop logged and handed over (and when the first was), what has queued up
+        for this thread to log
         (waiting up to half a second, or until a store is due, for the first), and whether the
         journal is closing (everything queued or handed before that is taken)."""
         items: list[Record | Signal] = []
@@ -265,7 +267,7 @@ class Committer:
             items.append(self.queue.get(timeout=wait))
         items.extend(_drain(self.queue, self._batch))
         with self._log_lock:
-            handed, self._handed = self._handed, []
+            handed, self._handed = (self._handed, self._handed_since), []
         batch = [item for item in items if not isinstance(item, Signal)]
         return handed, batch, Signal.STOP in items
 

@@ -12,8 +12,6 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import structlog
-
 from tableside.daemon.clock import LabClock, RunClock
 from tableside.daemon.journal.chain import Chain
 from tableside.daemon.journal.checkpoint import Checkpointer
@@ -24,8 +22,6 @@ from tableside.daemon.journal.progress import Progress
 from tableside.daemon.journal.reads import Reads
 from tableside.daemon.journal.redo import RedoLog
 from tableside.daemon.journal.retention import Retention
-
-log = structlog.get_logger("tableside.journal")
 
 
 class Journal:
@@ -45,7 +41,6 @@ class Journal:
         acked_every_s: float = 5.0,
         quiet_checkpoint_s: float = 30.0,
         store_every_s: float = 1.0,
-        sync_on_loop: bool = True,
         slow_sync_s: float = 0.05,
         quick_again_s: float = 10.0,
         test_clock: LabClock | None = None,
@@ -64,7 +59,7 @@ class Journal:
             path, batch=batch, every_s=prune_every_s, progress=self._progress, log=self.log,
             checkpointer=self._checkpointer, transaction=self._commit_locked,
             housekeeping=self._housekeeping, log_bytes=log_bytes, acked_every_s=acked_every_s,
-            store_every_s=store_every_s, sync_on_loop=sync_on_loop, slow_sync_s=slow_sync_s,
+            store_every_s=store_every_s, slow_sync_s=slow_sync_s,
             quick_again_s=quick_again_s,
         )  # fmt: skip
         self._reads = Reads(path, cache, self._committer.wait_stored)
@@ -203,8 +198,7 @@ class Journal:
         try:
             self._committer.log_here(batch)
         except Exception as exc:  # disk full, I/O error: loud, and the daemon stops
-            log.critical("journal_write_failed", path=str(self.path), error=str(exc))
-            self._progress.fail(JournalError(f"journal {self.path}: {exc}"))
+            self._committer.fail(exc)
             return
         if tell:
             self._progress.tell_here(batch[-1].seq)
