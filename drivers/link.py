@@ -326,8 +326,9 @@ class FramedLink:
             self.stats.unacknowledged += 1
             return
         self._held.append(frame)
-        if len(self._held) == 1 and bucket.wait() == 0:
-            return  # taken at once
+        bucket.refill()
+        if bucket.tokens >= len(self._held):
+            return  # within the budget: taken at once, or once the settle under way is done
         self.stats.throttled += 1
         if self._flood is None:
             self._flood = Flooding(active=True, per_s=bucket.budget.per_s, held=1)

@@ -214,6 +214,42 @@ async def test_ack_waits_until_the_receiver_has_settled() -> None:
             device.close()
 
 
+async def test_frames_that_wait_for_a_settle_are_not_a_flood() -> None:
+    """Frames read while a slow settle is under way wait for it, not for the budget: within
+    the burst they are all taken once it is done, and no flood is reported (a slow journal is
+    not a device over its budget)."""
+    durable = asyncio.Event()
+    got: list[Notice] = []
+
+    async def journal_committed() -> None:
+        await durable.wait()
+
+    frames = [p.PROTOCOL.encode(p.Heartbeat(i), i) for i in range(4)]
+    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
+        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=PATIENT)
+        host = FramedLink(
+            hr, hw, p.PROTOCOL, got.append, name="host", policy=PATIENT,
+            settle=journal_committed, budget=FrameBudget(per_s=10, burst=10),
+        )  # fmt: skip
+        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
+        try:
+            device.write_raw(frames[0].to_bytes())
+            await settle(lambda: got == [p.Heartbeat(0)])
+            for frame in frames[1:]:  # read while the first one's settle waits
+                device.write_raw(frame.to_bytes())
+            await settle(lambda: host.stats.frames_in == len(frames))
+            durable.set()
+            await settle(lambda: sum(isinstance(m, p.Heartbeat) for m in got) == len(frames))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            host.close()
+            device.close()
+    assert got == [p.Heartbeat(i) for i in range(4)]
+    assert host.stats.throttled == 0
+
+
 async def test_a_sender_over_budget_is_slowed_and_loses_nothing() -> None:
     """Stop-and-wait over the budget: every frame arrives once, in order, each ACKed late
     rather than refused, so the sender goes no faster than the budget; the flood is reported
