@@ -239,9 +239,7 @@ class FramedLink:
                 elif self.decoder.buffered and now - self._last_byte >= self.policy.frame_timeout:
                     self.decoder.resync()
                 self._drain_decoder()
-                self._settled()
-                self._take_held()
-                self._start_settle()
+                self._advance()
         except (ConnectionError, OSError) as exc:
             raise LinkLost(f"{self.name}: {exc}") from exc
         finally:
@@ -411,16 +409,30 @@ class FramedLink:
         else:
             self._acks_due.append(frame.seq)
 
+    def _advance(self) -> None:
+        """Take the frames that may be taken now, and settle them. A settle done at once (a
+        quiet journal syncs there and then) is acknowledged at once, and what waited behind it
+        taken in turn."""
+        while True:
+            self._settled()
+            self._take_held()
+            self._start_settle()
+            if self._settling is None or not self._settling.done():
+                return
+
     def _start_settle(self) -> None:
         """Frames were delivered and wait for their ACKs: make them durable first (``settle``),
         while the line is still read."""
         if self._acks_due and self._settling is None:
             assert self._settle is not None
-            self._settling = asyncio.ensure_future(self._settle())
+            self._settling = settling = asyncio.ensure_future(self._settle())
             self._settling_acks, self._acks_due = self._acks_due, []
-            # the ACKs go as soon as the settle is done, ahead of anything else it wakes (the
-            # publisher's sends): the device's next frame waits for them
-            self._settling.add_done_callback(self._acknowledge_settled)
+            if settling.done():
+                self._acknowledge_settled(settling)
+            else:
+                # the ACKs go as soon as the settle is done, ahead of anything else it wakes
+                # (the publisher's sends): the device's next frame waits for them
+                settling.add_done_callback(self._acknowledge_settled)
 
     def _acknowledge_settled(self, settling: asyncio.Future[None]) -> None:
         """The settle under way is done: ACK its frames, unless it failed (the link ends:

@@ -71,8 +71,9 @@ class Committer:
         self.slow_sync_s = slow_sync_s
         self.quick_again_s = quick_again_s
         self._on_loop = True
-        #: since when every sync was quick (monotonic)
+        #: since when every sync was quick, and when the last one ended (monotonic)
         self._quick_since = -float("inf")
+        self.synced_at = -float("inf")
         #: records for this thread to log (while the loop does not), or a signal
         self.queue: queue.SimpleQueue[Record | Signal] = queue.SimpleQueue()
         #: the newest seq put on ``queue``
@@ -180,7 +181,7 @@ class Committer:
         self.log.append(batch)
         self.commits += 1
         self._logged = (batch[-1].seq, batch[-1].hash)
-        ended = time.monotonic()
+        ended = self.synced_at = time.monotonic()
         if ended - started > self.slow_sync_s:
             self._quick_since = ended
         return ended - started
