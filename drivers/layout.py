@@ -75,10 +75,17 @@ class WireEnum(enum.StrEnum):
     @classmethod
     def of(cls, code: int) -> Self:
         """The member whose byte is ``code``; ValueError for a byte that names none."""
-        for member in cls:
-            if member.code == code:
-                return member
-        raise ValueError(f"{code} is no {cls.__name__}")
+        by_code = _BY_CODE.get(cls)
+        if by_code is None:
+            by_code = _BY_CODE[cls] = {member.code: member for member in cls}
+        member = by_code.get(code)
+        if member is None:
+            raise ValueError(f"{code} is no {cls.__name__}")
+        return typing.cast(Self, member)  # a member of cls: its map holds only those
+
+
+#: each WireEnum's members by their byte (made at the first lookup)
+_BY_CODE: dict[type[WireEnum], dict[int, WireEnum]] = {}
 
 
 _E = TypeVar("_E", bound=WireEnum)

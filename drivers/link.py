@@ -101,6 +101,9 @@ class _Bucket:
         return self.tokens >= self.budget.burst
 
 
+#: the ACK of each seq, as it goes on the line (one per data frame: made once)
+_ACKS = tuple(Frame(seq=seq, type=ACK).to_bytes() for seq in range(256))
+
 #: data frames read ahead of the budget and kept in order; a device that waits for its ACKs
 #: never has more than one, plus that one sent again
 HELD_FRAMES = 8
@@ -463,8 +466,10 @@ class FramedLink:
             self._start_settle()
 
     def _send_control(self, kind: int, seq: int, reason: NakReason | None = None) -> None:
-        if kind == NAK:
-            self.stats.naks_sent += 1
+        if kind == ACK:
+            self._write(_ACKS[seq])
+            return
+        self.stats.naks_sent += 1
         payload = b"" if reason is None else bytes((reason,))
         self._write(Frame(seq=seq, type=kind, payload=payload).to_bytes())
 

@@ -22,6 +22,7 @@ import pytest
 
 from tableside.cli import main
 from tableside.daemon.journal import (
+    QUIET_S,
     Journal,
     JournalCorrupt,
     JournalError,
@@ -780,6 +781,33 @@ async def test_a_slow_sync_hands_the_log_to_the_writer_thread_until_syncs_are_qu
     assert [r["seq"] for r in export_records(path)] == list(range(15))
     logged = [r.seq for r in log_of(path).read().records]
     assert logged == list(range(15))
+
+
+async def test_a_quiet_journal_syncs_a_waited_record_at_once_and_a_busy_turn_shares_one(
+    tmp_path: Path,
+) -> None:
+    """A device's link asks for its record (``durable``) in the turn that appended it: a quiet
+    journal (no sync for ``QUIET_S``) logs it there and then, so the future is done on return
+    and the log on disk has it. Records appended in a turn no one waits on in it share one
+    sync at the turn's end."""
+    path = tmp_path / "journal.sqlite"
+    journal = Journal(path, "t1")
+    journal.open()
+    journal.start()
+    try:
+        for _ in range(5):
+            await asyncio.sleep(QUIET_S * 2)
+            seq = journal.append("t", payload, retain=False, key=None).seq
+            assert journal.durable(seq).done()
+            assert log_of(path).read().last[0] == seq
+        syncs = journal._committer.commits
+        for _ in range(10):
+            journal.append("t", payload, retain=False, key=None)
+        assert log_of(path).read().last[0] < journal.next_seq - 1  # not yet: the turn goes on
+        await journal.wait_durable(journal.next_seq - 1)
+        assert journal._committer.commits == syncs + 1
+    finally:
+        journal.close()
 
 
 async def test_a_record_is_acknowledged_and_sent_only_once_the_log_has_it(

@@ -214,6 +214,41 @@ async def test_ack_waits_until_the_receiver_has_settled() -> None:
             device.close()
 
 
+async def test_a_settle_done_at_once_is_acknowledged_at_once_held_frames_and_all() -> None:
+    """A settle whose future is done on return (a quiet journal syncs there and then) has its
+    frame acknowledged in the same turn; frames held for the budget meanwhile are still taken
+    in turn, each once, with no retransmission."""
+    settles = 0
+
+    def synced_at_once() -> asyncio.Future[None]:
+        nonlocal settles
+        settles += 1
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    got: list[Notice] = []
+    sent = [p.Heartbeat(i) for i in range(12)]
+    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
+        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=PATIENT)
+        host = FramedLink(
+            hr, hw, p.PROTOCOL, got.append, name="host", policy=PATIENT,
+            settle=synced_at_once, budget=FrameBudget(per_s=50, burst=2),
+        )  # fmt: skip
+        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
+        try:
+            for message in sent:
+                await device.send(message)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            host.close()
+            device.close()
+    assert [m for m in got if isinstance(m, p.Heartbeat)] == sent
+    assert settles == len(sent) and device.stats.retransmits == 0
+
+
 async def test_frames_that_wait_for_a_settle_are_not_a_flood() -> None:
     """Frames read while a slow settle is under way wait for it, not for the budget: within
     the burst they are all taken once it is done, and no flood is reported (a slow journal is

@@ -46,10 +46,11 @@ from tableside.daemon.journal.file import (
 from tableside.daemon.journal.redo import RedoLog
 from tableside.daemon.journal.tools import Recovered, backup, export_records, recover
 from tableside.daemon.journal.verify import verify_file
-from tableside.daemon.journal.writer import Journal
+from tableside.daemon.journal.writer import QUIET_S, Journal
 
 __all__ = [
     "FORMAT",
+    "QUIET_S",
     "Journal",
     "JournalCorrupt",
     "JournalError",
