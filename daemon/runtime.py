@@ -371,8 +371,10 @@ class TableRuntime:
         now = event.at
         before = self.state
         self.state, seen = step(self.facts, before, event)
-        # Published when what is published changed (a coup's cards change the state, unseen).
-        shown = self.state != before and self.state.to_dict() != before.to_dict()
+        # Published when what is published changed (a coup's cards change the state, unseen);
+        # a state that did not move is the same object (no field by field comparison).
+        moved = self.state is not before and self.state != before
+        shown = moved and self.state.to_dict() != before.to_dict()
         if not shown and not seen:
             return
         self._lifecycle(before, ts, now)

@@ -738,9 +738,10 @@ def shuffled(turn: Turn, deck: str | None) -> TableState:
     in_play = state.phase in (Phase.DEALING, Phase.DECISIONS, Phase.SETTLEMENT)
     if deck is not None and two and in_play and deck == state.deck_last_dealt:
         turn.observe("deck_in_both", DeckInBoth(deck=deck))
-    return dataclasses.replace(
-        state, shuffled_since_last_round=True, deck_ready=deck if two else state.deck_ready
-    )
+    ready = deck if two else state.deck_ready
+    if state.shuffled_since_last_round and ready == state.deck_ready:
+        return state  # shuffled again before the next round: nothing moved
+    return dataclasses.replace(state, shuffled_since_last_round=True, deck_ready=ready)
 
 
 def _read_hand(facts: TableFacts, state: TableState, stack: StackDispensed) -> TableState:
