@@ -164,9 +164,6 @@ class LinkStats:
     unacknowledged: int = 0
 
 
-#: what a link's loop waits on: the read under way, and the settling of what it acknowledged
-
-
 class FramedLink:
     """Frames and messages of one protocol over one open (reader, writer) pair."""
 
@@ -259,16 +256,16 @@ class FramedLink:
             self._reading.reschedule(-1.0)
 
     @staticmethod
-    async def _stop(*tasks: asyncio.Future[None] | None) -> None:
-        """Cancel what the loop left running and wait for it (no task outlives its link)."""
-        left = [t for t in tasks if t is not None and not t.done()]
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left)
-        for each in tasks:  # seen: a settle that failed as the link broke is not news
-            if each is not None and each.done() and not each.cancelled():
-                each.exception()
+    async def _stop(settling: asyncio.Future[None] | None) -> None:
+        """Cancel the settle the loop left under way and wait for it (nothing outlives its
+        link)."""
+        if settling is None:
+            return
+        if not settling.done():
+            settling.cancel()
+            await asyncio.wait([settling])
+        if not settling.cancelled():
+            settling.exception()  # seen: a settle that failed as the link broke is not news
 
     def _next_wakeup(self) -> float | None:
         """Seconds until a partial frame is abandoned or a held frame may be taken (not while a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -60,13 +60,16 @@ async def linked(
     mangle: Mangle = passthrough,
     device_budget: FrameBudget | None = None,
     host_policy: ArqPolicy = PATIENT,
+    device_settle: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Pair]:
-    """A host and a device link; ``device_budget``: what the device takes from the host."""
+    """A host and a device link; ``device_budget``: what the device takes from the host;
+    ``device_settle``: what the device waits on before it acknowledges (the daemon's journal)."""
     pair = Pair()
     async with null_modem(mangle) as ((hr, hw), (dr, dw)):
         pair.host = FramedLink(hr, hw, p.PROTOCOL, pair.on_host, name="host", policy=host_policy)
         pair.device = FramedLink(dr, dw, p.PROTOCOL, pair.on_device, name="device",
-                                 policy=PATIENT, budget=device_budget)  # fmt: skip
+                                 policy=PATIENT, budget=device_budget,
+                                 settle=device_settle)  # fmt: skip
         tasks = [asyncio.create_task(pair.host.run()), asyncio.create_task(pair.device.run())]
         try:
             yield pair
@@ -189,29 +192,15 @@ async def test_ack_waits_until_the_receiver_has_settled() -> None:
         calls += 1
         await durable.wait()
 
-    got: list[Notice] = []
-    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
-        # the device sends again every 0.1 s, and goes on long enough for a loaded machine
-        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=RESENDS)
-        host = FramedLink(
-            hr, hw, p.PROTOCOL, lambda m: got.append(m), name="host", policy=PATIENT,
-            settle=journal_committed,
-        )  # fmt: skip
-        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
-        try:
-            send = asyncio.create_task(device.send(p.Heartbeat(3)))
-            await settle(lambda: got == [p.Heartbeat(3)] and calls == 1)
-            await asyncio.sleep(RESENDS.ack_timeout * 1.5)
-            assert not send.done(), "acknowledged before the receiver settled"
-            durable.set()
-            await asyncio.wait_for(send, 5)
-            assert got == [p.Heartbeat(3)]
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
-            host.close()
-            device.close()
+    # the host sends again every 0.1 s, and goes on long enough for a loaded machine
+    async with linked(host_policy=RESENDS, device_settle=journal_committed) as pair:
+        send = asyncio.create_task(pair.host.send(p.Heartbeat(3)))
+        await settle(lambda: pair.device_got == [p.Heartbeat(3)] and calls == 1)
+        await asyncio.sleep(RESENDS.ack_timeout * 1.5)
+        assert not send.done(), "acknowledged before the receiver settled"
+        durable.set()
+        await asyncio.wait_for(send, 5)
+        assert pair.device_got == [p.Heartbeat(3)]
 
 
 async def test_a_settle_done_at_once_is_acknowledged_at_once_held_frames_and_all() -> None:
@@ -227,26 +216,13 @@ async def test_a_settle_done_at_once_is_acknowledged_at_once_held_frames_and_all
         done.set_result(None)
         return done
 
-    got: list[Notice] = []
     sent = [p.Heartbeat(i) for i in range(12)]
-    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
-        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=PATIENT)
-        host = FramedLink(
-            hr, hw, p.PROTOCOL, got.append, name="host", policy=PATIENT,
-            settle=synced_at_once, budget=FrameBudget(per_s=50, burst=2),
-        )  # fmt: skip
-        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
-        try:
-            for message in sent:
-                await device.send(message)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
-            host.close()
-            device.close()
-    assert [m for m in got if isinstance(m, p.Heartbeat)] == sent
-    assert settles == len(sent) and device.stats.retransmits == 0
+    budget = FrameBudget(per_s=50, burst=2)
+    async with linked(device_budget=budget, device_settle=synced_at_once) as pair:
+        for message in sent:
+            await pair.host.send(message)
+    assert [m for m in pair.device_got if isinstance(m, p.Heartbeat)] == sent
+    assert settles == len(sent) and pair.host.stats.retransmits == 0
 
 
 async def test_frames_that_wait_for_a_settle_are_not_a_flood() -> None:
@@ -254,35 +230,23 @@ async def test_frames_that_wait_for_a_settle_are_not_a_flood() -> None:
     the burst they are all taken once it is done, and no flood is reported (a slow journal is
     not a device over its budget)."""
     durable = asyncio.Event()
-    got: list[Notice] = []
 
     async def journal_committed() -> None:
         await durable.wait()
 
     frames = [p.PROTOCOL.encode(p.Heartbeat(i), i) for i in range(4)]
-    async with null_modem(passthrough) as ((hr, hw), (dr, dw)):
-        device = FramedLink(dr, dw, p.PROTOCOL, lambda m: None, name="device", policy=PATIENT)
-        host = FramedLink(
-            hr, hw, p.PROTOCOL, got.append, name="host", policy=PATIENT,
-            settle=journal_committed, budget=FrameBudget(per_s=10, burst=10),
-        )  # fmt: skip
-        tasks = [asyncio.create_task(host.run()), asyncio.create_task(device.run())]
-        try:
-            device.write_raw(frames[0].to_bytes())
-            await settle(lambda: got == [p.Heartbeat(0)])
-            for frame in frames[1:]:  # read while the first one's settle waits
-                device.write_raw(frame.to_bytes())
-            await settle(lambda: host.stats.frames_in == len(frames))
-            durable.set()
-            await settle(lambda: sum(isinstance(m, p.Heartbeat) for m in got) == len(frames))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
-            host.close()
-            device.close()
+    budget = FrameBudget(per_s=10, burst=10)
+    async with linked(device_budget=budget, device_settle=journal_committed) as pair:
+        got = pair.device_got
+        pair.host.write_raw(frames[0].to_bytes())
+        await settle(lambda: got == [p.Heartbeat(0)])
+        for frame in frames[1:]:  # read while the first one's settle waits
+            pair.host.write_raw(frame.to_bytes())
+        await settle(lambda: pair.device.stats.frames_in == len(frames))
+        durable.set()
+        await settle(lambda: sum(isinstance(m, p.Heartbeat) for m in got) == len(frames))
     assert got == [p.Heartbeat(i) for i in range(4)]
-    assert host.stats.throttled == 0
+    assert pair.device.stats.throttled == 0
 
 
 async def test_a_sender_over_budget_is_slowed_and_loses_nothing() -> None:
